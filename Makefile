@@ -1,0 +1,52 @@
+# quicbench: `make run` and `make test` do everything on a fresh Debian 12 machine (as root).
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+QB    := $(VENV)/bin/quicbench
+BIN   := build/bin
+
+.PHONY: setup deps venv build run test test-py test-go test-rust bench clean
+
+setup: deps venv build
+
+deps:
+	@scripts/install-deps.sh
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(VENV)/.installed
+
+build: $(BIN)/qb-load $(BIN)/linkem
+
+$(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
+	@mkdir -p $(BIN)
+	cd loadclient && go build -trimpath -o ../$(BIN)/qb-load .
+
+$(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml
+	@mkdir -p $(BIN)
+	cd linkem && cargo build --release --quiet
+	cp linkem/target/release/linkem $(BIN)/linkem
+
+run: setup
+	$(QB) run
+
+test: setup test-go test-rust test-py
+
+test-py:
+	$(PY) -m pytest -q -ra tests
+
+test-go:
+	cd loadclient && go test -count=1 ./...
+
+test-rust:
+	cd linkem && cargo test --release --quiet
+
+bench: setup
+	$(PY) -m quicbench.bench
+
+clean:
+	rm -rf build $(VENV) linkem/target

@@ -1,0 +1,261 @@
+"""The quicbench command line (typer + rich)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import QuicbenchError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Compare HTTP/1.1, HTTP/2 and HTTP/3 under emulated network conditions.")
+lab_app = typer.Typer(no_args_is_help=True, help="Create, inspect, use and remove labs.")
+app.add_typer(lab_app, name="lab")
+console = Console()
+err = Console(stderr=True)
+
+
+def _sigterm_as_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    """Entry point: every QuicbenchError becomes one line on stderr and exit code 2."""
+    signal.signal(signal.SIGTERM, _sigterm_as_exit)
+    try:
+        app(standalone_mode=False)
+    except QuicbenchError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except ValidationError as e:
+        err.print(f"[bold red]error:[/] {format_validation_error(e)}", highlight=False)
+        sys.exit(2)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as e:  # click usage errors and the like
+        import click
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        raise
+
+
+def format_validation_error(e: ValidationError, source: str | None = None) -> str:
+    parts = []
+    for d in e.errors():
+        loc = ".".join(str(x) for x in d["loc"] if not str(x).startswith("function-"))
+        msg = d["msg"].removeprefix("Value error, ")
+        got = d.get("input")
+        tail = f" (got {got!r})" if got is not None and not isinstance(got, (dict, list)) else ""
+        parts.append(f"{loc}: {msg}{tail}" if loc else f"{msg}{tail}")
+    prefix = f"{source}: " if source else ""
+    return prefix + "; ".join(parts)
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise QuicbenchError("quicbench needs root for network namespaces: run as root (or with sudo)")
+
+
+def _reap() -> None:
+    from .lab import reap_dead_labs
+    for name in reap_dead_labs():
+        err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")
+
+
+# ---------------------------------------------------------------------------------- lab
+@lab_app.command("up")
+def lab_up(
+    name: str = typer.Option("lab", "--name", "-n", help="Lab name (namespaces are qb-NAME-NODE)."),
+    hops: int = typer.Option(1, help="Router hops between client and server (1 or 2)."),
+    tcp_cc: str = typer.Option("cubic", "--cc", help="TCP congestion control in every node."),
+    link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+) -> None:
+    """Create a lab that stays up until `quicbench lab down NAME`."""
+    require_root()
+    _reap()
+    from .lab import LabSpec, make_lab
+    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, persistent=True))
+    lab.up()
+    console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
+                  f" (link {lab.state['link']['name']}, TCP {tcp_cc})")
+
+
+@lab_app.command("status")
+def lab_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List running labs: names, namespaces, addresses, link."""
+    from .lab import list_lab_states
+    states = list_lab_states()
+    if as_json:
+        print(json.dumps([{k: v for k, v in s.items()} for s in states], indent=2))
+        return
+    if not states:
+        console.print("no labs")
+        return
+    t = Table("lab", "status", "nodes (namespace: addresses)", "link", "TCP cc")
+    for s in states:
+        nodes = "\n".join(f"{node} ({ns}): {', '.join(s['addresses'].get(node, {}).values())}"
+                          for node, ns in s["namespaces"].items())
+        t.add_row(s["name"], s.get("status", "?"), nodes, (s.get("link") or {}).get("name", "-"),
+                  s.get("tcp_cc", "-"))
+    console.print(t)
+
+
+@lab_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lab_exec(ctx: typer.Context, name: str = typer.Argument(..., help="Lab name."),
+             node: str = typer.Argument(..., help="client, router, router2 or server.")) -> None:
+    """Run any command inside a node: quicbench lab exec NAME client -- ping -c3 SERVER."""
+    require_root()
+    from .lab.base import load_lab
+    lab = load_lab(name)
+    argv = [a for a in ctx.args if a != "--"] or [os.environ.get("SHELL", "/bin/sh")]
+    env = dict(os.environ, QB_LAB=name, QB_NODE=node, QB_SERVER=lab.address("server"),
+               QB_CLIENT=lab.address("client"))
+    raise SystemExit(subprocess.call(lab.cmd(node, argv), env=env))
+
+
+@lab_app.command("down")
+def lab_down(name: Optional[str] = typer.Argument(None, help="Lab name."),
+             all_: bool = typer.Option(False, "--all", help="Remove every lab, and stray qb-* namespaces.")) -> None:
+    """Remove a lab (or all labs) with everything that runs inside."""
+    require_root()
+    from .lab import list_lab_states
+    from .lab.base import load_lab
+    from .lab.netns import orphan_namespaces
+    if not name and not all_:
+        raise QuicbenchError("say which lab: 'quicbench lab down NAME' or 'quicbench lab down --all'")
+    names = [s["name"] for s in list_lab_states()] if all_ else [name]
+    for n in names:
+        load_lab(n).down()
+        console.print(f"lab {n} removed")
+    if all_:
+        for ns in orphan_namespaces():
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+            console.print(f"stray namespace {ns} removed")
+
+
+def _parse_only(only: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in only:
+        if "=" not in item:
+            raise QuicbenchError(f"--only '{item}': use key=value, e.g. --only protocol=h3")
+        k, v = item.split("=", 1)
+        out.setdefault(k.strip(), []).extend(x.strip() for x in v.split(","))
+    return out
+
+
+def _load_plan(plan: Optional[Path]):
+    from .plan import DEFAULT_PLAN, load_plan, plan_from_dict
+    return load_plan(plan) if plan else plan_from_dict(DEFAULT_PLAN, source="default plan")
+
+
+@app.command("run")
+def run_cmd(
+    plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML); the built-in default plan if omitted."),
+    out: Path = typer.Option(Path("runs"), "--out", "-o", help="Directory that holds run directories."),
+    reps: Optional[int] = typer.Option(None, "--reps", min=1, help="Override the plan's repetitions."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed trials again."),
+    only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, workload=, size= (repeatable)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
+) -> None:
+    """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
+    p = _load_plan(plan)
+    only_map = _parse_only(only)
+    if dry_run:
+        _show_plan(p, reps, only_map)
+        return
+    require_root()
+    _reap()
+    from .runner import start_run, summary_table
+    store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed)
+    rows = store.rows()
+    console.print(summary_table(rows))
+    failed = [r for r in rows if r.get("status") != "ok"]
+    bound = [r for r in rows if r.get("cpu_bound")]
+    if bound:
+        where = sorted({f"{r['protocol']} {r['workload']} ({r.get('cpu_bound_by')})" for r in bound})
+        console.print(f"[yellow]{len(bound)} trial(s) CPU-bound (an endpoint used >= 90% of a core): "
+                      + "; ".join(where[:6]) + ("; ..." if len(where) > 6 else "") + "[/]")
+    if failed:
+        console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
+    if report:
+        try:
+            from .report import write_report
+            path = write_report(store.dir)
+            console.print(f"report: {path}")
+        except ImportError:
+            pass
+    console.print(f"run directory: [bold]{store.dir}[/]")
+
+
+def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
+    from .plan import expand
+    trials = expand(p, reps=reps, only=only_map)
+    t = Table(title=f"plan {p.name}: {len(trials)} trials")
+    for col in ("#", "condition", "workload", "protocol", "server", "rep"):
+        t.add_column(col)
+    for tr in trials[:200]:
+        t.add_row(str(tr.seq), f"{tr.condition.name} ({tr.condition.short()})", tr.workload.label, tr.protocol,
+                  tr.server, "warm-up" if tr.warmup else str(tr.rep))
+    console.print(t)
+    if len(trials) > 200:
+        console.print(f"... and {len(trials) - 200} more")
+    from .estimate import estimate_seconds
+    secs = estimate_seconds(p, trials)
+    console.print(f"{len(trials)} trials, {len(p.conditions)} condition(s); estimated duration "
+                  f"{secs / 60:.1f} min")
+
+
+plan_app = typer.Typer(no_args_is_help=True, help="Inspect plans.")
+app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("show")
+def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)."),
+              reps: Optional[int] = typer.Option(None, "--reps", min=1),
+              only: List[str] = typer.Option([], "--only")) -> None:
+    """Print the expanded matrix, the number of trials and an estimated duration."""
+    _show_plan(_load_plan(plan), reps, _parse_only(only))
+
+
+@app.command("doctor")
+def doctor_cmd() -> None:
+    """Check kernel features and binaries, with the fix for each missing piece."""
+    from .doctor import checks
+    t = Table("check", "status", "detail / fix")
+    bad = 0
+    for name, ok, detail in checks():
+        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+        bad += not ok
+    console.print(t)
+    if bad:
+        raise SystemExit(1)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the quicbench version."""
+    console.print(f"quicbench {__version__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Client drivers. Register a new one in ``CLIENTS``."""
+
+from __future__ import annotations
+
+from ..errors import QuicbenchError
+from .base import Client, ClientResult, Target
+from .loadclient import LoadClient
+
+CLIENTS: dict[str, type[Client]] = {
+    "qb-load": LoadClient,
+}
+
+
+def client_class(name: str) -> type[Client]:
+    try:
+        return CLIENTS[name]
+    except KeyError:
+        raise QuicbenchError(f"unknown client '{name}': accepted: {', '.join(sorted(CLIENTS))}") from None
+
+
+__all__ = ["Client", "ClientResult", "Target", "CLIENTS", "client_class"]

@@ -1,0 +1,94 @@
+"""`qb-load`, quicbench's Go load client (h1 via net/http, h2 via x/net/http2, h3 via quic-go)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from ..errors import QuicbenchError
+from ..paths import find_binary
+from .base import Client, ClientResult, Target
+
+FIX = "build it with 'make setup' (Go module in loadclient/)"
+
+
+class LoadClient(Client):
+    name = "qb-load"
+    protocols = frozenset({"h1", "h2", "h3"})
+
+    @staticmethod
+    def binary() -> str:
+        return find_binary("qb-load", FIX)
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        out = subprocess.run([cls.binary(), "--version"], capture_output=True, text=True, timeout=10).stdout
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError:
+            return {"qb_load": out.strip()}
+
+    def argv(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float) -> list[str]:
+        port = "" if target.port == 443 else f":{target.port}"
+        return [self.binary(), "--proto", protocol,
+                "--base-url", f"https://{target.hostname}{port}",
+                "--connect", f"{target.address}:{target.port}",
+                "--ca", str(target.tls.ca_cert),
+                "--path-template", target.content.path_template(workload.size_bytes),
+                "--count", str(workload.count), "--parallel", str(workload.parallelism),
+                "--manifest", str(target.content.manifest_path),
+                "--requests", str(trial_dir / "requests.jsonl"),
+                "--timeout", f"{timeout_s:g}s"]
+
+    def fetch(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
+              extra_args: list[str] | None = None) -> ClientResult:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s)
+                              + (extra_args or []))
+        with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
+            t0 = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=out, stderr=log, stdin=subprocess.DEVNULL)
+            # hard stop a little after the client's own deadline
+            killer = threading.Timer(timeout_s + 10, proc.kill)
+            killer.start()
+            try:
+                _, status, ru = os.wait4(proc.pid, 0)
+            finally:
+                killer.cancel()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            wall = time.monotonic() - t0
+        cpu = ru.ru_utime + ru.ru_stime
+        requests = _read_jsonl(trial_dir / "requests.jsonl")
+        try:
+            summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
+        except json.JSONDecodeError:
+            summary = {}
+        error = None
+        if proc.returncode != 0:
+            errs = summary.get("errors") or []
+            if errs:
+                error = f"{len(errs)} request(s) failed, first: {errs[0].get('error')}"
+            else:
+                tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
+                error = f"qb-load exit code {proc.returncode}" + (f": {tail[0]}" if tail else "")
+        return ClientResult(requests=requests, summary=summary, cpu_s=cpu, wall_s=wall,
+                            returncode=proc.returncode, error=error)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out

@@ -1,0 +1,214 @@
+"""The network condition model: what the link emulator applies on each router hop.
+
+Values given at the top level of a hop apply to each direction ("symmetric", as netem on
+both router interfaces does: delay 50 ms gives 100 ms RTT, loss 2 % drops 2 % each way);
+``up`` (client -> server) and ``down`` (server -> client) override per direction.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LossModel(_Strict):
+    """Random loss (optionally correlated) or Gilbert-Elliott (netem `loss gemodel p r 1-h 1-k`)."""
+    model: Literal["random", "gilbert_elliott"] = "random"
+    pct: float = Field(0.0, ge=0, le=100)
+    correlation_pct: float = Field(0.0, ge=0, le=100)
+    p_pct: float = Field(0.0, ge=0, le=100, description="good->bad transition probability")
+    r_pct: float = Field(100.0, ge=0, le=100, description="bad->good transition probability")
+    h_pct: float = Field(0.0, ge=0, le=100, description="1-h: loss probability in the bad state is 100-h")
+    k_pct: float = Field(100.0, ge=0, le=100, description="1-k: loss probability in the good state is 100-k")
+
+
+class Queue(_Strict):
+    """Drop-tail queue size in packets, bytes or milliseconds at the configured rate."""
+    packets: int | None = Field(None, ge=1)
+    bytes: int | None = Field(None, ge=1500)
+    ms: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Queue":
+        given = [k for k in ("packets", "bytes", "ms") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of packets, bytes, ms")
+        return self
+
+
+class Spikes(_Strict):
+    """CVart's spikes: every period_ms the rate falls to rate_pct % for duration_ms."""
+    period_ms: float = Field(gt=0)
+    duration_ms: float = Field(200.0, gt=0)
+    rate_pct: float = Field(10.0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _fits(self) -> "Spikes":
+        if self.duration_ms >= self.period_ms:
+            raise ValueError(f"duration_ms ({self.duration_ms}) must be shorter than period_ms ({self.period_ms})")
+        return self
+
+
+class OnOff(_Strict):
+    on_ms: float = Field(gt=0)
+    off_ms: float = Field(gt=0)
+
+
+DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
+                    "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "queue",
+                    "spikes", "onoff", "trace")
+
+
+class Direction(_Strict):
+    """What one direction of one hop does to packets."""
+    delay_ms: float = Field(0.0, ge=0, le=60_000)
+    jitter_ms: float = Field(0.0, ge=0, le=60_000)
+    jitter_dist: JitterDist = "uniform"  # netem's default when no distribution is named
+    jitter_correlation_pct: float = Field(0.0, ge=0, le=100)
+    reorder: bool = False
+    loss_pct: float = Field(0.0, ge=0, le=100)
+    loss: LossModel | None = None
+    duplicate_pct: float = Field(0.0, ge=0, le=100)
+    corrupt_pct: float = Field(0.0, ge=0, le=100)
+    rate_mbit: float | None = Field(None, gt=0, le=100_000)
+    queue: Queue | None = None
+    spikes: Spikes | None = None
+    onoff: OnOff | None = None
+    trace: Path | None = None
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_readable(cls, v: Path | None) -> Path | None:
+        if v is None:
+            return v
+        try:
+            lines = Path(v).read_text().split()
+        except OSError as e:
+            raise ValueError(f"cannot read trace file '{v}': {e.strerror}") from None
+        if not lines:
+            raise ValueError(f"trace file '{v}' is empty")
+        for n, tok in enumerate(lines, 1):
+            if not tok.isdigit():
+                raise ValueError(f"trace file '{v}': entry {n} '{tok}' is not a millisecond timestamp")
+        return Path(v).resolve()
+
+    @model_validator(mode="after")
+    def _coherent(self) -> "Direction":
+        if self.loss is not None and self.loss_pct:
+            raise ValueError("give loss_pct or loss, not both")
+        if self.spikes is not None and self.rate_mbit is None:
+            raise ValueError("spikes need rate_mbit (the rate that drops)")
+        if self.trace is not None and self.rate_mbit is not None:
+            raise ValueError("a trace replaces rate_mbit: give one of them")
+        if self.queue is not None and self.rate_mbit is None and self.trace is None:
+            raise ValueError("queue needs rate_mbit or trace")
+        return self
+
+    @property
+    def effective_loss(self) -> LossModel | None:
+        if self.loss is not None:
+            return self.loss
+        if self.loss_pct:
+            return LossModel(model="random", pct=self.loss_pct)
+        return None
+
+    @property
+    def is_transparent(self) -> bool:
+        return self == Direction()
+
+    def short(self) -> str:
+        parts = []
+        if self.delay_ms:
+            parts.append(f"{self.delay_ms:g}ms")
+        if self.jitter_ms:
+            parts.append(f"±{self.jitter_ms:g}ms {self.jitter_dist}")
+        loss = self.effective_loss
+        if loss and loss.model == "random" and loss.pct:
+            parts.append(f"{loss.pct:g}% loss")
+        elif loss and loss.model == "gilbert_elliott":
+            parts.append("GE loss")
+        if self.rate_mbit:
+            parts.append(f"{self.rate_mbit:g}Mbit/s")
+        if self.spikes:
+            parts.append("spikes")
+        if self.trace:
+            parts.append(f"trace {self.trace.name}")
+        return " ".join(parts) or "none"
+
+
+class Hop(_Strict):
+    """One router hop: a condition for each direction."""
+    up: Direction = Direction()
+    down: Direction = Direction()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _symmetric(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not any(k in DIRECTION_FIELDS for k in data):
+            return data
+        data = dict(data)
+        common = {k: data.pop(k) for k in list(data) if k in DIRECTION_FIELDS}
+        for d in ("up", "down"):
+            own = data.get(d) or {}
+            if isinstance(own, BaseModel):
+                own = own.model_dump(exclude_defaults=True)
+            data[d] = {**common, **own}
+        return data
+
+    @property
+    def symmetric(self) -> bool:
+        return self.up == self.down
+
+    def short(self) -> str:
+        if self.symmetric:
+            return self.up.short()
+        return f"up {self.up.short()} / down {self.down.short()}"
+
+
+class Condition(_Strict):
+    """A named network condition: one or two router hops (Go-Quick had two routers)."""
+    name: str = "default"
+    hops: list[Hop] = Field(default_factory=lambda: [Hop()], min_length=1, max_length=2)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _single_hop_shorthand(cls, data: Any) -> Any:
+        """Allow the fields of one hop at the top level: {name, delay_ms, loss_pct, ...}."""
+        if isinstance(data, dict) and "hops" not in data:
+            hop = {k: v for k, v in data.items() if k != "name"}
+            if hop:
+                data = {"name": data.get("name", "default"), "hops": [hop]}
+        return data
+
+    def short(self) -> str:
+        return " | ".join(h.short() for h in self.hops)
+
+    @property
+    def base_rtt_ms(self) -> float:
+        return sum(h.up.delay_ms + h.down.delay_ms for h in self.hops)
+
+    @property
+    def bottleneck_mbit(self) -> float | None:
+        rates = [d.rate_mbit for h in self.hops for d in (h.up, h.down) if d.rate_mbit]
+        return min(rates) if rates else None
+
+
+def default_queue_packets(d: Direction, mtu: int = 1500) -> int:
+    """Queue size when none is given: one BDP at the rate over max(2*delay, 20 ms), at least 64 packets."""
+    if d.queue is not None:
+        if d.queue.packets:
+            return d.queue.packets
+        if d.queue.bytes:
+            return max(1, d.queue.bytes // mtu)
+    rate = d.rate_mbit or 1000.0
+    window_ms = d.queue.ms if (d.queue and d.queue.ms) else max(2 * d.delay_ms, 20.0)
+    return max(64, math.ceil(rate * 1e6 / 8 * window_ms / 1000 / mtu))

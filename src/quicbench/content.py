@@ -1,0 +1,125 @@
+"""The content generator (Go-Quick's testGen): objects, copies, index pages, a manifest.
+
+Objects are incompressible and deterministic: the bytes of an object of size S made with
+seed K are SHAKE-256("quicbench-content/K/S") truncated to S. The N copies of one object
+are hard links to one file (no extra disk), each listed in the manifest. ``index{n}.html``
+embeds the first n copies as images, as Go-Quick's pages did for Chrome. Content sets are
+cached under ``~/.cache/quicbench/content/<key>/`` by their parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import QuicbenchError
+from .paths import cache_dir
+from .units import size_label
+
+GENERATOR = "quicbench-content/1"
+# Go-Quick's page sizes (getFiles, appendix C): index{n}.html for these n that fit.
+INDEX_COUNTS = (1, 2, 4, 8, 10, 15, 20, 30, 40, 50, 60, 80, 100, 200, 500, 1000)
+CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class ContentSet:
+    root: Path
+    manifest: dict
+
+    def object_path(self, size: int, i: int) -> str:
+        """URL path of copy i (1-based) of the object of this size."""
+        return f"/{size_label(size)}/obj-{i}.bin"
+
+    def path_template(self, size: int) -> str:
+        return f"/{size_label(size)}/obj-{{i}}.bin"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+
+def object_bytes_iter(seed: int, size: int):
+    """Yield the object's bytes in chunks (SHAKE-256 is an XOF: output is a deterministic stream)."""
+    # hashlib's shake only returns a full digest, so derive fixed chunks from per-chunk keys
+    for off in range(0, size, CHUNK):
+        n = min(CHUNK, size - off)
+        yield hashlib.shake_256(f"quicbench-content/{seed}/{size}/{off}".encode()).digest(n)
+
+
+def content_key(seed: int, objects: dict[int, int]) -> str:
+    params = {"generator": GENERATOR, "seed": seed, "objects": sorted(objects.items())}
+    return hashlib.sha256(json.dumps(params).encode()).hexdigest()[:16]
+
+
+def _index_page(label: str, n: int) -> str:
+    imgs = "\n".join(f'<img src="obj-{i}.bin" width="32" height="32" alt="{i}">' for i in range(1, n + 1))
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{label} x {n}</title></head>\n"
+            f"<body><h1>{n} objects of {label}</h1>\n{imgs}\n</body></html>\n")
+
+
+def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None) -> ContentSet:
+    """Make (or reuse) a content set with `count` copies of an object of each `size`.
+
+    objects maps size in bytes -> number of copies (>= 1).
+    """
+    for size, count in objects.items():
+        if size < 1:
+            raise QuicbenchError(f"bad object size {size}: must be at least 1 byte")
+        if count < 1:
+            raise QuicbenchError(f"bad count {count} for {size_label(size)} objects: must be at least 1")
+    base = (cache or cache_dir()) / "content"
+    root = base / content_key(seed, objects)
+    manifest_file = root / "manifest.json"
+    if manifest_file.exists():
+        return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        files = []
+        listing = []
+        for size, count in sorted(objects.items()):
+            label = size_label(size)
+            d = tmp / label
+            d.mkdir()
+            first = d / "obj-1.bin"
+            h = hashlib.sha256()
+            with open(first, "wb") as f:
+                for chunk in object_bytes_iter(seed, size):
+                    h.update(chunk)
+                    f.write(chunk)
+            digest = h.hexdigest()
+            for i in range(1, count + 1):
+                if i > 1:
+                    os.link(first, d / f"obj-{i}.bin")
+                files.append({"path": f"{label}/obj-{i}.bin", "size": size, "sha256": digest})
+            pages = sorted({n for n in INDEX_COUNTS if n <= count} | {count})
+            for n in pages:
+                page = _index_page(label, n)
+                (d / f"index{n}.html").write_text(page)
+                files.append({"path": f"{label}/index{n}.html", "size": len(page.encode()),
+                              "sha256": hashlib.sha256(page.encode()).hexdigest()})
+            listing.append(f'<li>{html.escape(label)}: {count} objects; pages '
+                           + " ".join(f'<a href="{label}/index{n}.html">{n}</a>' for n in pages) + "</li>")
+        (tmp / "index.html").write_text(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicbench content</title></head>"
+            "<body><h1>quicbench content</h1><ul>\n" + "\n".join(listing) + "\n</ul></body></html>\n")
+        manifest = {"generator": GENERATOR, "seed": seed,
+                    "objects": {str(s): c for s, c in sorted(objects.items())}, "files": files}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        for p in [tmp, *tmp.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        try:
+            os.rename(tmp, root)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))

@@ -1,0 +1,69 @@
+"""`quicbench doctor`: what this host has, and the fix for each missing piece."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from .kernel import probe
+from .paths import bin_dir
+
+BINARIES = [
+    # (binary, needed for, fix)
+    ("ip", "labs", "apt-get install iproute2"),
+    ("tc", "kernel link emulation (netem, tbf)", "apt-get install iproute2"),
+    ("ethtool", "turning offloads off", "apt-get install ethtool"),
+    ("ping", "link calibration", "apt-get install iputils-ping"),
+    ("iperf3", "link calibration and benchmarks", "apt-get install iperf3"),
+    ("tcpdump", "packet captures", "apt-get install tcpdump"),
+    ("nft", "firewall rules in the lab", "apt-get install nftables"),
+    ("ss", "server readiness checks", "apt-get install iproute2"),
+    ("caddy", "server 'caddy' (h1, h2, h3)", "apt-get install caddy"),
+    ("qb-load", "the load client", "make setup (builds loadclient/)"),
+    ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
+]
+
+
+def _version(path: str, flag: str = "--version") -> str:
+    try:
+        out = subprocess.run([path, flag], capture_output=True, text=True, timeout=5)
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0][:80] if text else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def checks() -> list[tuple[str, bool, str]]:
+    out: list[tuple[str, bool, str]] = []
+    out.append(("root", os.geteuid() == 0, "needed for network namespaces" if os.geteuid() else "running as root"))
+    k = probe()
+    out.append(("kernel: network namespaces", k["netns"], "ip netns add works" if k["netns"] else
+                "needs CONFIG_NET_NS and root"))
+    out.append(("kernel: veth", k["veth"], "veth pairs" if k["veth"] else "needs CONFIG_VETH (modprobe veth)"))
+    out.append(("kernel: netem", True, "present: link 'auto' uses netem" if k["netem"] else
+                "absent (no sch_netem): link 'auto' uses linkem, the user-space emulator"))
+    out.append(("kernel: tbf", k["tbf"], "rate limiting" if k["tbf"] else "needs CONFIG_NET_SCH_TBF"))
+    out.append(("kernel: htb", k["htb"], "rate limiting" if k["htb"] else "needs CONFIG_NET_SCH_HTB"))
+    out.append(("kernel: TUN", k["tun"], "/dev/net/tun" if k["tun"] else "needs CONFIG_TUN"))
+    try:
+        avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    except OSError:
+        avail = []
+    out.append(("kernel: TCP cubic", "cubic" in avail, "available: " + " ".join(avail)))
+    for name, why, fix in BINARIES:
+        local = bin_dir() / name
+        path = str(local) if local.exists() else shutil.which(name)
+        if path:
+            ver = _version(path, "version" if name == "caddy" else ("-V" if name in ("ip", "ping", "tc") else "--version"))
+            out.append((name, True, f"{path} {ver}".strip()))
+        else:
+            out.append((name, False, f"needed for {why}: {fix}"))
+    from .servers import SERVERS
+    for sname, cls in sorted(SERVERS.items()):
+        try:
+            ver = cls.version()
+            out.append((f"server {sname}", True, f"{ver}; serves {', '.join(sorted(cls.protocols))}"))
+        except Exception as e:  # noqa: BLE001
+            out.append((f"server {sname}", False, str(e)))
+    return out

@@ -1,0 +1,29 @@
+"""A rough duration estimate for a plan (printed by `plan show`)."""
+
+from __future__ import annotations
+
+from .plan import Plan, TrialSpec
+
+TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: see README)
+LAB_SETUP_S = 1.5            # lab, servers, content
+# effective goodput assumed per protocol when the link does not limit (2-core machine)
+UNLIMITED_MBIT = {"h1": 2000.0, "h2": 1500.0, "h3": 400.0}
+
+
+def trial_seconds(t: TrialSpec) -> float:
+    c = t.condition
+    rtt_s = c.base_rtt_ms / 1000
+    rate = min(c.bottleneck_mbit or 1e9, UNLIMITED_MBIT.get(t.protocol, 500.0))
+    loss = max((h.up.loss_pct + h.down.loss_pct) for h in c.hops) / 100
+    if loss:
+        # Mathis et al.: throughput ~ MSS/RTT * 1.22/sqrt(p), per connection
+        conns = t.workload.parallelism if t.protocol == "h1" else 1
+        mathis = conns * 1460 * 8 / max(rtt_s, 1e-3) * 1.22 / loss ** 0.5 / 1e6
+        rate = min(rate, mathis)
+    transfer = t.workload.payload_bytes * 8 / (rate * 1e6)
+    rounds = 3 + t.workload.count / max(t.workload.parallelism, 1)
+    return TRIAL_OVERHEAD_S + transfer + rounds * rtt_s
+
+
+def estimate_seconds(plan: Plan, trials: list[TrialSpec]) -> float:
+    return LAB_SETUP_S + sum(trial_seconds(t) for t in trials)

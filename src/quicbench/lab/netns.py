@@ -1,0 +1,247 @@
+"""Lab backend `netns`: client, router(s) and server as Linux network namespaces on this host.
+
+Topology (hops=1):   client[eth0] --- [to-client]router[to-server] --- [eth0]server
+With hops=2 a second router (`router2`) sits between router and server.
+
+Every segment is a veth pair created directly inside the two namespaces, so nothing of a
+lab lives in the host's namespace and there is no route out of the lab. Addresses come
+from 198.18.0.0/15 (RFC 2544, set aside for benchmarking): each lab takes a slot of four
+/24 segments. Offloads (TSO/GSO/GRO) are off so that each wire packet is one real frame.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import QuicbenchError
+from ..proc import run
+from .base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
+                   state_lock)
+
+MAX_SLOTS = 128
+PREFIX = "qb-"
+
+# Per-namespace sysctls. TCP buffers large enough for 1 Gbit/s x 200 ms; IPv6 off so that
+# router solicitations and DAD do not put frames on the wire; no saved TCP metrics, so one
+# trial's ssthresh does not leak into the next.
+TCP_SYSCTLS = {
+    "net.ipv4.tcp_rmem": "4096 131072 33554432",
+    "net.ipv4.tcp_wmem": "4096 16384 33554432",
+    "net.ipv4.tcp_no_metrics_save": "1",
+    "net.ipv4.tcp_slow_start_after_idle": "0",
+    "net.ipv6.conf.all.disable_ipv6": "1",
+    "net.ipv6.conf.default.disable_ipv6": "1",
+}
+
+
+def segment_net(slot: int, seg: int) -> str:
+    """The /24 prefix (first three octets) of segment seg of lab slot slot."""
+    n = 4 * slot + seg
+    return f"198.{18 + n // 256}.{n % 256}"
+
+
+class NetnsLab(Lab):
+    def __init__(self, spec: LabSpec):
+        super().__init__(spec)
+
+    # -- naming and addressing --------------------------------------------------------
+    def ns(self, node: str) -> str:
+        return f"{PREFIX}{self.name}-{node}"
+
+    def _segments(self) -> list[tuple[str, str, str, str]]:
+        """(left node, left ifname, right node, right ifname) for each segment, client first."""
+        chain = self.nodes
+        segs = []
+        for left, right in zip(chain, chain[1:]):
+            lif = "eth0" if left == "client" else "to-server"
+            rif = "eth0" if right == "server" else "to-client"
+            segs.append((left, lif, right, rif))
+        return segs
+
+    def _plan_addresses(self, slot: int) -> dict[str, dict[str, str]]:
+        addrs: dict[str, dict[str, str]] = {n: {} for n in self.nodes}
+        for i, (left, lif, right, rif) in enumerate(self._segments()):
+            net = segment_net(slot, i)
+            addrs[left][lif] = f"{net}.1"
+            addrs[right][rif] = f"{net}.2"
+        return addrs
+
+    def address(self, node: str) -> str:
+        self.check_node(node)
+        return next(iter(self.state["addresses"][node].values())) if node in ("client", "server") \
+            else self.state["addresses"][node]["to-client"]
+
+    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
+        self.check_node(node)
+        return ["ip", "netns", "exec", self.ns(node), *argv]
+
+    def routers(self) -> list[RouterPorts]:
+        out = []
+        nodes = self.nodes
+        for idx, node in enumerate(nodes):
+            if not node.startswith("router"):
+                continue
+            left, right = nodes[idx - 1], nodes[idx + 1]
+            lif = "eth0" if left == "client" else "to-server"
+            rif = "eth0" if right == "server" else "to-client"
+            out.append(RouterPorts(
+                node=node, netns=self.ns(node), if_client="to-client", if_server="to-server",
+                peer_mac_client=self.state["macs"][left][lif], peer_mac_server=self.state["macs"][right][rif],
+                ip_client=self.state["addresses"][node]["to-client"],
+                ip_server=self.state["addresses"][node]["to-server"]))
+        return out
+
+    # -- lifecycle --------------------------------------------------------------------
+    def _claim(self) -> None:
+        """Reserve the name and an address slot, recording the lab before creating anything."""
+        with state_lock():
+            slots = set()
+            for st in list_lab_states():
+                if st["name"] == self.name:
+                    if st.get("spec", {}).get("persistent") or owner_alive(st.get("owner")):
+                        raise QuicbenchError(
+                            f"lab '{self.name}' already exists: pick another --name or run "
+                            f"'quicbench lab down {self.name}'")
+                    type(self).from_state(st).down()   # left by a killed process: reap it
+                    continue
+                if "slot" in st:
+                    slots.add(st["slot"])
+            free = [s for s in range(MAX_SLOTS) if s not in slots]
+            if not free:
+                raise QuicbenchError(f"all {MAX_SLOTS} lab slots are in use: 'quicbench lab down --all'")
+            slot = free[0]
+            self.state = {"slot": slot, "owner": owner_token(), "status": "creating",
+                          "created": time.time(),
+                          "namespaces": {n: self.ns(n) for n in self.nodes},
+                          "addresses": self._plan_addresses(slot)}
+            self.save_state()
+
+    def up(self) -> None:
+        if os.geteuid() != 0:
+            raise QuicbenchError("quicbench labs need root (network namespaces): run as root or with sudo")
+        self._check_cc()
+        self._claim()
+        try:
+            self._create()
+            from ..link import attach_link
+            self.link = attach_link(self)
+            self.state["link"] = self.link.describe()
+            self.link.apply(self.spec.condition)
+            self.state["status"] = "up"
+            self.save_state()
+        except BaseException:
+            self.down()
+            raise
+
+    def _check_cc(self) -> None:
+        avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+        allowed = open("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read().split()
+        if self.spec.tcp_cc not in avail:
+            raise QuicbenchError(
+                f"TCP congestion control '{self.spec.tcp_cc}' is not available in this kernel: "
+                f"accepted: {', '.join(avail)}")
+        if self.spec.tcp_cc not in allowed:
+            # namespaces may only pick allowed algorithms; allowing one is harmless
+            run(["sysctl", "-q", "-w",
+                 f"net.ipv4.tcp_allowed_congestion_control={' '.join(allowed + [self.spec.tcp_cc])}"])
+
+    def _create(self) -> None:
+        addrs = self.state["addresses"]
+        for node in self.nodes:
+            run(["ip", "netns", "add", self.ns(node)])
+        for left, lif, right, rif in self._segments():
+            run(["ip", "-n", self.ns(left), "link", "add", lif, "mtu", str(self.spec.mtu), "type", "veth",
+                 "peer", "name", rif, "netns", self.ns(right)])
+        last_router = [n for n in self.nodes if n.startswith("router")][-1]
+        for node in self.nodes:
+            script = ["set -e", "ip link set lo up"]
+            sysctls = {**TCP_SYSCTLS, "net.ipv4.tcp_congestion_control": self.spec.tcp_cc}
+            if node.startswith("router"):
+                sysctls["net.ipv4.ip_forward"] = "1"
+            script.append("sysctl -q -w " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sysctls.items()))
+            for ifname, ip in addrs[node].items():
+                script += [f"ip link set {ifname} mtu {self.spec.mtu}",
+                           f"ethtool -K {ifname} tso off gso off gro off 2>/dev/null || "
+                           f"ethtool -K {ifname} gso off gro off",
+                           f"ip addr add {ip}/24 dev {ifname}",
+                           f"ip link set {ifname} up"]
+            if node == "client":
+                script.append(f"ip route add default via {addrs['router']['to-client']}")
+            elif node == "server":
+                script.append(f"ip route add default via {addrs[last_router]['to-server']}")
+            elif self.spec.hops == 2:
+                # routers know the far segment only through each other; there is no default route
+                if node == "router":
+                    server_net = addrs["server"]["eth0"].rsplit(".", 1)[0] + ".0/24"
+                    script.append(f"ip route add {server_net} via {addrs['router2']['to-client']}")
+                else:
+                    client_net = addrs["client"]["eth0"].rsplit(".", 1)[0] + ".0/24"
+                    script.append(f"ip route add {client_net} via {addrs['router']['to-server']}")
+            run(self.cmd(node, ["sh", "-c", "\n".join(script)]))
+        self.state["macs"] = {node: self._macs(node) for node in self.nodes}
+        self.state["tcp_cc"] = self.spec.tcp_cc
+        self.save_state()
+
+    def _macs(self, node: str) -> dict[str, str]:
+        links = json.loads(run(["ip", "-n", self.ns(node), "-j", "link", "show"]).stdout)
+        return {l["ifname"]: l["address"] for l in links if l["ifname"] != "lo"}
+
+    def pids(self) -> list[int]:
+        pids: list[int] = []
+        for node in self.nodes:
+            cp = run(["ip", "netns", "pids", self.ns(node)], check=False)
+            pids += [int(p) for p in cp.stdout.split()]
+        return pids
+
+    def down(self) -> None:
+        """Stop everything in the lab and remove it; safe to call more than once."""
+        if self.link is not None:
+            try:
+                self.link.stop()
+            except Exception:  # noqa: BLE001 - the namespaces go below anyway
+                pass
+        for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0)):
+            pids = self.pids()
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while pids and time.monotonic() < deadline:
+                pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+                time.sleep(0.01)
+        existing = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        for node in self.nodes:
+            if self.ns(node) in existing:
+                run(["ip", "netns", "del", self.ns(node)], check=False)
+        for p in (self.state_path, self.state_path.with_suffix(".tmp")):
+            p.unlink(missing_ok=True)
+        if (self.state_path.parent / self.name).exists():
+            import shutil
+            shutil.rmtree(self.state_path.parent / self.name, ignore_errors=True)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "NetnsLab":
+        lab = cls(LabSpec.model_validate(state["spec"]))
+        lab.state = state
+        if state.get("link"):
+            from ..link import reattach_link
+            lab.link = reattach_link(lab, state["link"])
+        return lab
+
+
+def orphan_namespaces() -> list[str]:
+    """qb-* namespaces of labs that no state file describes (e.g. state lost with /run)."""
+    known = {ns for st in list_lab_states() for ns in st.get("namespaces", {}).values()}
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [n for n in names if n.startswith(PREFIX) and n not in known
+            and n.rsplit("-", 1)[-1] in ("client", "router", "router2", "server")]

@@ -1,0 +1,44 @@
+"""The link-emulator driver interface.
+
+A driver shapes the traffic crossing the lab's router hop(s) according to a
+:class:`~quicbench.conditions.Condition`. It must be reconstructible from what
+``describe()`` returns, so that another process (``quicbench lab set``) can change a
+running lab's condition.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..conditions import Condition
+
+if TYPE_CHECKING:
+    from ..lab.base import Lab
+
+
+class LinkEmulator(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, lab: "Lab"):
+        self.lab = lab
+
+    @classmethod
+    @abstractmethod
+    def available(cls) -> tuple[bool, str]:
+        """(usable here?, why not / version)."""
+
+    @abstractmethod
+    def apply(self, condition: Condition) -> None:
+        """Start shaping with this condition, or change the running condition."""
+
+    def stats(self) -> dict[str, Any]:
+        """Counters per hop and direction, where the driver has them."""
+        return {}
+
+    def stop(self) -> None:
+        """Stop shaping (the lab removes its namespaces afterwards)."""
+
+    def describe(self) -> dict[str, Any]:
+        ok, detail = self.available()
+        return {"name": self.name, "detail": detail}

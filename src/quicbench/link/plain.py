@@ -1,0 +1,27 @@
+"""`plain`: the routers forward with the kernel and add nothing (no impairment)."""
+
+from __future__ import annotations
+
+from ..conditions import Condition
+from ..errors import QuicbenchError
+from .base import LinkEmulator
+
+
+class PlainForwarding(LinkEmulator):
+    name = "plain"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, "kernel IP forwarding, no impairment"
+
+    def apply(self, condition: Condition) -> None:
+        if any(not (h.up.is_transparent and h.down.is_transparent) for h in condition.hops):
+            raise QuicbenchError(
+                f"condition '{condition.name}' ({condition.short()}) needs a link emulator, "
+                "but link 'plain' only forwards: use --link linkem or --link netem")
+        for r in self.lab.routers():
+            self.lab_sysctl(r.node, "net.ipv4.ip_forward=1")
+
+    def lab_sysctl(self, node: str, kv: str) -> None:
+        from ..proc import run
+        run(self.lab.cmd(node, ["sysctl", "-q", "-w", kv]))

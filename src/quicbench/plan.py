@@ -1,0 +1,207 @@
+"""Experiment plans: protocols x workloads x conditions x repetitions, from TOML files.
+
+The plan model is pydantic; errors name the file, the field and what is accepted.
+``expand`` turns a plan into the ordered list of trials the runner executes.
+"""
+
+from __future__ import annotations
+
+import random
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .conditions import Condition
+from .errors import QuicbenchError
+from .units import parse_size, size_label
+
+PROTOCOLS = ("h1", "h2", "h3")
+Protocol = Literal["h1", "h2", "h3"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Workload(_Strict):
+    """Go-Quick's getFiles: `count` copies of an object of `size`, at most `parallel` in flight."""
+    kind: Literal["objects"] = "objects"
+    size: str
+    count: int = Field(1, ge=1, le=100_000)
+    parallel: int | Literal["all"] = "all"
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        try:
+            return size_label(parse_size(v))
+        except QuicbenchError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("parallel")
+    @classmethod
+    def _parallel(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError(f"parallel must be at least 1 or 'all', got {v}")
+        return v
+
+    @property
+    def size_bytes(self) -> int:
+        return parse_size(self.size)
+
+    @property
+    def parallelism(self) -> int:
+        return self.count if self.parallel == "all" else min(self.parallel, self.count)
+
+    @property
+    def label(self) -> str:
+        return f"{self.count}x{self.size}/p{self.parallelism}"
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.size_bytes * self.count
+
+
+class Plan(_Strict):
+    name: str = "plan"
+    description: str = ""
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
+    servers: dict[Protocol, str] = Field(default_factory=dict,
+                                         description="server per protocol; default caddy")
+    client: str = "qb-load"
+    workloads: list[Workload] = Field(min_length=1)
+    conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
+    repetitions: int = Field(3, ge=1, le=1000)
+    seed: int = 1
+    order: Literal["randomized", "sequential"] = "randomized"
+    trial_timeout_s: float = Field(120.0, gt=0)
+    warmup: int = Field(0, ge=0, le=10, description="unrecorded warm-up trials per condition")
+    link: str = "auto"
+    hops: Literal[1, 2] = 1
+    tcp_cc: str = "cubic"
+    calibrate: bool = False
+    capture: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "Plan":
+        if len(set(self.protocols)) != len(self.protocols):
+            raise ValueError(f"protocols: listed twice in {self.protocols}")
+        names = [c.name for c in self.conditions]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"conditions: names must be unique, repeated: {', '.join(sorted(dup))}")
+        labels = [w.label for w in self.workloads]
+        dupw = {n for n in labels if labels.count(n) > 1}
+        if dupw:
+            raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
+        from .servers import SERVERS, servers_for
+        for proto in self.protocols:
+            srv = self.server_for(proto)
+            if srv not in SERVERS:
+                raise ValueError(f"servers.{proto}: unknown server '{srv}', accepted: {', '.join(sorted(SERVERS))}")
+            if proto not in SERVERS[srv].protocols:
+                raise ValueError(f"servers.{proto}: {srv} cannot serve {proto}; servers that can: "
+                                 f"{', '.join(servers_for(proto))}")
+        if any(h > 1 for h in [len(c.hops) for c in self.conditions]) and self.hops == 1:
+            self.hops = 2
+        return self
+
+    def server_for(self, proto: str) -> str:
+        return self.servers.get(proto, "caddy")  # type: ignore[call-overload]
+
+    def content_objects(self) -> dict[int, int]:
+        objs: dict[int, int] = {}
+        for w in self.workloads:
+            objs[w.size_bytes] = max(objs.get(w.size_bytes, 0), w.count)
+        return objs
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    seq: int
+    condition: Condition
+    workload: Workload
+    protocol: str
+    server: str
+    rep: int
+    warmup: bool = False
+
+    @property
+    def key(self) -> str:
+        tag = "warmup" if self.warmup else f"r{self.rep}"
+        return f"{self.condition.name}|{self.workload.label}|{self.protocol}|{self.server}|{tag}"
+
+
+def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | None = None) -> list[TrialSpec]:
+    """The ordered trials of a plan.
+
+    Conditions run one after another (a condition change reconfigures the link). Inside a
+    condition, the cells (workload x repetition) are shuffled with the plan's seed when
+    order = "randomized", and the protocols of one cell run back to back (in a shuffled
+    order) so that slow drift hits all protocols alike, as Kakhki et al. (IMC'17) did.
+    """
+    reps = reps or plan.repetitions
+    rng = random.Random(plan.seed)
+    only = only or {}
+    trials: list[TrialSpec] = []
+
+    def keep(field: str, value: str) -> bool:
+        return field not in only or value in only[field]
+
+    for cond in plan.conditions:
+        if not keep("condition", cond.name):
+            continue
+        protos = [p for p in plan.protocols if keep("protocol", p)]
+        workloads = [w for w in plan.workloads if keep("workload", w.label) and keep("size", w.size)]
+        for _ in range(plan.warmup):
+            for w in workloads[:1]:
+                for p in protos:
+                    trials.append(TrialSpec(len(trials), cond, w, p, plan.server_for(p), 0, warmup=True))
+        cells = [(w, r) for w in workloads for r in range(1, reps + 1)]
+        if plan.order == "randomized":
+            rng.shuffle(cells)
+        for w, r in cells:
+            order = list(protos)
+            if plan.order == "randomized":
+                rng.shuffle(order)
+            for p in order:
+                trials.append(TrialSpec(len(trials), cond, w, p, plan.server_for(p), r))
+    for field in only:
+        if field not in ("condition", "protocol", "workload", "size"):
+            raise QuicbenchError(f"--only {field}=...: unknown field, accepted: condition, protocol, workload, size")
+    return trials
+
+
+def load_plan(path: Path | str) -> Plan:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise QuicbenchError(f"plan file '{path}' not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise QuicbenchError(f"{path}: not valid TOML: {e}") from None
+    return plan_from_dict(data, source=str(path))
+
+
+def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
+    data = dict(data)
+    data.setdefault("name", Path(source).stem)
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as e:
+        from .cli import format_validation_error
+        raise QuicbenchError(format_validation_error(e, source)) from None
+
+
+DEFAULT_PLAN: dict[str, Any] = {
+    "name": "default",
+    "description": "h1, h2, h3 x {10 x 100KB, 4 x 1MB} x 3 repetitions on a plain lab link",
+    "protocols": ["h1", "h2", "h3"],
+    "workloads": [{"size": "100KB", "count": 10, "parallel": "all"},
+                  {"size": "1MB", "count": 4, "parallel": "all"}],
+    "repetitions": 3,
+    "link": "auto",
+}

@@ -1,0 +1,30 @@
+"""Running commands, on the host or inside a lab node's network namespace."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Sequence
+
+from .errors import QuicbenchError
+
+
+def run(cmd: Sequence[str], *, check: bool = True, timeout: float | None = 30,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command, capture its output; raise QuicbenchError naming it on failure."""
+    try:
+        cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, input=input)
+    except FileNotFoundError as e:
+        raise QuicbenchError(f"missing binary '{cmd[0]}': run 'make setup'") from e
+    except subprocess.TimeoutExpired as e:
+        raise QuicbenchError(f"command timed out after {timeout}s: {shlex.join(cmd)}") from e
+    if check and cp.returncode != 0:
+        msg = (cp.stderr or cp.stdout).strip().splitlines()
+        detail = msg[-1] if msg else f"exit code {cp.returncode}"
+        raise QuicbenchError(f"command failed: {shlex.join(cmd)}: {detail}")
+    return cp
+
+
+def netns_cmd(ns: str, cmd: Sequence[str]) -> list[str]:
+    """The argv that runs cmd inside network namespace ns."""
+    return ["ip", "netns", "exec", ns, *cmd]

@@ -1,0 +1,104 @@
+"""The server driver interface: serve a content set over TLS inside a lab node."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ..errors import QuicbenchError
+from ..proc import run
+
+if TYPE_CHECKING:
+    from ..content import ContentSet
+    from ..lab.base import Lab
+    from ..tls import TlsMaterial
+
+NO_CACHE_HEADERS = {
+    # as Go-Quick's Apache: every response fetched anew
+    "Cache-Control": "no-cache, no-store, must-revalidate",
+    "Pragma": "no-cache",
+    "Expires": "0",
+}
+
+
+class Server(ABC):
+    """A web server started in the lab's server node for the whole run."""
+
+    name: ClassVar[str]
+    protocols: ClassVar[frozenset[str]]   # subset of {"h1", "h2", "h3"}
+    binary: ClassVar[str]
+    install_hint: ClassVar[str]
+
+    def __init__(self, lab: "Lab", workdir: Path, content: "ContentSet", tls: "TlsMaterial", port: int = 443):
+        self.lab = lab
+        self.workdir = workdir
+        self.content = content
+        self.tls = tls
+        self.port = port
+        self.proc: subprocess.Popen | None = None
+
+    # -- what a driver writes ---------------------------------------------------------
+    @abstractmethod
+    def argv(self) -> list[str]:
+        """Write the per-run config into workdir and return the command that serves it."""
+
+    @classmethod
+    @abstractmethod
+    def version(cls) -> str: ...
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    # -- shared lifecycle -------------------------------------------------------------
+    def start(self, timeout: float = 10.0) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = open(self.workdir / f"{self.name}.log", "ab")
+        self.proc = subprocess.Popen(self.lab.cmd("server", self.argv()), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env(), start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = (self.workdir / f"{self.name}.log").read_text(errors="replace").strip().splitlines()[-3:]
+                raise QuicbenchError(f"server {self.name} exited at start (code {self.proc.returncode}): "
+                                     + " | ".join(tail))
+            if self.ready():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise QuicbenchError(f"server {self.name} not listening on port {self.port} after {timeout:.0f}s; "
+                             f"see {self.workdir / (self.name + '.log')}")
+
+    def ready(self) -> bool:
+        """TCP (and UDP for h3) port is listening in the server node."""
+        cp = run(self.lab.cmd("server", ["ss", "-Hln", "-tu", f"sport = :{self.port}"]), check=False)
+        kinds = {line.split()[0] for line in cp.stdout.splitlines() if line.strip()}
+        want = {"tcp"} | ({"udp"} if "h3" in self.protocols else set())
+        return want <= kinds
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def __enter__(self) -> "Server":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,65 @@
+"""One trial: a protocol fetching a workload through the lab, measured and verified."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .clients.base import Client, Target
+from .cpu import cpu_bound, process_cpu_seconds
+from .metrics import summarize_requests
+from .plan import TrialSpec
+
+
+def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
+              trial_dir: Path, timeout_s: float) -> dict[str, Any]:
+    """Run one trial and return its row (status ok or failed with the reason)."""
+    w = spec.workload
+    row: dict[str, Any] = {
+        "key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
+        "condition_desc": spec.condition.short(), "protocol": spec.protocol, "server": spec.server,
+        "client": client.name, "workload": w.label, "size_bytes": w.size_bytes, "count": w.count,
+        "parallel": w.parallelism, "rep": spec.rep, "warmup": spec.warmup,
+        "started_at": time.time(),
+    }
+    srv_cpu0 = process_cpu_seconds(server_pid) if server_pid else None
+    res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s)
+    srv_cpu1 = process_cpu_seconds(server_pid) if server_pid else None
+    m = summarize_requests(res.requests)
+    row.update(m)
+    duration = m.get("total_time_s")
+    server_cpu = (srv_cpu1 - srv_cpu0) if srv_cpu0 is not None and srv_cpu1 is not None else None
+    row.update({
+        "wall_s": res.wall_s,
+        "client_cpu_s": res.cpu_s,
+        "server_cpu_s": server_cpu,
+        "client_cpu_pct": 100 * res.cpu_s / duration if res.cpu_s is not None and duration else None,
+        "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
+    })
+    # CPU over the client's whole life includes process start; judge boundness on the transfer
+    bound_by = [who for who, cpu in (("client", res.summary.get("cpu_user_s", 0) + res.summary.get("cpu_sys_s", 0)
+                                      if res.summary else res.cpu_s), ("server", server_cpu))
+                if cpu_bound(cpu, duration)]
+    row["cpu_bound"] = bool(bound_by)
+    row["cpu_bound_by"] = ",".join(bound_by) or None
+    error = res.error
+    if error is None:
+        error = verify(row, spec)
+    row["status"] = "failed" if error else "ok"
+    row["error"] = error
+    return row
+
+
+def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
+    """Check what was measured: protocol negotiated, every request, every byte."""
+    w = spec.workload
+    if row.get("requests") != w.count:
+        return f"expected {w.count} requests, client reported {row.get('requests')}"
+    if row.get("requests_ok") != w.count:
+        return f"{w.count - (row.get('requests_ok') or 0)} of {w.count} requests failed"
+    if row.get("protocols") != f"{spec.protocol}:{w.count}":
+        return f"protocol mismatch: requested {spec.protocol}, negotiated {row.get('protocols')}"
+    if row.get("bytes") != w.payload_bytes:
+        return f"expected {w.payload_bytes} payload bytes, received {row.get('bytes')}"
+    return None
