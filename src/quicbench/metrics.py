@@ -30,12 +30,13 @@ def summarize_requests(reqs: list[dict[str, Any]]) -> dict[str, Any]:
     if not reqs:
         return {"requests": 0, "requests_ok": 0, "bytes": 0}
     ok = [r for r in reqs if not r.get("error")]
-    starts = [r["start_ns"] for r in reqs if r.get("start_ns")]
-    ends = [r["last_byte_ns"] for r in reqs if r.get("last_byte_ns")]
+    starts = [r["start_ns"] for r in reqs if r.get("start_ns") is not None]
+    ends = [r["last_byte_ns"] for r in reqs if r.get("last_byte_ns") is not None]
     start, end = (min(starts), max(ends)) if starts and ends else (None, None)
+    timed = start is not None and end is not None
     payload = sum(r.get("bytes") or 0 for r in ok)
-    first = min(reqs, key=lambda r: r.get("start_ns") or 0)
-    new_conns = [r for r in reqs if not r.get("conn_reused") and r.get("connect_start_ns")]
+    first = min(reqs, key=lambda r: r.get("start_ns") if r.get("start_ns") is not None else float("inf"))
+    new_conns = [r for r in reqs if not r.get("conn_reused") and r.get("connect_start_ns") is not None]
     protos = Counter(r.get("proto") or "none" for r in reqs)
     return {
         "requests": len(reqs),
@@ -43,8 +44,8 @@ def summarize_requests(reqs: list[dict[str, Any]]) -> dict[str, Any]:
         "bytes": payload,
         "start_ns": start,
         "end_ns": end,
-        "total_time_s": (end - start) / 1e9 if start and end else None,
-        "goodput_mbps": goodput_mbps(payload, start, end) if start and end and len(ok) == len(reqs) else None,
+        "total_time_s": (end - start) / 1e9 if timed else None,
+        "goodput_mbps": goodput_mbps(payload, start, end) if timed and len(ok) == len(reqs) else None,
         "connections": len({r.get("conn_id") for r in reqs if r.get("conn_id") is not None}),
         "protocols": ",".join(f"{p}:{n}" for p, n in sorted(protos.items())),
         "ttfb_ms": _ms(first.get("start_ns"), first.get("first_byte_ns")),

@@ -1,0 +1,56 @@
+import pytest
+from pydantic import ValidationError
+
+from quicbench.conditions import Condition, Direction, Hop, default_queue_packets
+
+
+def test_symmetric_values_apply_to_each_direction():
+    c = Condition.model_validate({"name": "50_2", "delay_ms": 50, "loss_pct": 2, "jitter_ms": 5,
+                                  "jitter_dist": "pareto"})
+    hop = c.hops[0]
+    assert hop.up == hop.down and hop.up.delay_ms == 50 and hop.up.loss_pct == 2
+    assert c.base_rtt_ms == 100
+
+
+def test_per_direction_override():
+    h = Hop.model_validate({"delay_ms": 10, "rate_mbit": 40, "down": {"rate_mbit": 5}})
+    assert h.up.rate_mbit == 40 and h.down.rate_mbit == 5 and h.down.delay_ms == 10
+
+
+def test_two_hops():
+    c = Condition.model_validate({"name": "x", "hops": [{"delay_ms": 10}, {"delay_ms": 20, "loss_pct": 1}]})
+    assert len(c.hops) == 2 and c.base_rtt_ms == 60
+
+
+@pytest.mark.parametrize("data,needle", [
+    ({"delay_ms": -1}, "delay_ms"),
+    ({"loss_pct": 120}, "loss_pct"),
+    ({"jitter_dist": "lognormal"}, "jitter_dist"),
+    ({"rate_mbit": 0}, "rate_mbit"),
+    ({"spikes": {"period_ms": 1000}}, "spikes need rate_mbit"),
+    ({"rate_mbit": 10, "spikes": {"period_ms": 100, "duration_ms": 200}}, "shorter than period_ms"),
+    ({"rate_mbit": 10, "queue": {"packets": 10, "bytes": 20000}}, "exactly one"),
+    ({"trace": "/nonexistent/file.trace"}, "cannot read trace file"),
+    ({"delay": 5}, "delay"),
+    ({"hops": [{}, {}, {}]}, "hops"),
+])
+def test_bad_conditions_name_the_field(data, needle):
+    with pytest.raises(ValidationError) as e:
+        Condition.model_validate(data)
+    assert needle in str(e.value)
+
+
+def test_trace_validation(tmp_path):
+    good = tmp_path / "ok.trace"
+    good.write_text("1\n1\n5\n9\n")
+    assert Direction(trace=good).trace == good.resolve()
+    bad = tmp_path / "bad.trace"
+    bad.write_text("1\n2\nx\n")
+    with pytest.raises(ValidationError, match="entry 3 'x'"):
+        Direction(trace=bad)
+
+
+def test_default_queue_is_a_bdp():
+    # 100 Mbit/s x max(2*50 ms, 20 ms) = 1.25 MB = 834 packets of 1500 B
+    assert default_queue_packets(Direction(rate_mbit=100, delay_ms=50)) == 834
+    assert default_queue_packets(Direction(rate_mbit=1)) == 64

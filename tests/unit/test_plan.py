@@ -1,0 +1,69 @@
+import textwrap
+from collections import Counter
+
+import pytest
+
+from quicbench.errors import QuicbenchError
+from quicbench.plan import DEFAULT_PLAN, expand, load_plan, plan_from_dict
+
+
+def write(tmp_path, text):
+    p = tmp_path / "p.toml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_default_plan_expands():
+    plan = plan_from_dict(DEFAULT_PLAN)
+    trials = expand(plan)
+    assert len(trials) == 3 * 2 * 3
+    assert len({t.key for t in trials}) == len(trials)
+    assert Counter(t.protocol for t in trials) == {"h1": 6, "h2": 6, "h3": 6}
+
+
+def test_order_reproducible_from_seed_and_protocols_back_to_back():
+    plan = plan_from_dict({**DEFAULT_PLAN, "seed": 42, "repetitions": 5})
+    a, b = expand(plan), expand(plan)
+    assert [t.key for t in a] == [t.key for t in b]
+    other = expand(plan_from_dict({**DEFAULT_PLAN, "seed": 43, "repetitions": 5}))
+    assert [t.key for t in a] != [t.key for t in other]
+    # each cell's three protocols are consecutive
+    for i in range(0, len(a), 3):
+        cell = a[i:i + 3]
+        assert len({(t.workload.label, t.rep) for t in cell}) == 1
+        assert {t.protocol for t in cell} == {"h1", "h2", "h3"}
+
+
+def test_only_and_reps():
+    plan = plan_from_dict(DEFAULT_PLAN)
+    trials = expand(plan, reps=1, only={"protocol": ["h3"], "size": ["1MB"]})
+    assert [(t.protocol, t.workload.size) for t in trials] == [("h3", "1MB")]
+    with pytest.raises(QuicbenchError, match="unknown field"):
+        expand(plan, only={"colour": ["red"]})
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('protocols = ["h4"]\n[[workloads]]\nsize = "1MB"', "protocols.0: Input should be 'h1', 'h2' or 'h3'"),
+    ('[[workloads]]\nsize = "1XB"', "workloads.0.size: bad size '1XB'"),
+    ('[[workloads]]\nsize = "1MB"\ncount = 0', "workloads.0.count"),
+    ('[[workloads]]\nsize = "1MB"\nparallel = 0', "parallel must be at least 1"),
+    ('repetitions = 0\n[[workloads]]\nsize = "1MB"', "repetitions"),
+    ('protocols = []\n[[workloads]]\nsize = "1MB"', "protocols"),
+    ('colour = "red"\n[[workloads]]\nsize = "1MB"', "colour: Extra inputs are not permitted"),
+    ('', "workloads: Field required"),
+    ('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "a"\n[[conditions]]\nname = "a"', "names must be unique"),
+    ('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "a"\nloss_pct = 101', "conditions.0"),
+    ('[servers]\nh3 = "nosuch"\n[[workloads]]\nsize = "1MB"', "servers.h3: unknown server 'nosuch'"),
+    ('[[workloads]\nsize = "1MB"', "not valid TOML"),
+])
+def test_bad_plans_name_file_and_field(tmp_path, body, needle):
+    p = write(tmp_path, body)
+    with pytest.raises(QuicbenchError) as e:
+        load_plan(p)
+    assert str(p) in str(e.value) or "not valid TOML" in str(e.value)
+    assert needle in str(e.value)
+
+
+def test_missing_plan_file(tmp_path):
+    with pytest.raises(QuicbenchError, match="not found"):
+        load_plan(tmp_path / "nope.toml")
