@@ -82,8 +82,7 @@ class Plan(_Strict):
     link: str = "auto"
     hops: Literal[1, 2] = 1
     tcp_cc: str = "cubic"
-    calibrate: bool = False
-    capture: bool = False
+    calibrate: bool = Field(False, description="measure each condition (ping, iperf3) before its first trial")
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
