@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from typer.exceptions import TyperException
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from . import condflags as cf
 from .errors import QuicbenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -34,27 +36,26 @@ def main() -> None:
     """Entry point: every QuicbenchError becomes one line on stderr and exit code 2."""
     signal.signal(signal.SIGTERM, _sigterm_as_exit)
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except QuicbenchError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         sys.exit(2)
     except ValidationError as e:
         err.print(f"[bold red]error:[/] {format_validation_error(e)}", highlight=False)
         sys.exit(2)
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as e:  # click usage errors and the like
-        import click
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(2)
-        raise
+    except typer.Abort:
+        sys.exit(130)
+    except TyperException as e:   # usage errors: bad option, missing argument, ...
+        show = getattr(e, "show", None)
+        if show:
+            show()
+        else:
+            err.print(f"error: {e}")
+        sys.exit(getattr(e, "exit_code", 2) or 2)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 def format_validation_error(e: ValidationError, source: str | None = None) -> str:
@@ -87,15 +88,82 @@ def lab_up(
     hops: int = typer.Option(1, help="Router hops between client and server (1 or 2)."),
     tcp_cc: str = typer.Option("cubic", "--cc", help="TCP congestion control in every node."),
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
+    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
+    up: cf.Up = [], down: cf.Down = [],
 ) -> None:
-    """Create a lab that stays up until `quicbench lab down NAME`."""
+    """Create a lab that stays up until `quicbench lab down NAME` (condition flags optional)."""
     require_root()
     _reap()
     from .lab import LabSpec, make_lab
-    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, persistent=True))
+    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, persistent=True, condition=cond))
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
-                  f" (link {lab.state['link']['name']}, TCP {tcp_cc})")
+                  f" (link {lab.state['link']['name']}, TCP {tcp_cc}, condition: {cond.short()})")
+
+
+@lab_app.command("set")
+def lab_set(
+    name: str = typer.Argument(..., help="Lab name."),
+    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
+    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
+    up: cf.Up = [], down: cf.Down = [],
+) -> None:
+    """Change a running lab's condition (unspecified values go back to none)."""
+    require_root()
+    from .lab.base import load_lab
+    lab = load_lab(name)
+    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    if len(lab.routers()) > 1:
+        cond = cond.model_copy(update={"hops": cond.hops * len(lab.routers())})
+    lab.link.apply(cond)
+    lab.spec.condition = cond
+    lab.save_state()
+    console.print(f"lab {name}: {cond.short()} (link {lab.state['link']['name']})")
+
+
+link_app = typer.Typer(no_args_is_help=True, help="Link emulation: calibrate a condition.")
+app.add_typer(link_app, name="link")
+
+
+@link_app.command("calibrate")
+def link_calibrate(
+    link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+    pings: int = typer.Option(200, help="Pings (10 ms apart)."),
+    seconds: float = typer.Option(3.0, help="iperf3 seconds (0 skips iperf3)."),
+    as_json: bool = typer.Option(False, "--json"),
+    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
+    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
+    up: cf.Up = [], down: cf.Down = [],
+) -> None:
+    """Apply a condition in a fresh lab and measure it with ping and iperf3: configured vs measured."""
+    require_root()
+    _reap()
+    import secrets
+    from .calibrate import calibrate
+    from .lab import LabSpec, make_lab
+    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    with make_lab(LabSpec(name=f"c{secrets.token_hex(3)}", link=link, condition=cond)) as lab:
+        res = calibrate(lab, cond, pings=pings, iperf_seconds=seconds)
+        res["link"] = lab.state["link"]
+    if as_json:
+        print(json.dumps(res, indent=2))
+        return
+    t = Table("quantity", "configured", "measured", "verdict", title=f"calibration: {cond.short()} "
+              f"(link {res['link']['name']})")
+    c, p = res["configured"], res["ping"]
+    t.add_row("RTT p50 (ms)", f"{c['rtt_ms']:.3f}", f"{p['rtt_p50_ms']}" if p["rtt_p50_ms"] is None
+              else f"{p['rtt_p50_ms']:.3f} (p99 {p['rtt_p99_ms']:.3f})", res["verdicts"]["rtt"])
+    t.add_row("round-trip loss (%)", f"{c['loss_pct']:.2f}", f"{p['loss_pct']:.2f} of {p['sent']}",
+              res["verdicts"]["loss"])
+    if "iperf3" in res:
+        gp = res["iperf3"].get("goodput_mbps")
+        t.add_row("TCP goodput (Mbit/s)", "-" if c["rate_mbit"] is None else f"{c['rate_mbit']:g}",
+                  "-" if gp is None else f"{gp:.1f}", res["verdicts"].get("goodput", ""))
+    console.print(t)
+    if not res["ok"]:
+        raise SystemExit(1)
 
 
 @lab_app.command("status")

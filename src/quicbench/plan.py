@@ -145,6 +145,7 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     reps = reps or plan.repetitions
     rng = random.Random(plan.seed)
     only = only or {}
+    check_only(plan, only)
     trials: list[TrialSpec] = []
 
     def keep(field: str, value: str) -> bool:
@@ -168,10 +169,20 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
                 rng.shuffle(order)
             for p in order:
                 trials.append(TrialSpec(len(trials), cond, w, p, plan.server_for(p), r))
-    for field in only:
-        if field not in ("condition", "protocol", "workload", "size"):
-            raise QuicbenchError(f"--only {field}=...: unknown field, accepted: condition, protocol, workload, size")
     return trials
+
+
+def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
+    """--only values must name things the plan has."""
+    known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
+             "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads})}
+    for field, values in only.items():
+        if field not in known:
+            raise QuicbenchError(f"--only {field}=...: unknown field, accepted: {', '.join(known)}")
+        for v in values:
+            if v not in known[field]:
+                raise QuicbenchError(f"--only {field}={v}: plan '{plan.name}' has no such {field}; "
+                                     f"accepted: {', '.join(known[field])}")
 
 
 def load_plan(path: Path | str) -> Plan:

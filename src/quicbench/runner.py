@@ -124,6 +124,9 @@ class Runner:
                     lab.link.apply(spec.condition)
                     lab.spec.condition = spec.condition
                     current = spec.condition
+                    if self.plan.calibrate:
+                        progress.update(task, description=f"calibrating {spec.condition.name}")
+                        self._calibrate(lab, spec.condition, progress.console)
                 progress.update(task, description=f"{spec.condition.name} {spec.workload.label} {spec.protocol} "
                                                   f"r{spec.rep}")
                 row = self._one(spec, lab, servers, client, content, tls, ports)
@@ -131,6 +134,19 @@ class Runner:
                 if row["status"] != "ok":
                     progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
                 progress.advance(task)
+
+    def _calibrate(self, lab, condition, console) -> None:
+        """Measure the condition once per run (kept across resumes) and warn when it is off."""
+        from .calibrate import calibrate
+        done = self.store.read_meta().get("calibration", {})
+        if condition.name in done:
+            return
+        res = calibrate(lab, condition, pings=100, iperf_seconds=2.0)
+        res["link"] = (lab.state.get("link") or {}).get("name")
+        self.store.update_meta(calibration={**done, condition.name: res})
+        if not res["ok"]:
+            bad = "; ".join(f"{k} {v}" for k, v in res["verdicts"].items() if v.startswith(("off", "fail")))
+            console.print(f"[yellow]calibration of '{condition.name}' differs from its configuration: {bad}[/]")
 
     def _one(self, spec, lab, servers, client, content, tls, ports) -> dict[str, Any]:
         srv = servers[spec.server]

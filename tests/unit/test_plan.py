@@ -40,6 +40,8 @@ def test_only_and_reps():
     assert [(t.protocol, t.workload.size) for t in trials] == [("h3", "1MB")]
     with pytest.raises(QuicbenchError, match="unknown field"):
         expand(plan, only={"colour": ["red"]})
+    with pytest.raises(QuicbenchError, match="protocol=h4: plan 'default' has no such protocol; accepted: h1, h2, h3"):
+        expand(plan, only={"protocol": ["h4"]})
 
 
 @pytest.mark.parametrize("body,needle", [

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from ..errors import QuicbenchError
 from .base import NO_CACHE_HEADERS, Server
+from .apache import ApachePreforkServer, ApacheServer
 from .caddy import CaddyServer
+from .nginx import NginxServer
 
 SERVERS: dict[str, type[Server]] = {
     "caddy": CaddyServer,
+    "nginx": NginxServer,
+    "apache": ApacheServer,
+    "apache-prefork": ApachePreforkServer,
 }
 
 

@@ -1,0 +1,163 @@
+"""nginx and Apache (event, prefork) through a real lab: h1/h2 verified, h3 rejected, clean stop."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import root_only
+from quicbench.clients import LoadClient, Target
+from quicbench.content import generate
+from quicbench.errors import QuicbenchError
+from quicbench.lab import LabSpec, make_lab
+from quicbench.plan import Workload, plan_from_dict
+from quicbench.servers import SERVERS
+from quicbench.tls import make_tls
+
+# name -> protocols it must serve; the ports are those the runner gives servers run side by side
+CASES = {"nginx": ("h1", "h2"), "apache": ("h1", "h2"), "apache-prefork": ("h1",)}
+PORTS = {"nginx": 443, "apache": 1443, "apache-prefork": 2443}
+
+
+def group_pids(pgid: int) -> set[int]:
+    out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def pgrep_f(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout.splitlines()
+
+
+# -- plan validation (no lab needed) ----------------------------------------------------
+def _plan(servers: dict, protocols=("h1", "h2", "h3")):
+    return plan_from_dict({"protocols": list(protocols), "servers": servers,
+                           "workloads": [{"size": "100KB", "count": 2}]})
+
+
+def test_registry_protocols():
+    assert SERVERS["nginx"].protocols == {"h1", "h2"}
+    assert SERVERS["apache"].protocols == {"h1", "h2"}
+    assert SERVERS["apache-prefork"].protocols == {"h1"}
+
+
+@pytest.mark.parametrize("server", ["nginx", "apache", "apache-prefork"])
+def test_h3_rejected_naming_caddy(server):
+    with pytest.raises(QuicbenchError) as e:
+        _plan({"h3": server})
+    msg = str(e.value)
+    assert f"{server} cannot serve h3" in msg and "servers that can: caddy" in msg
+
+
+def test_prefork_h2_rejected_naming_servers_that_can():
+    with pytest.raises(QuicbenchError) as e:
+        _plan({"h2": "apache-prefork"}, protocols=("h2",))
+    assert "servers that can: apache, caddy, nginx" in str(e.value)
+
+
+def test_plan_holds_protocol_varies_server():
+    p = _plan({"h1": "apache-prefork", "h2": "nginx"})
+    assert [p.server_for(x) for x in ("h1", "h2", "h3")] == ["apache-prefork", "nginx", "caddy"]
+    assert _plan({}).server_for("h2") == "caddy"
+
+
+# -- through a lab --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def lab_env(tmp_path_factory):
+    wd = tmp_path_factory.mktemp("servers")
+    content = generate({100_000: 6}, seed=5, cache=wd / "cache")
+    with make_lab(LabSpec(name="t-srv")) as lab:
+        tls = make_tls(wd / "tls", ips=[lab.address("server")])
+        yield lab, content, tls, wd
+
+
+@pytest.fixture(scope="module")
+def running(lab_env):
+    """All three servers at once, on the ports the runner would give them."""
+    lab, content, tls, wd = lab_env
+    servers = {}
+    try:
+        for name in CASES:
+            srv = SERVERS[name](lab, wd / "run" / name, content, tls, port=PORTS[name])
+            srv.start()
+            servers[name] = srv
+        yield servers
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    for name in CASES:
+        assert pgrep_f(str(wd / "run" / name)) == [], f"{name} left processes behind"
+
+
+def _target(lab_env, port):
+    lab, content, tls, wd = lab_env
+    return Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=port, tls=tls,
+                  content=content)
+
+
+@pytest.mark.integration
+@root_only
+@pytest.mark.parametrize("server,proto", [(s, p) for s, ps in CASES.items() for p in ps])
+def test_serves_objects(lab_env, running, server, proto):
+    wd = lab_env[3]
+    w = Workload(size="100KB", count=6, parallel=3)
+    res = LoadClient().fetch(_target(lab_env, PORTS[server]), proto, w, wd / "fetch" / f"{server}-{proto}",
+                             timeout_s=30)
+    assert res.error is None and res.returncode == 0, res.error
+    assert len(res.requests) == 6
+    assert {r["proto"] for r in res.requests} == {proto}
+    assert all(r["sha256_ok"] and r["bytes"] == 100_000 and r["status"] == 200 for r in res.requests)
+    conns = {r["conn_id"] for r in res.requests}
+    assert (len(conns) == 1) if proto == "h2" else (1 <= len(conns) <= 3)
+    assert res.summary["bytes"] == 600_000
+
+
+@pytest.mark.integration
+@root_only
+@pytest.mark.parametrize("server", list(CASES))
+def test_root_index_headers_and_alpn(lab_env, running, server):
+    lab, content, tls, wd = lab_env
+    port = PORTS[server]
+    addr = lab.address("server")
+    for host in (tls.hostname, addr):
+        for flag, want in (("--http1.1", "1.1"), ("--http2", "2")):
+            out = subprocess.run(lab.cmd("client", [
+                "curl", "-sS", flag, "-o", "/dev/null", "-w", "%{http_code} %{http_version} %{header_json}",
+                "--cacert", str(tls.ca_cert), "--resolve", f"{tls.hostname}:{port}:{addr}",
+                f"https://{host}:{port}/"]), capture_output=True, text=True, timeout=10)
+            code, version, headers = out.stdout.split(" ", 2)
+            assert code == "200", out.stderr
+            # a server that cannot do h2 must fall back to 1.1 when offered h2
+            assert version == (want if want == "1.1" or "h2" in CASES[server] else "1.1")
+            h = json.loads(headers)
+            assert h["cache-control"] == ["no-cache, no-store, must-revalidate"]
+            assert h["pragma"] == ["no-cache"] and h["expires"] == ["0"]
+    log = (wd / "run" / server / f"{server}.log")
+    assert log.exists()
+
+
+@pytest.mark.integration
+@root_only
+@pytest.mark.parametrize("server", list(CASES))
+def test_stop_leaves_no_process(lab_env, server):
+    """Workers exist while serving; stop() leaves none, also when the master died first."""
+    lab, content, tls, wd = lab_env
+    for crash in (False, True):
+        sdir = wd / "stop" / f"{server}-{crash}"
+        srv = SERVERS[server](lab, sdir, content, tls, port=3443)
+        srv.start()
+        try:
+            pgid = srv.pid
+            deadline = time.monotonic() + 5
+            while len(group_pids(pgid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(group_pids(pgid)) >= 2, "no worker processes forked"
+            if crash:
+                os.kill(pgid, signal.SIGKILL)
+                srv.proc.wait(5)
+        finally:
+            srv.stop()
+        assert group_pids(pgid) == set()
+        assert pgrep_f(str(sdir)) == []
