@@ -30,17 +30,18 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row.update(m)
     duration = m.get("total_time_s")
     server_cpu = (srv_cpu1 - srv_cpu0) if srv_cpu0 is not None and srv_cpu1 is not None else None
+    # the client reports its own CPU over the fetch window (process start-up excluded)
+    summ = res.summary or {}
+    client_cpu = (summ["cpu_user_s"] + summ["cpu_sys_s"]) if "cpu_user_s" in summ else res.cpu_s
     row.update({
         "wall_s": res.wall_s,
-        "client_cpu_s": res.cpu_s,
+        "client_cpu_s": client_cpu,
+        "client_process_cpu_s": res.cpu_s,
         "server_cpu_s": server_cpu,
-        "client_cpu_pct": 100 * res.cpu_s / duration if res.cpu_s is not None and duration else None,
+        "client_cpu_pct": 100 * client_cpu / duration if client_cpu is not None and duration else None,
         "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
     })
-    # CPU over the client's whole life includes process start; judge boundness on the transfer
-    bound_by = [who for who, cpu in (("client", res.summary.get("cpu_user_s", 0) + res.summary.get("cpu_sys_s", 0)
-                                      if res.summary else res.cpu_s), ("server", server_cpu))
-                if cpu_bound(cpu, duration)]
+    bound_by = [who for who, cpu in (("client", client_cpu), ("server", server_cpu)) if cpu_bound(cpu, duration)]
     row["cpu_bound"] = bool(bound_by)
     row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error

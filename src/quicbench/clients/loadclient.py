@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from ..errors import QuicbenchError
 from ..paths import find_binary
 from .base import Client, ClientResult, Target
 
