@@ -84,7 +84,7 @@ class Runner:
         servers: dict[str, Any] = {}
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
         try:
-            lab.up()
+            lab.up(conditions=list(plan.conditions))
             tls_dir = self.store.dir / "tls"
             tls = make_tls(tls_dir, LAB_HOSTNAME, ips=[lab.address("server")])
             ports = {}

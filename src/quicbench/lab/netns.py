@@ -123,7 +123,8 @@ class NetnsLab(Lab):
                           "addresses": self._plan_addresses(slot)}
             self.save_state()
 
-    def up(self) -> None:
+    def up(self, conditions: list | None = None) -> None:
+        """Create the lab; conditions (default: the spec's) let link 'auto' pick a driver for all."""
         if os.geteuid() != 0:
             raise QuicbenchError("quicbench labs need root (network namespaces): run as root or with sudo")
         self._check_cc()
@@ -131,7 +132,7 @@ class NetnsLab(Lab):
         try:
             self._create()
             from ..link import attach_link
-            self.link = attach_link(self)
+            self.link = attach_link(self, conditions)
             self.state["link"] = self.link.describe()
             self.link.apply(self.spec.condition)
             self.state["status"] = "up"

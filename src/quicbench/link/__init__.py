@@ -9,24 +9,34 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import QuicbenchError
 from .base import LinkEmulator
+from .linkem import LinkemLink
+from .netem import NetemLink
 from .plain import PlainForwarding
 
 if TYPE_CHECKING:
+    from ..conditions import Condition
     from ..lab.base import Lab
 
 LINKS: dict[str, type[LinkEmulator]] = {
     "plain": PlainForwarding,
+    "linkem": LinkemLink,
+    "netem": NetemLink,
 }
 
 AUTO_ORDER = ("netem", "linkem")
 
 
-def resolve_link(name: str) -> type[LinkEmulator]:
+def resolve_link(name: str, conditions: "list[Condition] | None" = None) -> type[LinkEmulator]:
+    """The driver class for a name; `auto` takes the first usable of netem, linkem that
+    supports every condition (netem lacks spikes, on/off and traces), else plain."""
     if name == "auto":
         for candidate in AUTO_ORDER:
             cls = LINKS.get(candidate)
-            if cls is not None and cls.available()[0]:
-                return cls
+            if cls is None or not cls.available()[0]:
+                continue
+            if any(cls.supports(c) for c in conditions or []):
+                continue
+            return cls
         return PlainForwarding
     try:
         cls = LINKS[name]
@@ -39,8 +49,8 @@ def resolve_link(name: str) -> type[LinkEmulator]:
     return cls
 
 
-def attach_link(lab: "Lab") -> LinkEmulator:
-    return resolve_link(lab.spec.link)(lab)
+def attach_link(lab: "Lab", conditions: "list[Condition] | None" = None) -> LinkEmulator:
+    return resolve_link(lab.spec.link, conditions or [lab.spec.condition])(lab)
 
 
 def reattach_link(lab: "Lab", described: dict[str, Any]) -> LinkEmulator:

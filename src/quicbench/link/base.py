@@ -28,6 +28,11 @@ class LinkEmulator(ABC):
     def available(cls) -> tuple[bool, str]:
         """(usable here?, why not / version)."""
 
+    @classmethod
+    def supports(cls, condition: Condition) -> str | None:
+        """None if this driver can apply the condition, else why not."""
+        return None
+
     @abstractmethod
     def apply(self, condition: Condition) -> None:
         """Start shaping with this condition, or change the running condition."""

@@ -14,8 +14,14 @@ class PlainForwarding(LinkEmulator):
     def available(cls) -> tuple[bool, str]:
         return True, "kernel IP forwarding, no impairment"
 
-    def apply(self, condition: Condition) -> None:
+    @classmethod
+    def supports(cls, condition: Condition) -> str | None:
         if any(not (h.up.is_transparent and h.down.is_transparent) for h in condition.hops):
+            return "plain forwarding adds no impairment"
+        return None
+
+    def apply(self, condition: Condition) -> None:
+        if self.supports(condition):
             raise QuicbenchError(
                 f"condition '{condition.name}' ({condition.short()}) needs a link emulator, "
                 "but link 'plain' only forwards: use --link linkem or --link netem")

@@ -33,8 +33,8 @@ from pathlib import Path
 from ..errors import QuicbenchError
 from ..paths import find_binary
 from ..proc import run
-from .base import NO_CACHE_HEADERS, Server
-from .nginx import listen_address, reap_process_group
+from .base import NO_CACHE_HEADERS
+from .nginx import ForkingServer, listen_address
 
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 RUN_AS = "65534"   # nobody / nogroup
@@ -57,7 +57,7 @@ MaxConnectionsPerChild 0""",
 }
 
 
-class ApacheServer(Server):
+class ApacheServer(ForkingServer):
     name = "apache"
     protocols = frozenset({"h1", "h2"})
     binary = "apache2"
@@ -149,12 +149,6 @@ Listen {listen_address(self.lab.address('server'), self.port)} https
     def env(self) -> dict[str, str]:
         # no APACHE_* variables: the config names every path itself
         return {k: v for k, v in super().env().items() if not k.startswith("APACHE_")}
-
-    def stop(self) -> None:
-        pgid = self.proc.pid if self.proc is not None else None
-        super().stop()
-        if pgid is not None:
-            reap_process_group(pgid)
 
     @classmethod
     def version(cls) -> str:

@@ -1,0 +1,74 @@
+"""Two runs side by side: the same cells (condition x workload x protocol), their difference,
+and whether it is significant; plus what differs in how the runs were made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from . import stats
+from .load import RunData
+from .tables import CELL_KEYS, Method, samples
+
+COMPARE_COLUMNS = ["condition", "workload", "protocol", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
+                   "ci_low_b", "ci_high_b", "diff_pct", "p", "verdict", "in"]
+
+
+def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
+    """One row per cell in either run; diff_pct is B over A in % of A. With Holm the family is all cells."""
+    sa, sb = samples(a, metric), samples(b, metric)
+    cells_a = set(map(tuple, a.trials[CELL_KEYS].drop_duplicates().values))
+    cells_b = set(map(tuple, b.trials[CELL_KEYS].drop_duplicates().values))
+    order_c = list(dict.fromkeys([*a.condition_order, *b.condition_order]))
+    order_w = list(dict.fromkeys([*a.workloads, *b.workloads]))
+    order_p = list(dict.fromkeys([*a.protocols, *b.protocols]))
+    rows, tested = [], []
+    for c in order_c:
+        for w in order_w:
+            for p in order_p:
+                k = (c, w, p)
+                if k not in cells_a and k not in cells_b:
+                    continue
+                xa, xb = sa.get(k), sb.get(k)
+                s_a, s_b = stats.summarize(xa if xa is not None else []), stats.summarize(xb if xb is not None else [])
+                row: dict[str, Any] = {"condition": c, "workload": w, "protocol": p,
+                                       "n_a": s_a.n, "mean_a": s_a.mean, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
+                                       "n_b": s_b.n, "mean_b": s_b.mean, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
+                                       "diff_pct": stats.pct_diff(s_b.mean, s_a.mean),
+                                       "in": "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a
+                                                                                            else "B only")}
+                if row["in"] == "both":
+                    tested.append((len(rows), method.compare(xa if xa is not None else [],
+                                                             xb if xb is not None else [])))
+                rows.append(row)
+    for (i, _), r in zip(tested, stats.adjust([r for _, r in tested], method.correction)):
+        rows[i].update(p=r.p, verdict=r.verdict)
+    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    df.loc[df["in"] != "both", "verdict"] = "not in both runs"
+    return df
+
+
+def _get(meta: dict[str, Any], path: str) -> Any:
+    cur: Any = meta
+    for part in path.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    return cur
+
+
+def setup_differences(a: RunData, b: RunData) -> list[tuple[str, str, str]]:
+    """(what, run A, run B) for each set-up fact that differs between the runs."""
+    keys = [("plan fingerprint", "plan_fingerprint"), ("plan", "plan.name"), ("kernel", "host.kernel"),
+            ("CPU", "host.cpu_model"), ("CPUs", "host.cpus"), ("host", "host.hostname"),
+            ("quicbench", "host.quicbench"), ("link emulator", "link.name"), ("TCP congestion control", "lab.tcp_cc"),
+            ("router hops", "lab.hops"), ("repetitions", "plan.repetitions")]
+    out = []
+    for label, path in keys:
+        va, vb = _get(a.meta, path), _get(b.meta, path)
+        if va != vb:
+            out.append((label, str(va), str(vb)))
+    va, vb = a.meta.get("versions") or {}, b.meta.get("versions") or {}
+    for k in dict.fromkeys([*va, *vb]):
+        if va.get(k) != vb.get(k):
+            out.append((f"version {k}", str(va.get(k)), str(vb.get(k))))
+    return out

@@ -1,0 +1,182 @@
+"""What a reviewer needs to trust the numbers: CPU cost, CPU-bound and failed trials,
+link calibration (configured vs measured), and the run's metadata."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from . import stats
+from .load import RunData
+
+
+def cpu_per_gb(run: RunData) -> pd.DataFrame:
+    """Per protocol x workload (all conditions pooled): CPU seconds per GB of payload, mean and CI."""
+    ok = run.ok
+    rows = []
+    for (p, w), g in ok.groupby(["protocol", "workload"], sort=False):
+        row: dict[str, Any] = {"protocol": p, "workload": w, "n": len(g), "gb": float(g["bytes"].sum() / 1e9),
+                               "n_cpu_bound": int(g["cpu_bound"].sum())}
+        for who in ("client", "server", ""):
+            col = f"{who}_cpu_s_per_gb" if who else "cpu_s_per_gb"
+            s = stats.summarize(g[col])
+            row.update({f"{col}_mean": s.mean, f"{col}_ci_low": s.ci_low, f"{col}_ci_high": s.ci_high,
+                        f"{col}_n": s.n})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    po = {p: i for i, p in enumerate(run.protocols)}
+    wo = {w: i for i, w in enumerate(run.workloads)}
+    return df.sort_values(["protocol", "workload"], key=lambda s: s.map(po if s.name == "protocol" else wo)
+                          ).reset_index(drop=True)
+
+
+def cpu_bound_trials(run: RunData) -> pd.DataFrame:
+    """Successful trials flagged CPU-bound, counted per cell and by whom (client/server)."""
+    t = run.trials[run.trials["status"] == "ok"]
+    b = t[t["cpu_bound"]]
+    if b.empty:
+        return pd.DataFrame(columns=["condition", "workload", "protocol", "cpu_bound_by", "trials", "of"])
+    total = t.groupby(["condition", "workload", "protocol"]).size()
+    out = (b.assign(cpu_bound_by=b["cpu_bound_by"].fillna("?"))
+           .groupby(["condition", "workload", "protocol", "cpu_bound_by"]).size().rename("trials").reset_index())
+    out["of"] = [int(total.get((c, w, p), 0)) for c, w, p in zip(out["condition"], out["workload"], out["protocol"])]
+    return out
+
+
+_MASK = [(re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<addr>"),
+         (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+         (re.compile(r"\b\d+(?:\.\d+)?\b"), "<n>")]
+
+
+def reason(error: Any) -> str:
+    """An error message with addresses and numbers masked, so alike failures group together."""
+    if not error:
+        return "(no message)"
+    s = str(error)
+    for rx, rep in _MASK:
+        s = rx.sub(rep, s)
+    return s[:300]
+
+
+def failed_trials(run: RunData) -> pd.DataFrame:
+    """Every failed row (warm-ups included, flagged) and what became of its trial."""
+    r = run.rows
+    f = r[r["status"] != "ok"].copy()
+    cols = ["seq", "condition", "workload", "protocol", "rep", "warmup", "error", "retried"]
+    if f.empty:
+        return pd.DataFrame(columns=cols)
+    final = r.drop_duplicates("key", keep="last").set_index("key")["status"]
+    f["retried"] = [("ok on retry" if final.get(k) == "ok" else "failed again") if s else ""
+                    for k, s in zip(f["key"], f["superseded"])]
+    return f[cols].reset_index(drop=True)
+
+
+def failure_reasons(run: RunData) -> pd.DataFrame:
+    """Failed rows grouped by masked reason: how many, which protocols and conditions."""
+    f = failed_trials(run)
+    if f.empty:
+        return pd.DataFrame(columns=["reason", "trials", "protocols", "conditions", "example"])
+    f["reason"] = f["error"].map(reason)
+    rows = []
+    for rsn, g in f.groupby("reason", sort=False):
+        rows.append({"reason": rsn, "trials": len(g), "protocols": ", ".join(sorted(set(g["protocol"]))),
+                     "conditions": ", ".join(dict.fromkeys(g["condition"])), "example": str(g["error"].iloc[0])})
+    return pd.DataFrame(rows).sort_values("trials", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix or "value": d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            out.update(_flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def calibration(meta: dict[str, Any]) -> pd.DataFrame:
+    """meta['calibration'] as rows: condition, quantity, configured, measured, deviation %.
+
+    Accepts {condition: {configured: {...}, measured: {...}}}, {condition: {x_configured,
+    x_measured}} and a list of {condition, ...} dicts; anything else is shown as measured.
+    """
+    cal = meta.get("calibration")
+    if isinstance(cal, list):
+        cal = {str(c.get("condition", i)): {k: v for k, v in c.items() if k != "condition"}
+               for i, c in enumerate(cal) if isinstance(c, dict)}
+    if not isinstance(cal, dict) or not cal:
+        return pd.DataFrame(columns=["condition", "quantity", "configured", "measured", "deviation_pct"])
+    rows = []
+    for cond, v in cal.items():
+        if isinstance(v, dict) and ("configured" in v or "measured" in v):
+            conf, meas = _flatten(v.get("configured") or {}), _flatten(v.get("measured") or {})
+            extra = _flatten({k: x for k, x in v.items() if k not in ("configured", "measured")})
+            meas = {**meas, **{k: x for k, x in extra.items() if k not in meas}}
+        else:
+            flat = _flatten(v)
+            conf, meas = {}, {}
+            for k, x in flat.items():
+                m = re.match(r"^(configured_)?(.*?)(_configured|_measured)?$", k)
+                base = m.group(2) if m else k
+                if k.startswith("configured_") or k.endswith("_configured"):
+                    conf[base] = x
+                else:
+                    meas[base.removeprefix("measured_")] = x
+        for q in dict.fromkeys([*conf, *meas]):
+            c, m = conf.get(q), meas.get(q)
+            cn, mn = _num(c), _num(m)
+            dev = 100 * (mn - cn) / cn if cn not in (None, 0) and mn is not None else None
+            rows.append({"condition": str(cond), "quantity": q, "configured": c, "measured": m, "deviation_pct": dev})
+    return pd.DataFrame(rows)
+
+
+def _when(ts: Any) -> str | None:
+    f = _num(ts)
+    if f is None:
+        return None
+    return _dt.datetime.fromtimestamp(f, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def metadata(run: RunData) -> list[tuple[str, str]]:
+    """The run's self-description as (label, value) pairs, in reading order; empty values left out."""
+    m, plan = run.meta, run.meta.get("plan") or {}
+    items: list[tuple[str, Any]] = [
+        ("run id", run.run_id), ("status", m.get("status")), ("created", _when(m.get("created"))),
+        ("finished", _when(m.get("finished_at"))), ("resumed", _when(m.get("resumed_at"))),
+        ("plan", plan.get("name")), ("plan description", plan.get("description")),
+        ("plan fingerprint", m.get("plan_fingerprint")),
+        ("repetitions", m.get("reps") or plan.get("repetitions")), ("order", plan.get("order")),
+        ("seed", plan.get("seed")), ("warm-up trials per condition", plan.get("warmup")),
+        ("trial timeout (s)", plan.get("trial_timeout_s")), ("only", m.get("only") or None),
+    ]
+    for k, v in _flatten(m.get("host") or {}).items():
+        items.append((f"host {k}", v))
+    for k, v in _flatten(m.get("versions") or {}).items():
+        items.append((f"version {k}", v))
+    lab, link = m.get("lab") or {}, m.get("link") or {}
+    items += [("lab backend", lab.get("backend")), ("router hops", lab.get("hops") or plan.get("hops")),
+              ("TCP congestion control", lab.get("tcp_cc") or plan.get("tcp_cc")),
+              ("link emulator", link.get("name") if isinstance(link, dict) else link),
+              ("link detail", link.get("detail") if isinstance(link, dict) else None),
+              ("TLS hostname", (m.get("tls") or {}).get("hostname")),
+              ("client", plan.get("client")), ("server ports", ", ".join(f"{k}={v}" for k, v in
+                                                                   (m.get("server_ports") or {}).items()) or None),
+              ("captures", plan.get("capture")), ("calibration requested", plan.get("calibrate"))]
+    return [(k, str(v)) for k, v in items if v is not None and v != "" and v != {}]

@@ -1,0 +1,205 @@
+"""Per-cell statistics (summary.csv), the best protocol per cell, protocol-vs-protocol differences.
+
+A cell is one condition x workload x protocol; its sample is the goodput (and the other
+metrics) of its successful, final, non-warm-up trials.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+from .load import OPTIONAL_NUMERIC, RunData
+
+# metric -> axis/table label with unit
+METRICS: dict[str, str] = {
+    "goodput_mbps": "goodput (Mbit/s)",
+    "total_time_s": "total transfer time (s)",
+    "ttfb_ms": "time to first byte (ms)",
+    "connect_ms": "connect (ms)",
+    "tls_ms": "TLS handshake (ms)",
+    "wait_ms": "server wait (ms)",
+    "transfer_ms_p50": "transfer, median request (ms)",
+    "request_ms_p50": "request, median (ms)",
+    "client_cpu_s": "client CPU (s)",
+    "server_cpu_s": "server CPU (s)",
+    "cpu_s_per_gb": "client + server CPU (s per GB)",
+}
+OPTIONAL_METRICS: dict[str, str] = {
+    "wire_bytes_up": "wire bytes client->server",
+    "wire_bytes_down": "wire bytes server->client",
+    "overhead_pct": "overhead (% of payload)",
+    "retransmits": "retransmitted packets",
+    "page_load_ms": "page load time (ms)",
+    "dom_content_loaded_ms": "DOMContentLoaded (ms)",
+    "first_contentful_paint_ms": "first contentful paint (ms)",
+    "speed_index_ms": "speed index (ms)",
+}
+assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
+
+CELL_KEYS = ["condition", "workload", "protocol"]
+GOODPUT_STATS = ("mean", "sd", "ci_low", "ci_high", "median", "min", "max")
+
+# the columns summary.csv always has, in order (docs/data.md documents each; tests check both)
+SUMMARY_COLUMNS = [
+    "run_id", "condition", "condition_desc", "delay_ms", "loss_pct", "rate_mbit", "workload", "size_bytes",
+    "count", "parallel", "protocol", "server", "n_trials", "n_failed", "n", "n_cpu_bound",
+    *[f"goodput_mbps_{s}" for s in GOODPUT_STATS],
+    *[f"{m}_{s}" for m in METRICS if m != "goodput_mbps" for s in ("mean", "ci_low", "ci_high")],
+    "is_best", "cell_best", "cell_verdict", "cell_p", "p_vs_best", "test", "alpha", "correction",
+]
+
+
+@dataclass(frozen=True)
+class Method:
+    test: str = "welch"
+    alpha: float = stats.ALPHA
+    correction: str = "none"
+    min_n: int = stats.MIN_N
+
+    def compare(self, a, b) -> stats.TestResult:
+        return stats.compare(a, b, test=self.test, alpha=self.alpha, min_n=self.min_n)
+
+    def text(self, n_tests: int | None = None) -> str:
+        return stats.method_text(self.test, self.alpha, self.correction, n_tests, self.min_n)
+
+
+def optional_metrics(run: RunData) -> list[str]:
+    """The optional metric columns this run has values for."""
+    return [m for m in OPTIONAL_METRICS if run.rows[m].notna().any()]
+
+
+def samples(run: RunData, metric: str = "goodput_mbps") -> dict[tuple[str, str, str], np.ndarray]:
+    """(condition, workload, protocol) -> the metric's values over the cell's successful trials."""
+    ok = run.ok
+    return {k: stats.clean(g[metric]) for k, g in ok.groupby(CELL_KEYS, sort=False)}
+
+
+def cell_verdict(results: dict[str, stats.TestResult]) -> tuple[str, float | None]:
+    """A cell's verdict: the best protocol differs significantly from every other one?"""
+    if not results:
+        return ("one protocol", None)
+    if any(r.verdict == stats.N_TOO_SMALL for r in results.values()):
+        return (stats.N_TOO_SMALL, None)
+    p = max(r.p for r in results.values() if r.p is not None)
+    return (stats.SIGNIFICANT if all(r.significant for r in results.values()) else stats.NOT_SIGNIFICANT, p)
+
+
+def best_protocols(run: RunData, method: Method = Method()) -> pd.DataFrame:
+    """Per condition x workload: the protocol with the highest mean goodput and its tests.
+
+    The best protocol is tested against each other protocol of the cell; the cell is
+    'significant' only if all those tests are (cell_p is the largest p). With Holm, the
+    family is every test of the table.
+    """
+    smp = samples(run)
+    groups: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for (c, w, p), x in smp.items():
+        groups.setdefault((c, w), {})[p] = x
+    pending: list[tuple[tuple[str, str], str, str, stats.TestResult]] = []
+    best: dict[tuple[str, str], str] = {}
+    for cw, by_proto in groups.items():
+        with_data = {p: x for p, x in by_proto.items() if x.size}
+        if not with_data:
+            continue
+        b = max(with_data, key=lambda p: with_data[p].mean())
+        best[cw] = b
+        for p, x in by_proto.items():
+            if p != b:
+                pending.append((cw, b, p, method.compare(with_data[b], x)))
+    adjusted = stats.adjust([r for *_, r in pending], method.correction)
+    per_cell: dict[tuple[str, str], dict[str, stats.TestResult]] = {cw: {} for cw in best}
+    for (cw, _b, p, _r), r in zip(pending, adjusted):
+        per_cell[cw][p] = r
+    rows = []
+    for cw, b in best.items():
+        verdict, p = cell_verdict(per_cell[cw])
+        rows.append({"condition": cw[0], "workload": cw[1], "cell_best": b, "cell_verdict": verdict, "cell_p": p,
+                     "tests": per_cell[cw]})
+    return pd.DataFrame(rows, columns=["condition", "workload", "cell_best", "cell_verdict", "cell_p", "tests"])
+
+
+def _first(series: pd.Series) -> Any:
+    s = series.dropna()
+    return s.iloc[0] if len(s) else None
+
+
+def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
+    """The rows of summary.csv: one per condition x workload x protocol, in display order."""
+    trials = run.trials
+    cols = SUMMARY_COLUMNS + [f"{m}_{s}" for m in optional_metrics(run) for s in ("mean", "ci_low", "ci_high")]
+    if trials.empty:
+        return pd.DataFrame(columns=cols)
+    best = best_protocols(run, method).set_index(["condition", "workload"])
+    params = run.conditions
+    rows = []
+    for (c, w, p), g in trials.groupby(CELL_KEYS, sort=False):
+        used = g[g["used"]]
+        row: dict[str, Any] = {
+            "run_id": run.run_id, "condition": c, "condition_desc": _first(g["condition_desc"]),
+            "delay_ms": params.at[c, "delay_ms"] if c in params.index else math.nan,
+            "loss_pct": params.at[c, "loss_pct"] if c in params.index else math.nan,
+            "rate_mbit": params.at[c, "rate_mbit"] if c in params.index else math.nan,
+            "workload": w, "size_bytes": _first(g["size_bytes"]), "count": _first(g["count"]),
+            "parallel": _first(g["parallel"]), "protocol": p, "server": _first(g["server"]),
+            "n_trials": len(g), "n_failed": int((g["status"] != "ok").sum()), "n": len(used),
+            "n_cpu_bound": int(used["cpu_bound"].sum()),
+        }
+        s = stats.summarize(used["goodput_mbps"])
+        row.update({f"goodput_mbps_{k}": getattr(s, k) for k in GOODPUT_STATS})
+        for m in [*(m for m in METRICS if m != "goodput_mbps"), *optional_metrics(run)]:
+            x = stats.clean(used[m])
+            lo, hi = stats.ci(x)
+            row.update({f"{m}_mean": float(x.mean()) if x.size else math.nan, f"{m}_ci_low": lo, f"{m}_ci_high": hi})
+        b = best.loc[(c, w)] if (c, w) in best.index else None
+        row["cell_best"] = b["cell_best"] if b is not None else None
+        row["is_best"] = b is not None and b["cell_best"] == p
+        row["cell_verdict"] = b["cell_verdict"] if b is not None else "no data"
+        row["cell_p"] = b["cell_p"] if b is not None else None
+        t = b["tests"].get(p) if b is not None else None
+        row["p_vs_best"] = t.p if t is not None else None
+        row.update(test=method.test, alpha=method.alpha, correction=method.correction)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    order_c = {c: i for i, c in enumerate(run.condition_order)}
+    order_w = {w: i for i, w in enumerate(run.workloads)}
+    order_p = {p: i for i, p in enumerate(run.protocols)}
+    df = df.sort_values(["condition", "workload", "protocol"], key=lambda s: s.map(
+        {"condition": order_c, "workload": order_w, "protocol": order_p}[s.name]), kind="stable")
+    return df.reindex(columns=cols).reset_index(drop=True)
+
+
+def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
+    """Protocol a vs b per condition x workload: means, % difference of a over b, test verdict.
+
+    With Holm, the family is every cell of this comparison.
+    """
+    smp = samples(run, metric)
+    rows, results = [], []
+    for c in run.condition_order:
+        for w in run.workloads:
+            xa, xb = smp.get((c, w, a)), smp.get((c, w, b))
+            if xa is None or xb is None or not xa.size or not xb.size:
+                continue
+            r = method.compare(xa, xb)
+            results.append(r)
+            rows.append({"condition": c, "workload": w, "a": a, "b": b, "mean_a": float(xa.mean()),
+                         "mean_b": float(xb.mean()), "n_a": int(xa.size), "n_b": int(xb.size),
+                         "diff_pct": stats.pct_diff(float(xa.mean()), float(xb.mean()))})
+    for row, r in zip(rows, stats.adjust(results, method.correction)):
+        row.update(p=r.p, verdict=r.verdict, significant=r.significant)
+    return pd.DataFrame(rows, columns=["condition", "workload", "a", "b", "mean_a", "mean_b", "n_a", "n_b",
+                                       "diff_pct", "p", "verdict", "significant"])
+
+
+def relative_to_best_size(summary: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 12's numbers: each mean goodput as % of the same protocol's best workload, per condition."""
+    s = summary[["condition", "workload", "protocol", "size_bytes", "goodput_mbps_mean"]].copy()
+    best = s.groupby(["condition", "protocol"])["goodput_mbps_mean"].transform("max")
+    s["pct_of_best"] = 100 * s["goodput_mbps_mean"] / best
+    return s

@@ -1,0 +1,155 @@
+"""`linkem`: quicbench's user-space link emulator (Rust, linkem/), one process per router hop.
+
+The router keeps its addresses (it still answers ARP and pings) but its kernel stops forwarding
+(ip_forward=0); linkem reads frames from both router interfaces with AF_PACKET, applies the
+condition of each direction and sends them on with the Ethernet header rewritten for the next
+hop. Conditions change at run time through linkem's control socket, without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..conditions import Condition, Direction, Hop
+from ..errors import QuicbenchError
+from ..paths import find_binary
+from ..proc import run
+from .base import LinkEmulator
+
+FIX = "build it with 'make setup' (Rust crate in linkem/)"
+
+
+def direction_config(d: Direction) -> dict[str, Any]:
+    """linkem's JSON for one direction (see linkem/README.md)."""
+    cfg: dict[str, Any] = {"delay_ms": d.delay_ms, "jitter_ms": d.jitter_ms, "jitter_dist": d.jitter_dist,
+                           "jitter_correlation_pct": d.jitter_correlation_pct, "reorder": d.reorder,
+                           "duplicate_pct": d.duplicate_pct, "corrupt_pct": d.corrupt_pct}
+    loss = d.effective_loss
+    if loss is not None:
+        cfg["loss"] = ({"model": "random", "pct": loss.pct, "correlation_pct": loss.correlation_pct}
+                       if loss.model == "random" else
+                       {"model": "gilbert_elliott", "p_pct": loss.p_pct, "r_pct": loss.r_pct,
+                        "h_pct": loss.h_pct, "k_pct": loss.k_pct})
+    if d.rate_mbit is not None:
+        cfg["rate_mbit"] = d.rate_mbit
+    if d.queue is not None:
+        cfg["queue"] = d.queue.model_dump(exclude_none=True)
+    if d.spikes is not None:
+        cfg["spikes"] = d.spikes.model_dump()
+    if d.onoff is not None:
+        cfg["onoff"] = d.onoff.model_dump()
+    if d.trace is not None:
+        cfg["trace"] = str(d.trace)
+    return cfg
+
+
+def hop_config(h: Hop) -> dict[str, Any]:
+    return {"up": direction_config(h.up), "down": direction_config(h.down)}
+
+
+def hops_for(condition: Condition, n_routers: int) -> list[Hop]:
+    if len(condition.hops) == n_routers:
+        return list(condition.hops)
+    if len(condition.hops) == 1:
+        return [condition.hops[0]] + [Hop()] * (n_routers - 1)
+    raise QuicbenchError(f"condition '{condition.name}' has {len(condition.hops)} hops but the lab has "
+                         f"{n_routers} router(s)")
+
+
+class LinkemLink(LinkEmulator):
+    name = "linkem"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            path = find_binary("linkem", FIX)
+        except QuicbenchError as e:
+            return False, str(e)
+        return True, path
+
+    @classmethod
+    def supports(cls, condition: Condition) -> str | None:
+        return None
+
+    def _files(self, node: str) -> dict[str, Path]:
+        d = self.lab.run_dir
+        return {k: d / f"linkem-{node}.{k}" for k in ("json", "sock", "out", "log", "stats")}
+
+    def _running(self, node: str) -> int | None:
+        pid = (self.lab.state.get("linkem_pids") or {}).get(node)
+        if pid and os.path.exists(f"/proc/{pid}"):
+            return pid
+        return None
+
+    def apply(self, condition: Condition) -> None:
+        routers = self.lab.routers()
+        for r, hop in zip(routers, hops_for(condition, len(routers))):
+            cfg = hop_config(hop)
+            files = self._files(r.node)
+            if self._running(r.node):
+                reply = self.control(r.node, "set " + json.dumps(cfg))
+                if reply.strip() != "ok":
+                    raise QuicbenchError(f"linkem on {r.node} refused the condition: {reply.strip()}")
+                continue
+            files["json"].write_text(json.dumps(cfg, indent=1))
+            run(self.lab.cmd(r.node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]))
+            files["sock"].unlink(missing_ok=True)
+            with open(files["out"], "wb") as out, open(files["log"], "ab") as log:
+                proc = subprocess.Popen(self.lab.cmd(r.node, [
+                    find_binary("linkem", FIX), "--iface-a", r.if_client, "--a-peer-mac", r.peer_mac_client,
+                    "--iface-b", r.if_server, "--b-peer-mac", r.peer_mac_server, "--config", str(files["json"]),
+                    "--control", str(files["sock"]), "--stats-out", str(files["stats"])]),
+                    stdout=out, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+            deadline = time.monotonic() + 10
+            while b"ready" not in files["out"].read_bytes():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    tail = files["log"].read_text(errors="replace").strip().splitlines()[-2:]
+                    raise QuicbenchError(f"linkem did not start on {r.node}: " + (" | ".join(tail) or "no output"))
+                time.sleep(0.005)
+            self.lab.state.setdefault("linkem_pids", {})[r.node] = proc.pid
+        self.lab.save_state()
+
+    def control(self, node: str, line: str, timeout: float = 5.0) -> str:
+        path = str(self._files(node)["sock"])
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(path)
+            s.sendall(line.encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        return buf.decode()
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for r in self.lab.routers():
+            if self._running(r.node):
+                out[r.node] = json.loads(self.control(r.node, "stats"))
+        return out
+
+    def reset(self) -> None:
+        for r in self.lab.routers():
+            if self._running(r.node):
+                self.control(r.node, "reset")
+
+    def stop(self) -> None:
+        for r in self.lab.routers():
+            pid = self._running(r.node)
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(200):
+                    if not os.path.exists(f"/proc/{pid}"):
+                        break
+                    time.sleep(0.01)
+                self.lab.state.get("linkem_pids", {}).pop(r.node, None)

@@ -1,0 +1,53 @@
+"""What the netem driver would execute (this kernel has no sch_netem, real users' kernels do)."""
+
+import pytest
+
+from quicbench.conditions import Condition
+from quicbench.errors import QuicbenchError
+from quicbench.link.netem import netem_commands
+
+ROUTERS = [("router", "to-client", "to-server")]
+
+
+def cmds(cond):
+    return [" ".join(argv) for _, argv in netem_commands(Condition.model_validate(cond), ROUTERS)]
+
+
+def test_go_quick_scenario_on_both_interfaces():
+    out = cmds({"name": "50_2", "delay_ms": 50, "jitter_ms": 5, "jitter_dist": "pareto", "reorder": True,
+                "loss_pct": 2})
+    # netem's limit must hold the whole delay line: 1 Gbit/s x 100 ms = 8334 packets (the
+    # default 1000 would cap a 50 ms path at 240 Mbit/s)
+    expected = "netem delay 50ms 5ms distribution pareto loss random 2% limit 8334"
+    assert out == [f"tc qdisc replace dev to-server root handle 1: {expected}",
+                   f"tc qdisc replace dev to-client root handle 1: {expected}"]
+
+
+def test_rate_queue_and_order_keeping_pfifo():
+    out = cmds({"name": "x", "rate_mbit": 40, "delay_ms": 10, "jitter_ms": 1, "queue": {"packets": 200}})
+    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem delay 10ms 1ms rate 40mbit limit 200"
+    assert out[1] == "tc qdisc replace dev to-server parent 1:1 pfifo limit 1000"
+    assert len(out) == 4
+
+
+def test_per_direction_and_gilbert_elliott():
+    out = cmds({"name": "x", "down": {"delay_ms": 50, "loss": {"model": "gilbert_elliott", "p_pct": 1,
+                                                               "r_pct": 20, "h_pct": 30, "k_pct": 99}},
+                "up": {"duplicate_pct": 1, "corrupt_pct": 0.1}})
+    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem duplicate 1% corrupt 0.1% limit 1667"
+    assert out[1] == ("tc qdisc replace dev to-client root handle 1: netem delay 50ms loss gemodel 1% 20% 70% 1% "
+                      "limit 8334")
+
+
+def test_two_hops_each_their_own():
+    routers = [("router", "to-client", "to-server"), ("router2", "to-client", "to-server")]
+    c = Condition.model_validate({"name": "x", "hops": [{"delay_ms": 5}, {"loss_pct": 1}]})
+    out = netem_commands(c, routers)
+    assert [(n, a[4]) for n, a in out] == [("router", "to-server"), ("router", "to-client"),
+                                          ("router2", "to-server"), ("router2", "to-client")]
+    assert "loss" in out[2][1] and "delay" in out[0][1]
+
+
+def test_spikes_need_linkem():
+    with pytest.raises(QuicbenchError, match="netem has no spikes: use link linkem"):
+        cmds({"name": "s", "rate_mbit": 10, "spikes": {"period_ms": 1000}})
