@@ -53,8 +53,10 @@ def object_bytes_iter(seed: int, size: int):
         yield hashlib.shake_256(f"quicbench-content/{seed}/{size}/{off}".encode()).digest(n)
 
 
-def content_key(seed: int, objects: dict[int, int]) -> str:
+def content_key(seed: int, objects: dict[int, int], realistic_page: bool = False) -> str:
     params = {"generator": GENERATOR, "seed": seed, "objects": sorted(objects.items())}
+    if realistic_page:
+        params["realistic_page"] = True
     return hashlib.sha256(json.dumps(params).encode()).hexdigest()[:16]
 
 
@@ -64,10 +66,12 @@ def _index_page(label: str, n: int) -> str:
             f"<body><h1>{n} objects of {label}</h1>\n{imgs}\n</body></html>\n")
 
 
-def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None) -> ContentSet:
+def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
+             realistic_page: bool = False) -> ContentSet:
     """Make (or reuse) a content set with `count` copies of an object of each `size`.
 
-    objects maps size in bytes -> number of copies (>= 1).
+    objects maps size in bytes -> number of copies (>= 1). realistic_page adds
+    `realistic/index.html` and its resources (see content_page.py).
     """
     for size, count in objects.items():
         if size < 1:
@@ -75,7 +79,7 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None) 
         if count < 1:
             raise QuicbenchError(f"bad count {count} for {size_label(size)} objects: must be at least 1")
     base = (cache or cache_dir()) / "content"
-    root = base / content_key(seed, objects)
+    root = base / content_key(seed, objects, realistic_page)
     manifest_file = root / "manifest.json"
     if manifest_file.exists():
         return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
@@ -107,6 +111,10 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None) 
                               "sha256": hashlib.sha256(page.encode()).hexdigest()})
             listing.append(f'<li>{html.escape(label)}: {count} objects; pages '
                            + " ".join(f'<a href="{label}/index{n}.html">{n}</a>' for n in pages) + "</li>")
+        if realistic_page:
+            from .content_page import make_realistic_page
+            files += make_realistic_page(tmp / "realistic", seed)
+            listing.append('<li><a href="realistic/index.html">realistic page</a></li>')
         (tmp / "index.html").write_text(
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicbench content</title></head>"
             "<body><h1>quicbench content</h1><ul>\n" + "\n".join(listing) + "\n</ul></body></html>\n")

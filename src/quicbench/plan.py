@@ -27,11 +27,19 @@ class _Strict(BaseModel):
 
 
 class Workload(_Strict):
-    """Go-Quick's getFiles: `count` copies of an object of `size`, at most `parallel` in flight."""
-    kind: Literal["objects"] = "objects"
-    size: str
+    """What one trial transfers.
+
+    kind = "objects": Go-Quick's getFiles — `count` copies of an object of `size`, at most
+    `parallel` in flight, fetched by the load client.
+    kind = "page": a page load in a browser — `page = "gallery"` is Go-Quick's
+    `<size>/index<count>.html` (count images of size); `page = "realistic"` is a generated
+    page of HTML, CSS, JS, fonts and images like DNCS's (about 10 MB in 125 requests).
+    """
+    kind: Literal["objects", "page"] = "objects"
+    size: str = "100KB"
     count: int = Field(1, ge=1, le=100_000)
     parallel: int | Literal["all"] = "all"
+    page: Literal["gallery", "realistic"] = "gallery"
 
     @field_validator("size")
     @classmethod
@@ -58,7 +66,14 @@ class Workload(_Strict):
 
     @property
     def label(self) -> str:
+        if self.kind == "page":
+            return "page:realistic" if self.page == "realistic" else f"page:{self.count}x{self.size}"
         return f"{self.count}x{self.size}/p{self.parallelism}"
+
+    @property
+    def page_path(self) -> str:
+        """URL path of the page a browser loads."""
+        return "/realistic/index.html" if self.page == "realistic" else f"/{self.size}/index{self.count}.html"
 
     @property
     def payload_bytes(self) -> int:
@@ -96,6 +111,11 @@ class Plan(_Strict):
         dupw = {n for n in labels if labels.count(n) > 1}
         if dupw:
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
+        from .clients import CLIENTS
+        for w in self.workloads:
+            if self.client_for(w) not in CLIENTS:
+                raise ValueError(f"workloads: {w.label} needs client '{self.client_for(w)}', "
+                                 f"accepted clients: {', '.join(sorted(CLIENTS))}")
         from .servers import SERVERS, servers_for
         for proto in self.protocols:
             srv = self.server_for(proto)
@@ -111,11 +131,21 @@ class Plan(_Strict):
     def server_for(self, proto: str) -> str:
         return self.servers.get(proto, "caddy")  # type: ignore[call-overload]
 
+    def client_for(self, workload: Workload) -> str:
+        """Object downloads use the plan's client; page loads use a browser."""
+        return "browser" if workload.kind == "page" else self.client
+
     def content_objects(self) -> dict[int, int]:
         objs: dict[int, int] = {}
         for w in self.workloads:
+            if w.kind == "page" and w.page == "realistic":
+                continue
             objs[w.size_bytes] = max(objs.get(w.size_bytes, 0), w.count)
         return objs
+
+    @property
+    def needs_realistic_page(self) -> bool:
+        return any(w.kind == "page" and w.page == "realistic" for w in self.workloads)
 
 
 @dataclass(frozen=True)

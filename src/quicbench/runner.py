@@ -77,8 +77,8 @@ class Runner:
         if not todo:
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
             return self.store.rows()
-        client = client_class(plan.client)()
-        content = generate(plan.content_objects(), seed=plan.seed)
+        clients = {name: client_class(name)() for name in {plan.client_for(t.workload) for t in todo}}
+        content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
                                link=plan.link, condition=todo[0].condition))
         servers: dict[str, Any] = {}
@@ -98,10 +98,10 @@ class Runner:
                      "addresses": lab.state["addresses"]},
                 link=lab.state.get("link"), content={"root": str(content.root), "key": content.root.name},
                 tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
-                versions={"client": client.version(),
+                versions={**{f"client_{n}": c.version() for n, c in clients.items()},
                           **{f"server_{n}": type(s).version() for n, s in servers.items()}},
                 server_ports=ports)
-            self._loop(todo, lab, servers, client, content, tls, ports)
+            self._loop(todo, lab, servers, clients, content, tls, ports)
             self.store.update_meta(status="complete", finished_at=time.time())
         except (KeyboardInterrupt, SystemExit):
             self.store.update_meta(status="interrupted")
@@ -113,7 +113,7 @@ class Runner:
             lab.down()
         return self.store.rows()
 
-    def _loop(self, todo, lab, servers, client, content, tls, ports) -> None:
+    def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:
         current = None
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
@@ -129,7 +129,8 @@ class Runner:
                         self._calibrate(lab, spec.condition, progress.console)
                 progress.update(task, description=f"{spec.condition.name} {spec.workload.label} {spec.protocol} "
                                                   f"r{spec.rep}")
-                row = self._one(spec, lab, servers, client, content, tls, ports)
+                row = self._one(spec, lab, servers, clients[self.plan.client_for(spec.workload)], content, tls,
+                                ports)
                 self.store.append(row)
                 if row["status"] != "ok":
                     progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")

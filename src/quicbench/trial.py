@@ -28,6 +28,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     srv_cpu1 = process_cpu_seconds(server_pid) if server_pid else None
     m = summarize_requests(res.requests)
     row.update(m)
+    row.update(res.extra)          # e.g. page-load metrics of the browser client
     duration = m.get("total_time_s")
     server_cpu = (srv_cpu1 - srv_cpu0) if srv_cpu0 is not None and srv_cpu1 is not None else None
     # the client reports its own CPU over the fetch window (process start-up excluded)
@@ -55,6 +56,13 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
     """Check what was measured: protocol negotiated, every request, every byte."""
     w = spec.workload
+    if w.kind == "page":
+        bad = [p for p in (row.get("protocols") or "").split(",") if p and not p.startswith(f"{spec.protocol}:")]
+        if bad or not row.get("protocols"):
+            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
+        if row.get("requests_ok") != row.get("requests"):
+            return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
+        return None
     if row.get("requests") != w.count:
         return f"expected {w.count} requests, client reported {row.get('requests')}"
     if row.get("requests_ok") != w.count:
