@@ -98,6 +98,16 @@ class Plan(_Strict):
     hops: Literal[1, 2] = 1
     tcp_cc: str = "cubic"
     calibrate: bool = Field(False, description="measure each condition (ping, iperf3) before its first trial")
+    capture: bool = Field(False, description="tcpdump every trial in the client node; wire metrics")
+    capture_keep: Literal["compressed", "raw", "delete"] = "compressed"
+    capture_router: bool = Field(False, description="also capture at the router (kept, not analysed)")
+    qlog: bool = Field(False, description="the load client writes a qlog per HTTP/3 connection")
+    keylog: bool = Field(False, description="the load client writes a TLS key log per trial")
+
+    @property
+    def options(self) -> "TrialOptions":
+        return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
+                            capture_router=self.capture_router, qlog=self.qlog, keylog=self.keylog)
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
@@ -146,6 +156,16 @@ class Plan(_Strict):
     @property
     def needs_realistic_page(self) -> bool:
         return any(w.kind == "page" and w.page == "realistic" for w in self.workloads)
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    """What is recorded besides the metrics: captures, qlog, TLS keys."""
+    capture: bool = False
+    capture_keep: str = "compressed"
+    capture_router: bool = False
+    qlog: bool = False
+    keylog: bool = False
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ class Runner:
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"),
                             port=ports[spec.server], tls=tls, content=content)
             row = run_trial(spec, target, client, srv.pid, self.store.trial_dir(spec.seq),
-                            self.plan.trial_timeout_s)
+                            self.plan.trial_timeout_s, self.plan.options)
         except QuicbenchError as e:
             row = {"key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
                    "protocol": spec.protocol, "server": spec.server, "workload": spec.workload.label,

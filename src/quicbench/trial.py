@@ -6,14 +6,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .capture import Capture, finish_pcap
 from .clients.base import Client, Target
 from .cpu import cpu_bound, process_cpu_seconds
 from .metrics import summarize_requests
-from .plan import TrialSpec
+from .wire import analyze_pcap, write_timeseries
+from .plan import TrialOptions, TrialSpec
 
 
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
-              trial_dir: Path, timeout_s: float) -> dict[str, Any]:
+              trial_dir: Path, timeout_s: float, options: TrialOptions | None = None) -> dict[str, Any]:
     """Run one trial and return its row (status ok or failed with the reason)."""
     w = spec.workload
     row: dict[str, Any] = {
@@ -23,12 +25,21 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         "parallel": w.parallelism, "rep": spec.rep, "warmup": spec.warmup,
         "started_at": time.time(),
     }
-    srv_cpu0 = process_cpu_seconds(server_pid) if server_pid else None
-    res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s)
-    srv_cpu1 = process_cpu_seconds(server_pid) if server_pid else None
+    options = options or TrialOptions()
+    captures = _start_captures(target, trial_dir, options)
+    try:
+        srv_cpu0 = process_cpu_seconds(server_pid) if server_pid else None
+        res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s, options)
+        srv_cpu1 = process_cpu_seconds(server_pid) if server_pid else None
+    finally:
+        cap_counts = [c.stop() for c in captures]
     m = summarize_requests(res.requests)
     row.update(m)
     row.update(res.extra)          # e.g. page-load metrics of the browser client
+    if captures:
+        row.update(_wire_view(captures[0].pcap, target.address, m.get("bytes"), trial_dir, cap_counts[0]))
+        for c in captures:
+            finish_pcap(c.pcap, options.capture_keep)
     duration = m.get("total_time_s")
     server_cpu = (srv_cpu1 - srv_cpu0) if srv_cpu0 is not None and srv_cpu1 is not None else None
     # the client reports its own CPU over the fetch window (process start-up excluded)
@@ -51,6 +62,35 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row["status"] = "failed" if error else "ok"
     row["error"] = error
     return row
+
+
+def _start_captures(target: Target, trial_dir: Path, options: TrialOptions) -> list[Capture]:
+    if not options.capture:
+        return []
+    lab = target.lab
+    caps = [Capture(lab, "client", "eth0", target.address, trial_dir / "client.pcap")]
+    if options.capture_router:
+        caps.append(Capture(lab, "router", "to-client", target.address, trial_dir / "router.pcap"))
+    started: list[Capture] = []
+    try:
+        for c in caps:
+            c.start()
+            started.append(c)
+    except BaseException:
+        for c in started:
+            c.stop()
+        raise
+    return caps
+
+
+def _wire_view(pcap: Path, server_ip: str, payload: int | None, trial_dir: Path,
+               counts: dict[str, int]) -> dict[str, Any]:
+    wire = analyze_pcap(pcap, server_ip, payload)
+    write_timeseries(trial_dir, wire.pop("timeseries"))
+    # packets the filter saw but tcpdump did not write, plus the kernel's drops
+    missed = (counts.get("received", 0) - counts.get("captured", 0)) if "received" in counts else None
+    wire["capture_dropped"] = None if missed is None else missed + counts.get("dropped_by_kernel", 0)
+    return wire
 
 
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:

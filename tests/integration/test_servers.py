@@ -67,7 +67,7 @@ def test_plan_holds_protocol_varies_server():
 @pytest.fixture(scope="module")
 def lab_env(tmp_path_factory):
     wd = tmp_path_factory.mktemp("servers")
-    content = generate({100_000: 6}, seed=5, cache=wd / "cache")
+    content = generate({100_000: 6, 20_000: 300}, seed=5, cache=wd / "cache")
     with make_lab(LabSpec(name="t-srv")) as lab:
         tls = make_tls(wd / "tls", ips=[lab.address("server")])
         yield lab, content, tls, wd
@@ -112,6 +112,21 @@ def test_serves_objects(lab_env, running, server, proto):
     conns = {r["conn_id"] for r in res.requests}
     assert (len(conns) == 1) if proto == "h2" else (1 <= len(conns) <= 3)
     assert res.summary["bytes"] == 600_000
+
+
+@pytest.mark.integration
+@root_only
+@pytest.mark.parametrize("server,proto,parallel", [(s, p, "all" if p == "h2" else 2)
+                                                   for s, ps in CASES.items() for p in ps])
+def test_long_workload_keeps_its_connections(lab_env, running, server, proto, parallel):
+    """300 requests: no keep-alive request cap splits h1, one h2 connection carries them all."""
+    wd = lab_env[3]
+    w = Workload(size="20KB", count=300, parallel=parallel)
+    res = LoadClient().fetch(_target(lab_env, PORTS[server]), proto, w, wd / "long" / f"{server}-{proto}",
+                             timeout_s=30)
+    assert res.error is None and len(res.requests) == 300
+    assert all(r["sha256_ok"] and r["proto"] == proto for r in res.requests)
+    assert len({r["conn_id"] for r in res.requests}) == (1 if proto == "h2" else 2)
 
 
 @pytest.mark.integration

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from ..content import ContentSet
     from ..lab.base import Lab
-    from ..plan import Workload
+    from ..plan import TrialOptions, Workload
     from ..tls import TlsMaterial
 
 
@@ -42,7 +42,7 @@ class Client(ABC):
 
     @abstractmethod
     def fetch(self, target: Target, protocol: str, workload: "Workload", trial_dir: Path,
-              timeout_s: float) -> ClientResult:
+              timeout_s: float, options: "TrialOptions | None" = None) -> ClientResult:
         """Run one trial's transfer; never raise for a failed transfer, report it in .error."""
 
     @classmethod

@@ -44,10 +44,14 @@ class LoadClient(Client):
                 "--timeout", f"{timeout_s:g}s"]
 
     def fetch(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
-              extra_args: list[str] | None = None) -> ClientResult:
+              options=None) -> ClientResult:
         trial_dir.mkdir(parents=True, exist_ok=True)
-        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s)
-                              + (extra_args or []))
+        extra = []
+        if options is not None and options.qlog and protocol == "h3":
+            extra += ["--qlog-dir", str(trial_dir / "qlog")]
+        if options is not None and options.keylog:
+            extra += ["--keylog", str(trial_dir / "keys.log")]
+        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s) + extra)
         with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
             t0 = time.monotonic()
             proc = subprocess.Popen(argv, stdout=out, stderr=log, stdin=subprocess.DEVNULL)

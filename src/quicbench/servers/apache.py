@@ -15,7 +15,8 @@ The per-run config (``httpd.conf`` in the run's server directory) is independent
 live in that directory, modules load from /usr/lib/apache2/modules, and the binary runs
 in the foreground (``-DFOREGROUND``). The MPM sizes are Debian's packaged defaults, written
 out; keep-alive is unlimited in requests (``MaxKeepAliveRequests 0``; the stock 100 would
-split long workloads into extra connections, which Caddy never does).
+split long workloads into extra connections, which Caddy never does) and an h2 connection
+carries up to 250 streams at once, as Caddy's (``H2MaxSessionStreams``; stock 100).
 
 httpd refuses to serve as root and switches its workers to ``User`` when started as root;
 those workers could not read a content set under a 0700 directory (~/.cache, pytest's
@@ -34,7 +35,7 @@ from ..errors import QuicbenchError
 from ..paths import find_binary
 from ..proc import run
 from .base import NO_CACHE_HEADERS
-from .nginx import ForkingServer, listen_address
+from .nginx import H2_MAX_STREAMS, ForkingServer, listen_address
 
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 RUN_AS = "65534"   # nobody / nogroup
@@ -84,6 +85,7 @@ class ApacheServer(ForkingServer):
         loads = "\n".join(f"LoadModule {name} {MODULES_DIR / so}" for name, so in self.modules())
         headers = "\n".join(f'Header always set {k} "{v}"' for k, v in NO_CACHE_HEADERS.items())
         root = self.content.root
+        h2conf = f"    H2MaxSessionStreams {H2_MAX_STREAMS}\n" if "h2" in self.protocols else ""
         return f"""# quicbench per-run config for {self.name} (generated; edits are overwritten at the next start)
 ServerRoot "{wd}"
 {loads}
@@ -128,7 +130,7 @@ Listen {listen_address(self.lab.address('server'), self.port)} https
     ServerAlias *
     DocumentRoot "{root}"
     Protocols {alpn}
-    SSLEngine on
+{h2conf}    SSLEngine on
     SSLCertificateFile "{self.tls.cert}"
     SSLCertificateKeyFile "{self.tls.key}"
 </VirtualHost>

@@ -11,6 +11,8 @@ core) so that nginx, like Caddy (GOMAXPROCS = all cores), may use the whole mach
 The master runs as root and so do its workers (``user root``): the content set may sit
 under a 0700 directory (~/.cache, pytest's tmp), which an unprivileged worker cannot read.
 No access log (Caddy keeps none either); errors at ``warn`` go to ``nginx-error.log``.
+Two limits are set to Caddy's so that they do not differ between servers: requests per
+connection (unlimited in effect; stock 1000) and h2 streams in flight (250; stock 128).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from .base import NO_CACHE_HEADERS, Server
 # Requests one connection may carry before the server closes it: nginx's default (1000)
 # would break long h1/h2 workloads into several connections, which Caddy never does.
 KEEPALIVE_REQUESTS = 1_000_000
+# Streams in flight on one h2 connection: Caddy's (Go's) 250, not nginx's 128, so that a
+# workload's `parallel` means the same on every server (the load client queues on its one
+# connection beyond the server's limit).
+H2_MAX_STREAMS = 250
 
 
 def listen_address(address: str, port: int) -> str:
@@ -124,6 +130,7 @@ http {{
     server_tokens on;
 {temps}
     keepalive_requests {KEEPALIVE_REQUESTS};
+    http2_max_concurrent_streams {H2_MAX_STREAMS};
 
     server {{
         listen {listen_address(self.lab.address('server'), self.port)} ssl http2;
