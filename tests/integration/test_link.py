@@ -1,0 +1,122 @@
+"""The link emulator through a real lab, measured with ping and iperf3 (tools nobody here wrote)."""
+
+import json
+import math
+import re
+import statistics
+import subprocess
+
+import pytest
+from scipy import stats as sstats
+
+from conftest import root_only, run_qb
+from quicbench.calibrate import measure_iperf3
+from quicbench.conditions import Condition
+from quicbench.lab import LabSpec, make_lab
+
+pytestmark = [pytest.mark.integration, root_only]
+
+
+def pings(lab, count, interval=0.005):
+    out = subprocess.run(lab.cmd("client", ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "2",
+                                            lab.address("server")]),
+                         capture_output=True, text=True, timeout=count * interval + 30).stdout
+    return [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+
+
+def cond(**kw):
+    return Condition.model_validate({"name": "t", **kw})
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with make_lab(LabSpec(name="t-link", link="linkem")) as lab:
+        yield lab
+
+
+def test_rtt_through_configured_delay(lab):
+    lab.link.apply(cond(delay_ms=20))
+    rtts = pings(lab, 100, 0.01)
+    assert len(rtts) == 100
+    assert abs(statistics.median(rtts) - 40.0) < 0.5
+
+
+def test_loss_ratio_within_binomial_interval_and_directions_independent(lab):
+    lab.link.apply(cond(up={"loss_pct": 10}))
+    lab.link.reset()
+    n = 1000
+    rtts = pings(lab, n, 0.002)
+    lost = 1 - len(rtts) / n
+    half = 3.29 * math.sqrt(0.1 * 0.9 / n)           # 99.9 % interval: a flaky test helps no one
+    assert 0.1 - half <= lost <= 0.1 + half, lost
+    st = lab.link.stats()["router"]
+    assert st["up"]["lost"] == n - len(rtts) and st["down"]["lost"] == 0
+    assert st["down"]["forwarded"] == len(rtts)
+
+
+def test_rate_within_tolerance(lab):
+    lab.link.apply(cond(rate_mbit=20, delay_ms=5))
+    gp = measure_iperf3(lab, seconds=3)["goodput_mbps"]
+    # TCP payload over 1514-byte frames is at most 95.6 % of the link rate
+    assert 0.90 * 20 <= gp <= 20, gp
+
+
+def test_jitter_distribution_ks(lab):
+    lab.link.apply(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "normal", "reorder": True}))
+    rtts = pings(lab, 400, 0.01)
+    assert len(rtts) == 400
+    # RTT = 20 ms up + 20 ms + N(0, 4 ms) down (+ ~0.1 ms of stack time)
+    res = sstats.kstest([r - 0.1 for r in rtts], "norm", args=(40, 4))
+    assert res.pvalue > 0.001, res
+    # and a uniform jitter is *not* taken for a normal one
+    lab.link.apply(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "uniform", "reorder": True}))
+    rtts_u = pings(lab, 400, 0.01)
+    q = statistics.quantiles(rtts_u, n=100)
+    assert q[0] > 40 - 4.1 and q[98] < 40 + 4.5, (q[0], q[98])      # bounded on both sides
+    assert sstats.kstest([r - 0.1 for r in rtts_u], "uniform", args=(36, 8)).pvalue > 0.001
+    assert sstats.kstest([r - 0.1 for r in rtts_u], "norm", args=(40, 4)).pvalue < 0.05
+
+
+def test_spikes_visible_in_throughput_series(lab):
+    lab.link.apply(cond(rate_mbit=20, spikes={"period_ms": 1000, "duration_ms": 300, "rate_pct": 5}))
+    out = subprocess.run(lab.cmd("server", ["iperf3", "-s", "-1", "-D"]), capture_output=True)
+    assert out.returncode == 0
+    import time
+    time.sleep(0.2)
+    cp = subprocess.run(lab.cmd("client", ["iperf3", "-c", lab.address("server"), "-R", "-t", "4", "-i", "0.1",
+                                           "-J"]), capture_output=True, text=True, timeout=60)
+    series = [iv["sum"]["bits_per_second"] / 1e6 for iv in json.loads(cp.stdout)["intervals"]][5:]
+    top = statistics.median(series)
+    assert top > 15
+    dips = [x for x in series if x < 0.4 * top]
+    # 300 ms of every second at 5 % of the rate: about 3 of every 10 bins are dips
+    assert 0.15 <= len(dips) / len(series) <= 0.45, series
+
+
+def test_queue_drops_when_overfilled(lab):
+    lab.link.apply(cond(rate_mbit=5, queue={"packets": 20}))
+    lab.link.reset()
+    subprocess.run(lab.cmd("server", ["iperf3", "-s", "-1", "-D"]), capture_output=True)
+    import time
+    time.sleep(0.2)
+    subprocess.run(lab.cmd("client", ["iperf3", "-c", lab.address("server"), "-u", "-b", "20M", "-t", "1", "-R",
+                                      "-l", "1400"]), capture_output=True, timeout=60)
+    down = lab.link.stats()["router"]["down"]
+    assert down["queue_dropped"] > 0.5 * down["received"]    # 20 Mbit/s into a 5 Mbit/s link
+    assert down["forwarded"] + down["queue_dropped"] + down["lost"] <= down["received"] + 64
+
+
+def test_lab_up_with_condition_flags_and_bad_values(no_leftovers):
+    r = run_qb("lab", "up", "--name", "t-flags", "--link", "linkem", "--delay", "5", "--down", "rate_mbit=10")
+    assert r.returncode == 0, r.stderr
+    try:
+        st = [s for s in json.loads(run_qb("lab", "status", "--json").stdout) if s["name"] == "t-flags"][0]
+        hop = st["spec"]["condition"]["hops"][0]
+        assert hop["up"]["delay_ms"] == 5 and hop["down"]["rate_mbit"] == 10 and hop["up"]["rate_mbit"] is None
+    finally:
+        run_qb("lab", "down", "t-flags")
+    for args, needle in ((["--loss", "120"], "loss_pct"), (["--jitter-dist", "cauchy"], "jitter_dist"),
+                         (["--delay", "-3"], "delay_ms"), (["--trace", "/nonexistent"], "cannot read trace"),
+                         (["--up", "colour=red"], "unknown field 'colour'")):
+        r = run_qb("lab", "up", "--name", "t-bad", "--link", "linkem", *args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
