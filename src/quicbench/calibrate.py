@@ -2,7 +2,7 @@
 
 Configured vs measured, with a verdict per quantity:
 - RTT p50 within max(0.5 ms, 5 %) of the configured base RTT (sum of one-way delays);
-- loss within the binomial 95 % interval of the configured round-trip loss;
+- loss within the binomial 99 % interval of the configured round-trip loss;
 - TCP goodput at least 90 % of the bottleneck rate (only judged without loss, where TCP
   can fill the link).
 """
@@ -34,8 +34,8 @@ def round_trip_loss(c: Condition) -> float:
     return 1 - survive
 
 
-def binomial_interval(n: int, p: float, z: float = 1.96) -> tuple[float, float]:
-    """Normal-approximation 95 % interval of the observed fraction for n trials at p."""
+def binomial_interval(n: int, p: float, z: float = 2.576) -> tuple[float, float]:
+    """Normal-approximation 99 % interval of the observed fraction for n trials at p."""
     half = z * math.sqrt(max(p * (1 - p), 1e-12) / max(n, 1))
     return max(0.0, p - half), min(1.0, p + half)
 
@@ -98,7 +98,7 @@ def calibrate(lab: Lab, condition: Condition, pings: int = 200, iperf_seconds: f
     lo, hi = binomial_interval(ping["sent"], configured["loss_pct"] / 100)
     meas = ping["loss_pct"] / 100
     verdicts["loss"] = ("ok" if lo - 1e-9 <= meas <= hi + 1e-9 else "off") + \
-        f": {100 * meas:.2f} % (95 % interval {100 * lo:.2f}..{100 * hi:.2f} %)"
+        f": {100 * meas:.2f} % (99 % interval {100 * lo:.2f}..{100 * hi:.2f} %)"
     result: dict[str, Any] = {"condition": condition.name, "configured": configured, "ping": ping}
     if iperf_seconds > 0:
         ip = measure_iperf3(lab, seconds=iperf_seconds)

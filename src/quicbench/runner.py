@@ -142,7 +142,7 @@ class Runner:
         done = self.store.read_meta().get("calibration", {})
         if condition.name in done:
             return
-        res = calibrate(lab, condition, pings=100, iperf_seconds=2.0)
+        res = calibrate(lab, condition, pings=200, iperf_seconds=2.0)
         res["link"] = (lab.state.get("link") or {}).get("name")
         self.store.update_meta(calibration={**done, condition.name: res})
         if not res["ok"]:

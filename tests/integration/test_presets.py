@@ -1,0 +1,36 @@
+"""The CI-sized preset runs end to end through the link emulator (issue: sweeps 'done when')."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, root_only, run_qb
+
+pytestmark = [pytest.mark.integration, root_only]
+
+
+def test_go_quick_lite_completes(tmp_path, no_leftovers):
+    r = run_qb("run", str(REPO / "plans" / "go-quick-lite.toml"), "--out", str(tmp_path), timeout=1200)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    run_dir = next(d for d in tmp_path.iterdir() if d.is_dir())
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 * 3 * 3 * 2
+    failed = [(r["key"], r["error"]) for r in rows if r["status"] != "ok"]
+    assert not failed, failed
+    assert Counter(r["condition"] for r in rows) == {"0_0": 18, "12.5_0.5": 18, "50_2": 18}
+    for row in rows:
+        assert row["protocols"] == f"{row['protocol']}:{row['count']}"
+        assert row["bytes"] == row["size_bytes"] * row["count"]
+        assert row["link"] in ("linkem", "netem")
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "complete"
+    assert set(meta["calibration"]) == {"0_0", "12.5_0.5", "50_2"}
+    # impairments show: the lossy, delayed conditions are slower than the clean one
+    def med(cond, proto):
+        vals = sorted(r["goodput_mbps"] for r in rows if r["condition"] == cond and r["protocol"] == proto
+                      and r["size_bytes"] == 1_000_000)
+        return vals[len(vals) // 2]
+    for proto in ("h1", "h2", "h3"):
+        assert med("0_0", proto) > med("12.5_0.5", proto) > med("50_2", proto)
