@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages quicbench calls, only those missing. Idempotent.
 set -euo pipefail
-PKGS=(caddy iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
+PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
 # Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
 missing=()

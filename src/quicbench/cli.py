@@ -241,7 +241,7 @@ def run_cmd(
     reps: Optional[int] = typer.Option(None, "--reps", min=1, help="Override the plan's repetitions."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: run failed trials again."),
-    only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, workload=, size= (repeatable)."),
+    only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, server=, workload=, size= (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
 ) -> None:

@@ -38,3 +38,34 @@ def cpu_bound(cpu_s: float | None, duration_s: float | None) -> bool:
     if not cpu_s or not duration_s or duration_s <= 0:
         return False
     return cpu_s / duration_s >= CPU_BOUND_THRESHOLD
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group pgid."""
+    pids = []
+    for d in os.scandir("/proc"):
+        if not d.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d.name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            pids.append(int(d.name))
+    return pids
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """On-CPU seconds of a server: every live process of its group (nginx and Apache do their
+    work in forked workers) plus the children the leader already reaped."""
+    members = group_members(pgid)
+    if not members:
+        return None
+    total = sum(process_cpu_seconds(p) or 0.0 for p in members)
+    try:
+        fields = Path(f"/proc/{pgid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[13]) + int(fields[14])) / CLK_TCK   # cutime + cstime
+    except (OSError, IndexError, ValueError):
+        pass
+    return total

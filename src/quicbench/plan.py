@@ -84,8 +84,8 @@ class Plan(_Strict):
     name: str = "plan"
     description: str = ""
     protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
-    servers: dict[Protocol, str] = Field(default_factory=dict,
-                                         description="server per protocol; default caddy")
+    servers: dict[Protocol, str | list[str]] = Field(
+        default_factory=dict, description="server per protocol (a list sweeps servers); default caddy")
     client: str = "qb-load"
     workloads: list[Workload] = Field(min_length=1)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
@@ -128,18 +128,21 @@ class Plan(_Strict):
                                  f"accepted clients: {', '.join(sorted(CLIENTS))}")
         from .servers import SERVERS, servers_for
         for proto in self.protocols:
-            srv = self.server_for(proto)
-            if srv not in SERVERS:
-                raise ValueError(f"servers.{proto}: unknown server '{srv}', accepted: {', '.join(sorted(SERVERS))}")
-            if proto not in SERVERS[srv].protocols:
-                raise ValueError(f"servers.{proto}: {srv} cannot serve {proto}; servers that can: "
-                                 f"{', '.join(servers_for(proto))}")
+            for srv in self.server_options(proto):
+                if srv not in SERVERS:
+                    raise ValueError(f"servers.{proto}: unknown server '{srv}', "
+                                     f"accepted: {', '.join(sorted(SERVERS))}")
+                if proto not in SERVERS[srv].protocols:
+                    raise ValueError(f"servers.{proto}: {srv} cannot serve {proto}; servers that can: "
+                                     f"{', '.join(servers_for(proto))}")
         if any(h > 1 for h in [len(c.hops) for c in self.conditions]) and self.hops == 1:
             self.hops = 2
         return self
 
-    def server_for(self, proto: str) -> str:
-        return self.servers.get(proto, "caddy")  # type: ignore[call-overload]
+    def server_options(self, proto: str) -> list[str]:
+        """The servers a protocol runs on (more than one sweeps servers)."""
+        srv = self.servers.get(proto, "caddy")  # type: ignore[call-overload]
+        return [srv] if isinstance(srv, str) else list(srv)
 
     def client_for(self, workload: Workload) -> str:
         """Object downloads use the plan's client; page loads use a browser."""
@@ -206,25 +209,27 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
             continue
         protos = [p for p in plan.protocols if keep("protocol", p)]
         workloads = [w for w in plan.workloads if keep("workload", w.label) and keep("size", w.size)]
+        stacks = [(p, s) for p in protos for s in plan.server_options(p) if keep("server", s)]
         for _ in range(plan.warmup):
             for w in workloads[:1]:
-                for p in protos:
-                    trials.append(TrialSpec(len(trials), cond, w, p, plan.server_for(p), 0, warmup=True))
+                for p, s in stacks:
+                    trials.append(TrialSpec(len(trials), cond, w, p, s, 0, warmup=True))
         cells = [(w, r) for w in workloads for r in range(1, reps + 1)]
         if plan.order == "randomized":
             rng.shuffle(cells)
         for w, r in cells:
-            order = list(protos)
+            order = list(stacks)
             if plan.order == "randomized":
                 rng.shuffle(order)
-            for p in order:
-                trials.append(TrialSpec(len(trials), cond, w, p, plan.server_for(p), r))
+            for p, s in order:
+                trials.append(TrialSpec(len(trials), cond, w, p, s, r))
     return trials
 
 
 def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
     """--only values must name things the plan has."""
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
+             "server": sorted({s for p in plan.protocols for s in plan.server_options(p)}),
              "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads})}
     for field, values in only.items():
         if field not in known:

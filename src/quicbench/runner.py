@@ -195,11 +195,11 @@ def summary_table(rows: list[dict[str, Any]]) -> Table:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if not r.get("warmup"):
-            groups[(r.get("condition"), r.get("workload"), r.get("protocol"))].append(r)
+            groups[(r.get("condition"), r.get("workload"), r.get("protocol"), r.get("server"))].append(r)
     t = Table(title="quicbench results (medians over repetitions)")
-    for col in ("condition", "workload", "protocol", "ok/n", "goodput Mbit/s", "total time s",
+    for col in ("condition", "workload", "protocol", "server", "ok/n", "goodput Mbit/s", "total time s",
                 "client CPU s", "server CPU s", "CPU-bound"):
-        t.add_column(col, justify="right" if col not in ("condition", "workload", "protocol") else "left")
+        t.add_column(col, justify="right" if col not in ("condition", "workload", "protocol", "server") else "left")
 
     def med(rs, k):
         vals = [r[k] for r in rs if r.get(k) is not None and r.get("status") == "ok"]
@@ -208,9 +208,9 @@ def summary_table(rows: list[dict[str, Any]]) -> Table:
     def fmt(v, spec):
         return "-" if v is None else format(v, spec)
 
-    for (cond, wl, proto), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+    for (cond, wl, proto, server), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         ok = sum(r.get("status") == "ok" for r in rs)
-        t.add_row(str(cond), str(wl), str(proto), f"{ok}/{len(rs)}", fmt(med(rs, "goodput_mbps"), ".1f"),
+        t.add_row(str(cond), str(wl), str(proto), str(server), f"{ok}/{len(rs)}", fmt(med(rs, "goodput_mbps"), ".1f"),
                   fmt(med(rs, "total_time_s"), ".3f"), fmt(med(rs, "client_cpu_s"), ".3f"),
                   fmt(med(rs, "server_cpu_s"), ".3f"), str(sum(bool(r.get("cpu_bound")) for r in rs)))
     return t

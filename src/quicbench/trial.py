@@ -8,7 +8,7 @@ from typing import Any
 
 from .capture import Capture, finish_pcap
 from .clients.base import Client, Target
-from .cpu import cpu_bound, process_cpu_seconds
+from .cpu import cpu_bound, group_cpu_seconds
 from .metrics import summarize_requests
 from .wire import analyze_pcap, write_timeseries
 from .plan import TrialOptions, TrialSpec
@@ -28,9 +28,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     options = options or TrialOptions()
     captures = _start_captures(target, trial_dir, options)
     try:
-        srv_cpu0 = process_cpu_seconds(server_pid) if server_pid else None
+        srv_cpu0 = group_cpu_seconds(server_pid) if server_pid else None
         res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s, options)
-        srv_cpu1 = process_cpu_seconds(server_pid) if server_pid else None
+        srv_cpu1 = group_cpu_seconds(server_pid) if server_pid else None
     finally:
         cap_counts = [c.stop() for c in captures]
     m = summarize_requests(res.requests)

@@ -69,3 +69,17 @@ def test_bad_plans_name_file_and_field(tmp_path, body, needle):
 def test_missing_plan_file(tmp_path):
     with pytest.raises(QuicbenchError, match="not found"):
         load_plan(tmp_path / "nope.toml")
+
+
+def test_server_sweep_expands_per_protocol():
+    plan = plan_from_dict({**DEFAULT_PLAN, "servers": {"h1": ["caddy", "nginx", "apache"], "h2": ["caddy", "nginx"]},
+                           "repetitions": 2})
+    trials = expand(plan)
+    combos = Counter((t.protocol, t.server) for t in trials)
+    assert combos == {("h1", "caddy"): 4, ("h1", "nginx"): 4, ("h1", "apache"): 4, ("h2", "caddy"): 4,
+                      ("h2", "nginx"): 4, ("h3", "caddy"): 4}
+    assert len({t.key for t in trials}) == len(trials)
+    only = expand(plan, only={"server": ["nginx"]})
+    assert {t.server for t in only} == {"nginx"}
+    with pytest.raises(QuicbenchError, match="servers.h3: nginx cannot serve h3; servers that can: caddy"):
+        plan_from_dict({**DEFAULT_PLAN, "servers": {"h3": ["caddy", "nginx"]}})

@@ -32,21 +32,20 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                     continue
                 xa, xb = sa.get(k), sb.get(k)
                 s_a, s_b = stats.summarize(xa if xa is not None else []), stats.summarize(xb if xb is not None else [])
-                row: dict[str, Any] = {"condition": c, "workload": w, "protocol": p,
-                                       "n_a": s_a.n, "mean_a": s_a.mean, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
-                                       "n_b": s_b.n, "mean_b": s_b.mean, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
-                                       "diff_pct": stats.pct_diff(s_b.mean, s_a.mean),
-                                       "in": "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a
-                                                                                            else "B only")}
+                where = "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a else "B only")
+                row: dict[str, Any] = {
+                    "condition": c, "workload": w, "protocol": p,
+                    "n_a": s_a.n, "mean_a": s_a.mean, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
+                    "n_b": s_b.n, "mean_b": s_b.mean, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
+                    "diff_pct": stats.pct_diff(s_b.mean, s_a.mean), "in": where, "p": None,
+                    "verdict": "not in both runs"}
                 if row["in"] == "both":
                     tested.append((len(rows), method.compare(xa if xa is not None else [],
                                                              xb if xb is not None else [])))
                 rows.append(row)
     for (i, _), r in zip(tested, stats.adjust([r for _, r in tested], method.correction)):
         rows[i].update(p=r.p, verdict=r.verdict)
-    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
-    df.loc[df["in"] != "both", "verdict"] = "not in both runs"
-    return df
+    return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 
 def _get(meta: dict[str, Any], path: str) -> Any:

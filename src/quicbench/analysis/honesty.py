@@ -51,7 +51,7 @@ def cpu_bound_trials(run: RunData) -> pd.DataFrame:
 
 _MASK = [(re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<addr>"),
          (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
-         (re.compile(r"\b\d+(?:\.\d+)?\b"), "<n>")]
+         (re.compile(r"(?<![/\w.])\d+(?:\.\d+)?(?:s|ms)?\b"), "<n>")]
 
 
 def reason(error: Any) -> str:
@@ -111,20 +111,50 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def calibration(meta: dict[str, Any]) -> pd.DataFrame:
-    """meta['calibration'] as rows: condition, quantity, configured, measured, deviation %.
+# quicbench's calibrate.py: {configured: {rtt_ms, loss_pct, rate_mbit}, ping: {...}, iperf3: {...}, verdicts}
+_CALIBRATE = (("RTT (ms, median ping)", "configured.rtt_ms", "ping.rtt_p50_ms", "rtt"),
+              ("round-trip loss (%, ping)", "configured.loss_pct", "ping.loss_pct", "loss"),
+              ("rate (Mbit/s) vs iperf3 goodput", "configured.rate_mbit", "iperf3.goodput_mbps", "goodput"))
+CALIBRATION_COLUMNS = ["condition", "quantity", "configured", "measured", "deviation_pct", "verdict"]
 
-    Accepts {condition: {configured: {...}, measured: {...}}}, {condition: {x_configured,
-    x_measured}} and a list of {condition, ...} dicts; anything else is shown as measured.
+
+def _path(d: Any, path: str) -> Any:
+    for part in path.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _calibrate_rows(cond: str, v: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    verdicts = v.get("verdicts") or {}
+    for label, cpath, mpath, vkey in _CALIBRATE:
+        c, m = _path(v, cpath), _path(v, mpath)
+        if c is None and m is None and vkey not in verdicts:
+            continue
+        rows.append({"condition": cond, "quantity": label, "configured": c, "measured": m,
+                     "verdict": verdicts.get(vkey)})
+    return rows
+
+
+def calibration(meta: dict[str, Any]) -> pd.DataFrame:
+    """meta['calibration'] as rows: condition, quantity, configured, measured, deviation %, verdict.
+
+    Reads what `quicbench run` with calibrate = true stores (calibrate.py: configured RTT, loss
+    and rate against the median ping RTT, ping loss and iperf3 goodput, with verdicts); also
+    {condition: {configured: {...}, measured: {...}}}, {condition: {x_configured, x_measured}}
+    and a list of {condition, ...} dicts; anything else is shown as measured.
     """
     cal = meta.get("calibration")
     if isinstance(cal, list):
         cal = {str(c.get("condition", i)): {k: v for k, v in c.items() if k != "condition"}
                for i, c in enumerate(cal) if isinstance(c, dict)}
     if not isinstance(cal, dict) or not cal:
-        return pd.DataFrame(columns=["condition", "quantity", "configured", "measured", "deviation_pct"])
-    rows = []
+        return pd.DataFrame(columns=CALIBRATION_COLUMNS)
+    rows: list[dict[str, Any]] = []
     for cond, v in cal.items():
+        if isinstance(v, dict) and any(k in v for k in ("ping", "iperf3", "verdicts")):
+            rows += _calibrate_rows(str(cond), v)
+            continue
         if isinstance(v, dict) and ("configured" in v or "measured" in v):
             conf, meas = _flatten(v.get("configured") or {}), _flatten(v.get("measured") or {})
             extra = _flatten({k: x for k, x in v.items() if k not in ("configured", "measured")})
@@ -141,10 +171,11 @@ def calibration(meta: dict[str, Any]) -> pd.DataFrame:
                     meas[base.removeprefix("measured_")] = x
         for q in dict.fromkeys([*conf, *meas]):
             c, m = conf.get(q), meas.get(q)
-            cn, mn = _num(c), _num(m)
-            dev = 100 * (mn - cn) / cn if cn not in (None, 0) and mn is not None else None
-            rows.append({"condition": str(cond), "quantity": q, "configured": c, "measured": m, "deviation_pct": dev})
-    return pd.DataFrame(rows)
+            rows.append({"condition": str(cond), "quantity": q, "configured": c, "measured": m, "verdict": None})
+    for r in rows:
+        cn, mn = _num(r["configured"]), _num(r["measured"])
+        r["deviation_pct"] = 100 * (mn - cn) / cn if cn not in (None, 0) and mn is not None else None
+    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
 def _when(ts: Any) -> str | None:

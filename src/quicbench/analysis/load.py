@@ -28,12 +28,22 @@ PROTOCOL_NAMES = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
 # numeric columns of trials.jsonl (issue 1-4) and of later issues (captures, browser)
 NUMERIC = ("seq", "size_bytes", "count", "parallel", "rep", "requests", "requests_ok", "bytes", "start_ns",
            "end_ns", "total_time_s", "goodput_mbps", "connections", "ttfb_ms", "connect_ms", "tls_ms",
-           "request_ms_p50", "transfer_ms_p50", "wall_s", "client_cpu_s", "server_cpu_s", "client_cpu_pct",
+           "request_ms_p50", "transfer_ms_p50", "wall_s", "client_cpu_s", "client_process_cpu_s", "server_cpu_s", "client_cpu_pct",
            "server_cpu_pct", "hops", "started_at")
-OPTIONAL_NUMERIC = ("wire_bytes_up", "wire_bytes_down", "overhead_pct", "retransmits",
-                    "page_load_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "speed_index_ms")
+# captures (wire.py) and browser page loads (clients/browser.py)
+CAPTURE_NUMERIC = ("wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down", "overhead_pct",
+                   "tcp_retransmits", "quic_packets_up", "quic_packets_down", "wire_goodput_mbps", "capture_dropped")
+PAGE_NUMERIC = ("page_load_ms", "load_event_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "page_ttfb_ms",
+                "page_response_start_ms", "page_handshake_ms", "page_connect_ms", "page_tls_ms", "page_weight_bytes",
+                "page_body_bytes", "page_requests", "page_connections")
+OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC
+# integer columns keep exact values (start_ns/end_ns exceed float64's 2^53) as nullable Int64
+INTEGER = ("seq", "size_bytes", "count", "parallel", "rep", "requests", "requests_ok", "bytes", "start_ns", "end_ns",
+           "connections", "hops", "wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down",
+           "tcp_retransmits", "quic_packets_up", "quic_packets_down", "capture_dropped", "page_weight_bytes",
+           "page_body_bytes", "page_requests", "page_connections")
 TEXT = ("key", "run_id", "condition", "condition_desc", "protocol", "server", "client", "workload", "status",
-        "error", "protocols", "cpu_bound_by", "link", "tcp_cc", "timeseries")
+        "error", "protocols", "cpu_bound_by", "link", "tcp_cc", "page_protocol")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -58,13 +68,39 @@ def _workload_label(r: pd.Series) -> str:
     return "unknown"
 
 
+def _integers(values: pd.Series) -> pd.Series:
+    """Exact nullable integers when every value is integral, else float."""
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append(None)
+        elif isinstance(v, bool):
+            return pd.to_numeric(values, errors="coerce")
+        elif isinstance(v, int):
+            out.append(v)
+        elif isinstance(v, float) and v.is_integer():
+            out.append(int(v))
+        else:
+            return pd.to_numeric(values, errors="coerce")
+    return pd.Series(pd.array(out, dtype="Int64"), index=values.index)
+
+
 def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Normalise raw rows: every known column present, numbers numeric, booleans boolean."""
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, dtype=object)  # object first: no float rounding of nanosecond stamps
     if df.empty:
         df = pd.DataFrame(columns=["key"])
+    known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + ("warmup", "cpu_bound"))
+    for c in df.columns:
+        if c not in known:
+            df[c] = df[c].infer_objects()
     for c in NUMERIC + OPTIONAL_NUMERIC:
-        df[c] = pd.to_numeric(df[c], errors="coerce") if c in df else np.nan
+        if c not in df:
+            df[c] = pd.Series(pd.array([None] * len(df), dtype="Int64")) if c in INTEGER else np.nan
+        elif c in INTEGER:
+            df[c] = _integers(df[c].astype(object))
+        else:
+            df[c] = pd.to_numeric(df[c], errors="coerce")
     for c in TEXT:
         if c not in df:
             df[c] = None
@@ -78,12 +114,14 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df["workload"] = df.apply(_workload_label, axis=1) if len(df) else df["workload"]
     missing_key = df["key"].isna()
     if missing_key.any():
-        df.loc[missing_key, "key"] = (df.loc[missing_key, ["condition", "workload", "protocol", "server", "rep"]]
-                                      .astype(str).agg("|".join, axis=1))
+        parts = df.loc[missing_key, ["condition", "workload", "protocol", "server", "rep"]]
+        df.loc[missing_key, "key"] = ["|".join("" if pd.isna(v) else str(v) for v in r)
+                                      for r in parts.itertuples(index=False)]
     df["row_index"] = np.arange(len(df))
     # a retried trial (--retry-failed) appends a new row with the same key: the last one counts
     df["superseded"] = df.duplicated("key", keep="last") if len(df) else False
-    ok = (df["status"] == "ok") & ~df["superseded"] & ~df["warmup"] & df["goodput_mbps"].notna()
+    measured = df["goodput_mbps"].notna() | df["page_load_ms"].notna()   # a page load may lack a goodput
+    ok = (df["status"] == "ok") & ~df["superseded"] & ~df["warmup"] & measured
     df["used"] = ok
     gb = df["bytes"] / 1e9
     df["client_cpu_s_per_gb"] = (df["client_cpu_s"] / gb).where(gb > 0)

@@ -28,16 +28,19 @@ def seed_matches(run: RunData) -> pd.DataFrame:
     """Seed goodput for each (condition, workload, protocol) of the run that has a seed twin.
 
     A condition matches a seed row when its name is delay_loss with the same numbers (the
-    Go-Quick preset's names: 0_0, 12.5_0.5, ...), or else when its plan's per-direction delay
-    and loss equal the seed's; a workload matches by object size.
+    Go-Quick preset's names: 0_0, 12.5_0.5, ...), or, in a plan named go-quick/goquick,
+    when its per-direction delay and loss equal the seed's; a workload matches by object
+    size. Other runs (a plain 'none' condition, say) get no seed values.
     """
     seed = seed_table1()
     cols = ["condition", "workload", "protocol", "seed_condition", "seed_goodput_mbps"]
     rows = []
     params = run.conditions
+    plan_name = str((run.meta.get("plan") or {}).get("name") or "").lower().replace("_", "-")
+    goquick_plan = "go-quick" in plan_name or "goquick" in plan_name
     for c in run.condition_order:
         dl = parse_delay_loss(c)
-        if dl is None and c in params.index:
+        if dl is None and goquick_plan and c in params.index:
             dl = (params.at[c, "delay_ms"], params.at[c, "loss_pct"])
         if dl is None:
             continue
@@ -45,6 +48,8 @@ def seed_matches(run: RunData) -> pd.DataFrame:
         if sc.empty:
             continue
         for w in run.workloads:
+            if w.startswith("page:"):
+                continue   # browser page loads are not the seed's getFiles downloads
             size = run.workload_info.at[w, "size_bytes"]
             sw = sc[sc["size_bytes"] == size]
             for _, s in sw.iterrows():

@@ -29,9 +29,16 @@ N_TOO_SMALL = "n too small"
 
 
 def clean(values: Iterable[float | None]) -> np.ndarray:
-    """The finite values as a float array (None, NaN, inf dropped)."""
-    arr = np.array([np.nan if v is None else v for v in values], dtype=float)
-    return arr[np.isfinite(arr)]
+    """The finite values as a float array (None, NaN, pandas NA, inf dropped)."""
+    out = []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out.append(f)
+    return np.array(out, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,11 @@ def pct_diff(a: float, b: float) -> float:
     if a is None or b is None or not math.isfinite(a) or not math.isfinite(b) or b == 0:
         return math.nan
     return 100.0 * (a - b) / b
+
+
+def method_short(test: str = "welch", alpha: float = ALPHA, correction: str = "none") -> str:
+    """'Welch's t-test (two-sided, unequal variances), p < 0.01' (+ ', Holm-adjusted')."""
+    return f"{TESTS[test]}, p < {alpha:g}" + (", Holm-adjusted" if correction == "holm" else "")
 
 
 def method_text(test: str = "welch", alpha: float = ALPHA, correction: str = "none",

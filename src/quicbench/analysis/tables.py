@@ -31,14 +31,29 @@ METRICS: dict[str, str] = {
     "cpu_s_per_gb": "client + server CPU (s per GB)",
 }
 OPTIONAL_METRICS: dict[str, str] = {
-    "wire_bytes_up": "wire bytes client->server",
-    "wire_bytes_down": "wire bytes server->client",
+    "wire_bytes_up": "wire bytes client→server",
+    "wire_bytes_down": "wire bytes server→client",
+    "wire_packets_up": "packets client→server",
+    "wire_packets_down": "packets server→client",
     "overhead_pct": "overhead (% of payload)",
-    "retransmits": "retransmitted packets",
+    "tcp_retransmits": "TCP retransmitted segments",
+    "quic_packets_up": "QUIC packets client→server",
+    "quic_packets_down": "QUIC packets server→client",
+    "wire_goodput_mbps": "wire goodput (Mbit/s)",
+    "capture_dropped": "packets the capture missed",
     "page_load_ms": "page load time (ms)",
+    "load_event_ms": "load event (ms)",
     "dom_content_loaded_ms": "DOMContentLoaded (ms)",
     "first_contentful_paint_ms": "first contentful paint (ms)",
-    "speed_index_ms": "speed index (ms)",
+    "page_ttfb_ms": "page TTFB, waiting (ms)",
+    "page_response_start_ms": "page response start (ms)",
+    "page_handshake_ms": "page connect + TLS (ms)",
+    "page_connect_ms": "page connect (ms)",
+    "page_tls_ms": "page TLS (ms)",
+    "page_weight_bytes": "page weight (bytes)",
+    "page_body_bytes": "page body bytes",
+    "page_requests": "page requests",
+    "page_connections": "page connections",
 }
 assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
 
@@ -65,6 +80,9 @@ class Method:
     def compare(self, a, b) -> stats.TestResult:
         return stats.compare(a, b, test=self.test, alpha=self.alpha, min_n=self.min_n)
 
+    def short(self) -> str:
+        return stats.method_short(self.test, self.alpha, self.correction)
+
     def text(self, n_tests: int | None = None) -> str:
         return stats.method_text(self.test, self.alpha, self.correction, n_tests, self.min_n)
 
@@ -83,21 +101,23 @@ def samples(run: RunData, metric: str = "goodput_mbps") -> dict[tuple[str, str, 
 def cell_verdict(results: dict[str, stats.TestResult]) -> tuple[str, float | None]:
     """A cell's verdict: the best protocol differs significantly from every other one?"""
     if not results:
-        return ("one protocol", None)
+        return ("only one protocol with data", None)
     if any(r.verdict == stats.N_TOO_SMALL for r in results.values()):
         return (stats.N_TOO_SMALL, None)
     p = max(r.p for r in results.values() if r.p is not None)
     return (stats.SIGNIFICANT if all(r.significant for r in results.values()) else stats.NOT_SIGNIFICANT, p)
 
 
-def best_protocols(run: RunData, method: Method = Method()) -> pd.DataFrame:
-    """Per condition x workload: the protocol with the highest mean goodput and its tests.
+def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodput_mbps",
+                   higher_is_better: bool = True) -> pd.DataFrame:
+    """Per condition x workload: the protocol with the best mean (highest goodput) and its tests.
 
     The best protocol is tested against each other protocol of the cell; the cell is
     'significant' only if all those tests are (cell_p is the largest p). With Holm, the
     family is every test of the table.
     """
-    smp = samples(run)
+    smp = samples(run, metric)
+    sign = 1 if higher_is_better else -1
     groups: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for (c, w, p), x in smp.items():
         groups.setdefault((c, w), {})[p] = x
@@ -107,7 +127,7 @@ def best_protocols(run: RunData, method: Method = Method()) -> pd.DataFrame:
         with_data = {p: x for p, x in by_proto.items() if x.size}
         if not with_data:
             continue
-        b = max(with_data, key=lambda p: with_data[p].mean())
+        b = max(with_data, key=lambda p: sign * with_data[p].mean())
         best[cw] = b
         for p, x in by_proto.items():
             if p != b:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from ..errors import QuicbenchError
 from .base import Client, ClientResult, Target
+from .browser import BrowserClient
 from .loadclient import LoadClient
 
 CLIENTS: dict[str, type[Client]] = {
     "qb-load": LoadClient,
+    "browser": BrowserClient,
 }
 
 
@@ -18,4 +20,4 @@ def client_class(name: str) -> type[Client]:
         raise QuicbenchError(f"unknown client '{name}': accepted: {', '.join(sorted(CLIENTS))}") from None
 
 
-__all__ = ["Client", "ClientResult", "Target", "CLIENTS", "client_class"]
+__all__ = ["Client", "ClientResult", "Target", "CLIENTS", "client_class", "BrowserClient"]

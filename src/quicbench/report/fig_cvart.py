@@ -128,14 +128,22 @@ def cvart_views(run: RunData, summary: pd.DataFrame, max_workloads: int = 3) -> 
 def read_timeseries(path: Path) -> pd.DataFrame | None:
     """A capture's time series as columns t_s and mbps; None when unreadable.
 
-    Reads CSV or JSON lines with a time column (t_s, t, time_s) and either bytes per bin
-    (bytes, bytes_down) or a rate (mbps, throughput_mbps)."""
+    Reads what the wire view writes (trials/NNNNN/timeseries.json: {"bin_ms": 100,
+    "down_bytes": [...]}, server->client wire bytes per bin), or CSV / JSON lines with a time
+    column (t_s, t, time_s) and either bytes per bin (bytes, bytes_down) or a rate (mbps)."""
     try:
         text = path.read_text()
     except OSError:
         return None
     try:
-        if path.suffix in (".jsonl", ".json"):
+        if path.suffix == ".json":
+            obj = json.loads(text)
+            if isinstance(obj, dict) and "bin_ms" in obj and "down_bytes" in obj:
+                step = float(obj["bin_ms"]) / 1000
+                by = np.asarray(obj["down_bytes"], dtype=float)
+                return pd.DataFrame({"t_s": np.arange(by.size) * step, "mbps": by * 8 / step / 1e6})
+            df = pd.DataFrame(obj if isinstance(obj, list) else [])
+        elif path.suffix == ".jsonl":
             df = pd.DataFrame([json.loads(l) for l in text.splitlines() if l.strip()])
         else:
             df = pd.DataFrame(list(csv.DictReader(text.splitlines())))
@@ -158,14 +166,28 @@ def read_timeseries(path: Path) -> pd.DataFrame | None:
     return pd.DataFrame({"t_s": t, "mbps": mbps}).dropna()
 
 
-def _resolve(run: RunData, ref: str) -> Path:
-    p = Path(ref)
-    return p if p.is_absolute() else run.run_dir / p
+def timeseries_path(run: RunData, row: pd.Series) -> Path | None:
+    """The trial's time series: a 'timeseries' column (relative to the run) or trials/NNNNN/timeseries.json."""
+    ref = row.get("timeseries")
+    if isinstance(ref, str) and ref:
+        p = Path(ref)
+        return p if p.is_absolute() else run.run_dir / p
+    seq = row.get("seq")
+    if seq is not None and not pd.isna(seq):
+        p = run.run_dir / "trials" / f"{int(seq):05d}" / "timeseries.json"
+        if p.exists():
+            return p
+    return None
+
+
+def has_timeseries(run: RunData) -> bool:
+    return any(timeseries_path(run, r) is not None for _, r in run.ok.iterrows())
 
 
 def timeseries(run: RunData, max_conditions: int = 6) -> Plot | None:
     """Throughput over time, one panel per condition, the median-goodput trial of each protocol."""
-    ok = run.ok[run.ok["timeseries"].notna()]
+    ok = run.ok
+    ok = ok[[timeseries_path(run, r) is not None for _, r in ok.iterrows()]]
     if ok.empty:
         return None
     w = max(ok["workload"].unique(), key=lambda x: (run.workloads.index(x) if x in run.workloads else -1))
@@ -181,7 +203,8 @@ def timeseries(run: RunData, max_conditions: int = 6) -> Plot | None:
                 if g.empty:
                     continue
                 row = g.iloc[(len(g) - 1) // 2]
-                ts = read_timeseries(_resolve(run, row["timeseries"]))
+                path = timeseries_path(run, row)
+                ts = read_timeseries(path) if path is not None else None
                 if ts is None or ts.empty:
                     continue
                 ax.step(ts["t_s"], ts["mbps"], where="post", color=palette.color(proto),
@@ -199,5 +222,5 @@ def timeseries(run: RunData, max_conditions: int = 6) -> Plot | None:
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
         more = len(set(ok["condition"])) - len(conds)
         return render(fig, "timeseries", f"Throughput time series: {workload_title(run.workload_info, w)}",
-                      "Received throughput per capture interval for the trial with the median goodput of each "
-                      "protocol (CVart's time series)." + (f" {more} more conditions are not drawn." if more > 0 else ""))
+                      "Server→client wire throughput per capture interval (Ethernet frames, headers included) for "
+                      "the trial with the median goodput of each protocol (CVart's time series)." + (f" {more} more conditions are not drawn." if more > 0 else ""))

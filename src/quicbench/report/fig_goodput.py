@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
@@ -13,7 +12,7 @@ from ..analysis.condition_params import parse_delay_loss
 from ..analysis.load import RunData
 from . import palette
 from .plotting import (Plot, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis, render, styled,
-                       workload_title)
+                       workload_short, workload_title)
 
 
 def _condition_axis(ax, conditions: list[str]) -> None:
@@ -29,9 +28,27 @@ def _condition_axis(ax, conditions: list[str]) -> None:
 
 def fig11(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame | None = None) -> Plot | None:
     """Goodput vs condition, one panel per workload, log scale, mean with 95 % CI per protocol."""
-    if summary.empty or summary["goodput_mbps_mean"].notna().sum() == 0:
+    cap = ("Mean goodput per protocol with Student-t 95 % confidence intervals of the mean, one panel per "
+           "workload (Go-Quick's Fig. 11). Protocols are drawn slightly apart so that the bars do not hide each "
+           "other; lower CI bounds at or below zero are clipped on the log axis.")
+    if seed is not None and not seed.empty:
+        cap += " Hollow markers on dotted lines: the seed's own Table 1 (no spread given)."
+    return metric_vs_condition(run, summary, "goodput_mbps", "goodput (Mbit/s, log scale)",
+                               "fig11-goodput-vs-condition", "Fig. 11 replica: goodput vs condition", cap, seed=seed)
+
+
+def metric_vs_condition(run: RunData, summary: pd.DataFrame, metric: str, ylabel: str, id: str, title: str,
+                        caption: str, seed: pd.DataFrame | None = None, workloads: list[str] | None = None,
+                        log: bool = True) -> Plot | None:
+    """A metric's mean and 95 % CI vs condition, one panel per workload, one line per protocol."""
+    col = f"{metric}_mean"
+    if summary.empty or col not in summary or summary[col].notna().sum() == 0:
         return None
-    conds, workloads, protos = run.condition_order, run.workloads, run.protocols
+    conds, protos = run.condition_order, run.protocols
+    workloads = workloads if workloads is not None else [
+        w for w in run.workloads if summary.loc[summary["workload"] == w, col].notna().any()]
+    if not workloads:
+        return None
     nrows, ncols = grid_shape(len(workloads))
     with styled():
         fig, axes = new_figure(nrows, ncols, height_in=3.4 if ncols > 1 else 3.8)
@@ -44,10 +61,14 @@ def fig11(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame | None = None)
                     if (c, p) not in s.index:
                         continue
                     r = s.loc[(c, p)]
-                    m = r["goodput_mbps_mean"]
-                    if not (isinstance(m, float) and math.isfinite(m)) or m <= 0:
+                    m = r[col]
+                    if not (isinstance(m, float) and math.isfinite(m)) or (log and m <= 0):
                         continue
-                    lo, hi = log_yerr(m, r["goodput_mbps_ci_low"], r["goodput_mbps_ci_high"])
+                    lo, hi = r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]
+                    if log:
+                        lo, hi = log_yerr(m, lo, hi)
+                    else:
+                        lo, hi = (m - lo, hi - m) if math.isfinite(lo) and math.isfinite(hi) else (0.0, 0.0)
                     xs.append(i - width / 2 + j * 0.08 if len(protos) > 1 else i)
                     ys.append(m)
                     errs[0].append(lo)
@@ -61,10 +82,13 @@ def fig11(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame | None = None)
                     if pts:
                         ax.plot(*zip(*pts), color=palette.color(p), marker=palette.marker(p), markerfacecolor="white",
                                 linestyle=":", linewidth=1.0, markersize=5, alpha=0.8)
-            ax.set_yscale("log")
-            plain_log_axis(ax)
+            if log:
+                ax.set_yscale("log")
+                plain_log_axis(ax)
+            else:
+                ax.set_ylim(bottom=0)
             ax.set_title(workload_title(run.workload_info, w))
-            ax.set_ylabel("goodput (Mbit/s, log scale)")
+            ax.set_ylabel(ylabel)
             _condition_axis(ax, conds)
         hide_unused(axes, len(workloads))
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle=palette.linestyle(p),
@@ -73,12 +97,7 @@ def fig11(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame | None = None)
             handles.append(Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle=":",
                                   label="seed 000, Table 1"))
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-        cap = ("Mean goodput per protocol with Student-t 95 % confidence intervals of the mean, one panel per "
-               "workload (Go-Quick's Fig. 11). Protocols are drawn slightly apart so that the bars do not hide each "
-               "other; lower CI bounds at or below zero are clipped on the log axis.")
-        if seed is not None and not seed.empty:
-            cap += " Hollow markers on dotted lines: the seed's own Table 1 (no spread given)."
-        return render(fig, "fig11-goodput-vs-condition", "Fig. 11 replica: goodput vs condition", cap)
+        return render(fig, id, title, caption)
 
 
 def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
@@ -115,7 +134,7 @@ def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
             ax.axhline(100, color="black", linewidth=0.6, alpha=0.5)
             ax.set_title(f"{c}" + (f" ({run.condition_desc(c)})" if run.condition_desc(c) not in ("", c) else ""))
             ax.set_xticks(range(len(workloads)))
-            ax.set_xticklabels([f"{info.at[w, 'size']}\n×{int(info.at[w, 'count'])}" for w in workloads])
+            ax.set_xticklabels([workload_short(info, w, "\n×") for w in workloads])
             ax.set_xlim(-0.4, len(workloads) - 0.6)
             ax.set_xlabel("object size (× objects per trial)")
             ax.set_ylabel("% of protocol's best size (log)")

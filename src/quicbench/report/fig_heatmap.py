@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from matplotlib.colors import Normalize
 
 from ..analysis.condition_params import PARAM_LABELS, swept
@@ -158,8 +157,9 @@ def heatmap(run: RunData, a: str, b: str, method: Method = Method()) -> Plot | N
         cb.set_label(f"mean goodput, {a.upper()} vs {b.upper()} (%)\npositive: {a.upper()} faster")
         title = f"{a.upper()} vs {b.upper()}: % difference in mean goodput"
         cap = (f"100 × (mean {a} − mean {b}) / mean {b}, per cell. Coloured only where the difference is significant "
-               f"({method.text()}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
+               f"({method.short()}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
                f"centred on 0, clipped at ±{vmax:g} %.")
         if lay.kind == "list" and len(swept(params)) >= 2:
-            cap += " The conditions do not cross delay and loss (they rise together), so the map is condition × workload."
+            cap += (" The conditions do not cross delay and loss (they rise together), so the map is "
+                    "condition × workload.")
         return render(fig, f"heatmap-{a}-vs-{b}", title, cap)

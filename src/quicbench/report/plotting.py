@@ -110,12 +110,17 @@ def styled():
 
 def workload_title(info, workload: str) -> str:
     """'10 x 100KB, 10 in parallel' from the run's workload_info (falls back to the label)."""
+    if workload.startswith("page:"):
+        return "page " + workload.removeprefix("page:").replace("x", " × ", 1)
     try:
         row = info.loc[workload]
         count, par = int(row["count"]), int(row["parallel"])
     except (KeyError, TypeError, ValueError):
         return workload
-    par_txt = "all in parallel" if par >= count and count > 1 else ("one at a time" if par == 1 else f"{par} in parallel")
+    if par >= count and count > 1:
+        par_txt = "all in parallel"
+    else:
+        par_txt = "one at a time" if par == 1 else f"{par} in parallel"
     return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "")
 
 
@@ -132,3 +137,14 @@ def plain_log_axis(ax, axis: str = "y") -> None:
         a.set_minor_formatter(fmt)
     else:
         a.set_minor_formatter(NullFormatter())
+
+
+def workload_short(info, workload: str, sep: str = "×") -> str:
+    """'100KB×10' (size, then objects per trial); the label itself when size or count is unknown."""
+    if workload.startswith("page:"):
+        return workload
+    try:
+        size, count = info.at[workload, "size"], int(info.at[workload, "count"])
+    except (KeyError, TypeError, ValueError):
+        return workload
+    return f"{size}{sep}{count}"

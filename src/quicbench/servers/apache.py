@@ -34,8 +34,8 @@ from pathlib import Path
 from ..errors import QuicbenchError
 from ..paths import find_binary
 from ..proc import run
-from .base import NO_CACHE_HEADERS
-from .nginx import H2_MAX_STREAMS, ForkingServer, listen_address
+from .base import NO_CACHE_HEADERS, Server
+from .nginx import H2_MAX_STREAMS, listen_address
 
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 RUN_AS = "65534"   # nobody / nogroup
@@ -58,7 +58,7 @@ MaxConnectionsPerChild 0""",
 }
 
 
-class ApacheServer(ForkingServer):
+class ApacheServer(Server):
     name = "apache"
     protocols = frozenset({"h1", "h2"})
     binary = "apache2"

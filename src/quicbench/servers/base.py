@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from ..cpu import group_members
 from ..errors import QuicbenchError
 from ..proc import run
 
@@ -23,6 +25,27 @@ NO_CACHE_HEADERS = {
     "Pragma": "no-cache",
     "Expires": "0",
 }
+
+
+def reap_process_group(pgid: int, grace_s: float = 2.0) -> None:
+    """Make sure no process of the server's session survives its master (forked workers).
+
+    The base class starts each server as a session and process-group leader and terminates
+    that leader; a master that exited (or was killed) before its workers would orphan
+    them. Wait briefly for the group to empty, then SIGKILL whatever is left.
+    """
+    deadline = time.monotonic() + grace_s
+    while group_members(pgid):
+        if time.monotonic() >= deadline:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            break
+        time.sleep(0.02)
+    deadline = time.monotonic() + 5
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 class Server(ABC):
@@ -55,6 +78,9 @@ class Server(ABC):
 
     # -- shared lifecycle -------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> None:
+        # a master that died (the runner restarts crashed servers) may have left workers
+        # holding the listening port: clear them first
+        self.stop()
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{self.name}.log", "ab")
         self.proc = subprocess.Popen(self.lab.cmd("server", self.argv()), stdout=log, stderr=subprocess.STDOUT,
@@ -81,8 +107,10 @@ class Server(ABC):
         return want <= kinds
 
     def stop(self) -> None:
+        """Stop the server and every process of its group (forked workers included)."""
         if self.proc is None:
             return
+        pgid = self.proc.pid   # started as a session leader: its pid is the group id
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -91,6 +119,7 @@ class Server(ABC):
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+        reap_process_group(pgid)
 
     @property
     def pid(self) -> int | None:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import time
 
 from ..paths import find_binary
 from ..proc import run
@@ -39,63 +37,7 @@ def listen_address(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group pgid."""
-    pids = []
-    for d in os.scandir("/proc"):
-        if not d.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d.name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            pids.append(int(d.name))
-    return pids
-
-
-def reap_process_group(pgid: int, grace_s: float = 2.0) -> None:
-    """Make sure no process of the server's session survives its master (forked workers).
-
-    The base class starts each server as a session and process-group leader and terminates
-    that leader; a master that exited (or was killed) before its workers would orphan
-    them. Wait briefly for the group to empty, then SIGKILL whatever is left.
-    """
-    deadline = time.monotonic() + grace_s
-    while group_members(pgid):
-        if time.monotonic() >= deadline:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            break
-        time.sleep(0.02)
-    deadline = time.monotonic() + 5
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
-class ForkingServer(Server):
-    """A server whose master forks workers: start and stop own its whole process group.
-
-    (Shared by the nginx and Apache drivers; it belongs in ``Server`` itself one day.)
-    """
-
-    def start(self, timeout: float = 10.0) -> None:
-        # a master that died (the runner restarts crashed servers) may have left workers
-        # holding the listening port: clear them first
-        self.stop()
-        super().start(timeout)
-
-    def stop(self) -> None:
-        pgid = self.proc.pid if self.proc is not None else None
-        super().stop()
-        if pgid is not None:
-            reap_process_group(pgid)
-
-
-class NginxServer(ForkingServer):
+class NginxServer(Server):
     name = "nginx"
     protocols = frozenset({"h1", "h2"})
     binary = "nginx"
@@ -105,15 +47,15 @@ class NginxServer(ForkingServer):
         wd = self.workdir
         tmp = wd / "nginx-tmp"
         headers = "\n".join(f'        add_header {k} "{v}" always;' for k, v in NO_CACHE_HEADERS.items())
-        temps = "\n".join(f"    {kind}_temp_path {tmp / kind};"
+        temps = "\n".join(f'    {kind}_temp_path "{tmp / kind}";'
                           for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         return f"""# quicbench per-run config (generated; edits are overwritten at the next start)
 daemon off;
 master_process on;
 user root root;
 worker_processes auto;
-pid {wd / 'nginx.pid'};
-error_log {wd / 'nginx-error.log'} warn;
+pid "{wd / 'nginx.pid'}";
+error_log "{wd / 'nginx-error.log'}" warn;
 
 events {{
     worker_connections 4096;
@@ -135,10 +77,10 @@ http {{
     server {{
         listen {listen_address(self.lab.address('server'), self.port)} ssl http2;
         server_name {self.tls.hostname} _;
-        ssl_certificate {self.tls.cert};
-        ssl_certificate_key {self.tls.key};
+        ssl_certificate "{self.tls.cert}";
+        ssl_certificate_key "{self.tls.key}";
         ssl_protocols TLSv1.2 TLSv1.3;
-        root {self.content.root};
+        root "{self.content.root}";
         index index.html;
         autoindex on;
 {headers}

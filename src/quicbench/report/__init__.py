@@ -1,0 +1,90 @@
+"""The run report: `quicbench report RUN_DIR` and `quicbench compare RUN_A RUN_B`.
+
+    write_report(run_dir, fmt="html")  -> run_dir/report.html (+ summary.csv, trials.parquet)
+    write_report(run_dir, fmt="md")    -> run_dir/report.md   (+ summary.csv, trials.parquet)
+    report_markdown(run_dir)           -> the Markdown summary as a string (for the terminal)
+    compare_runs(a, b, fmt="html")     -> a/compare.html;  fmt="md" -> the Markdown as a string
+
+Statistics: Welch's two-sided t-test, alpha 0.01, no claim below n = 3; pass test="mwu" for
+Mann-Whitney U and correction="holm" for Holm-adjusted p-values (see docs/report.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..analysis.load import RunData, load_run
+from ..analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
+from ..analysis.tables import Method
+from ..errors import QuicbenchError
+from .exports import write_summary_csv, write_trials_parquet
+
+FORMATS = ("html", "md")
+
+
+def _method(test: str, alpha: float, correction: str, min_n: int = MIN_N) -> Method:
+    if test not in TESTS:
+        raise QuicbenchError(f"unknown test '{test}', accepted: {', '.join(TESTS)}")
+    if correction not in CORRECTIONS:
+        raise QuicbenchError(f"unknown correction '{correction}', accepted: {', '.join(CORRECTIONS)}")
+    if not 0 < alpha < 1:
+        raise QuicbenchError(f"alpha must be between 0 and 1, got {alpha}")
+    return Method(test=test, alpha=alpha, correction=correction, min_n=min_n)
+
+
+def _run(run: Path | str | RunData) -> RunData:
+    return run if isinstance(run, RunData) else load_run(run)
+
+
+def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch", alpha: float = ALPHA,
+                 correction: str = "none", figures_dir: Path | str | None = None) -> Path:
+    """Write the report into the run directory and return its path (report.html or report.md).
+
+    Also writes summary.csv and trials.parquet. figures_dir, if given, receives every figure
+    as a PNG file as well (the HTML embeds them either way).
+    """
+    if fmt not in FORMATS:
+        raise QuicbenchError(f"unknown report format '{fmt}', accepted: {', '.join(FORMATS)}")
+    from .model import build
+    run = load_run(run_dir)
+    model = build(run, _method(test, alpha, correction), figures=(fmt == "html"))
+    write_summary_csv(model.summary, run.run_dir / "summary.csv")
+    write_trials_parquet(run, run.run_dir / "trials.parquet")
+    if fmt == "md":
+        from .markdown import render_markdown
+        out = run.run_dir / "report.md"
+        out.write_text(render_markdown(model), encoding="utf-8")
+        return out
+    from .html import render_report
+    out = run.run_dir / "report.html"
+    out.write_text(render_report(model), encoding="utf-8")
+    if figures_dir is not None:
+        from .plotting import save_pngs
+        save_pngs([p for plots in model.plots.values() for p in plots], Path(figures_dir))
+    return out
+
+
+def report_markdown(run_dir: Path | str, *, test: str = "welch", alpha: float = ALPHA,
+                    correction: str = "none") -> str:
+    """The Markdown summary of a run (nothing written)."""
+    from .markdown import render_markdown
+    from .model import build
+    return render_markdown(build(load_run(run_dir), _method(test, alpha, correction), figures=False))
+
+
+def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, test: str = "welch",
+                 alpha: float = ALPHA, correction: str = "none") -> str | Path:
+    """Compare two runs cell by cell: fmt="html" writes run_a/compare.html and returns its path,
+    fmt="md" returns the Markdown."""
+    if fmt not in FORMATS:
+        raise QuicbenchError(f"unknown compare format '{fmt}', accepted: {', '.join(FORMATS)}")
+    from .compare import compare_context, write_compare_html
+    a, b = load_run(run_a), load_run(run_b)
+    ctx = compare_context(a, b, _method(test, alpha, correction), figures=(fmt == "html"))
+    if fmt == "md":
+        from .markdown import render_compare_markdown
+        return render_compare_markdown(ctx)
+    return write_compare_html(ctx, a.run_dir / "compare.html")
+
+
+__all__ = ["write_report", "report_markdown", "compare_runs", "FORMATS"]

@@ -1,0 +1,76 @@
+"""Number formatting shared by the HTML and Markdown reports, and a minimal table type."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def num(x: Any, sig: int = 4) -> str:
+    """4 significant digits, never scientific notation for report-sized numbers; '–' if missing."""
+    f = _finite(x)
+    if f is None:
+        return "–"
+    if f == 0:
+        return "0"
+    if abs(f) >= 10 ** sig:
+        return f"{f:.0f}"
+    if abs(f) < 1e-3:
+        return f"{f:.2e}"
+    return f"{f:.{sig}g}"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def pval(p: Any) -> str:
+    f = _finite(p)
+    if f is None:
+        return "–"
+    return "<0.0001" if f < 1e-4 else f"{f:.2g}"
+
+
+def p_is(p: Any) -> str:
+    """'p = 0.0042' or 'p < 0.0001'."""
+    s = pval(p)
+    return f"p {s[0]} {s[1:]}" if s.startswith("<") else f"p = {s}"
+
+
+def pct(x: Any) -> str:
+    f = _finite(x)
+    return "–" if f is None else f"{f:+.1f} %"
+
+
+def ci(lo: Any, hi: Any) -> str:
+    """'[lo, hi]', or '' when the interval is missing (n < 2)."""
+    if _finite(lo) is None or _finite(hi) is None:
+        return ""
+    return f"[{num(lo)}, {num(hi)}]"
+
+
+@dataclass
+class SimpleTable:
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    caption: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def markdown(self) -> str:
+        def esc(s: str) -> str:
+            return str(s).replace("|", "\\|").replace("\n", " ")
+        lines = ["| " + " | ".join(esc(h) for h in self.headers) + " |",
+                 "|" + "|".join("---" for _ in self.headers) + "|"]
+        lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in self.rows]
+        return "\n".join(lines)

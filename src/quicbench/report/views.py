@@ -1,0 +1,166 @@
+"""The report's secondary tables as SimpleTables (formatted strings), for HTML and Markdown alike."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..analysis.tables import METRICS
+from .fmt import SimpleTable, ci, num, pct, pval
+from .model import ReportModel
+from .plotting import workload_title
+
+
+def _wl(model: ReportModel, w: str) -> str:
+    return workload_title(model.run.workload_info, w)
+
+
+def diff_table(model: ReportModel, a: str, b: str) -> SimpleTable:
+    d = model.diffs.get((a, b), pd.DataFrame())
+    t = SimpleTable(["condition", "workload", f"{a} Mbit/s", f"{b} Mbit/s", f"{a} vs {b}", "p", "verdict", "n"])
+    for _, r in d.iterrows():
+        t.rows.append([r["condition"], _wl(model, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
+                       pct(r["diff_pct"]), pval(r["p"]), r["verdict"], f"{r['n_a']} / {r['n_b']}"])
+    return t
+
+
+def phases_table(model: ReportModel) -> SimpleTable:
+    cols = ["connect_ms", "tls_ms", "ttfb_ms", "transfer_ms_p50", "total_time_s"]
+    t = SimpleTable(["condition", "workload", "protocol", *[METRICS[c] for c in cols], "n"])
+    s = model.summary
+    for _, r in s.iterrows():
+        if r["n"] == 0:
+            continue
+        t.rows.append([r["condition"], _wl(model, r["workload"]), r["protocol"],
+                       *[f"{num(r[f'{c}_mean'])} {ci(r[f'{c}_ci_low'], r[f'{c}_ci_high'])}".strip() for c in cols],
+                       str(int(r["n"]))])
+    return t
+
+
+def cpu_table(model: ReportModel) -> SimpleTable:
+    t = SimpleTable(["protocol", "workload", "client CPU s/GB", "server CPU s/GB", "total CPU s/GB [95 % CI]",
+                     "GB moved", "CPU-bound", "n"])
+    for _, r in model.cpu.iterrows():
+        t.rows.append([r["protocol"], _wl(model, r["workload"]), num(r["client_cpu_s_per_gb_mean"]),
+                       num(r["server_cpu_s_per_gb_mean"]),
+                       f"{num(r['cpu_s_per_gb_mean'])} {ci(r['cpu_s_per_gb_ci_low'], r['cpu_s_per_gb_ci_high'])}".strip(),
+                       num(r["gb"], 3), f"{r['n_cpu_bound']} of {r['n']}", str(r["n"])])
+    return t
+
+
+def cpu_bound_table(model: ReportModel) -> SimpleTable:
+    t = SimpleTable(["condition", "workload", "protocol", "bound by", "trials"])
+    for _, r in model.cpu_bound.iterrows():
+        t.rows.append([r["condition"], _wl(model, r["workload"]), r["protocol"], r["cpu_bound_by"],
+                       f"{r['trials']} of {r['of']}"])
+    return t
+
+
+def failure_reason_table(model: ReportModel) -> SimpleTable:
+    t = SimpleTable(["trials", "reason", "protocols", "conditions", "example"])
+    for _, r in model.failure_reasons.iterrows():
+        t.rows.append([str(r["trials"]), r["reason"], r["protocols"], r["conditions"], r["example"]])
+    return t
+
+
+def failed_table(model: ReportModel) -> SimpleTable:
+    t = SimpleTable(["seq", "condition", "workload", "protocol", "rep", "error", "afterwards"])
+    for _, r in model.failed.iterrows():
+        rep = "warm-up" if r["warmup"] else ("–" if pd.isna(r["rep"]) else str(int(r["rep"])))
+        t.rows.append(["–" if pd.isna(r["seq"]) else str(int(r["seq"])), r["condition"], r["workload"], r["protocol"],
+                       rep, str(r["error"] or ""), r["retried"] or "final"])
+    return t
+
+
+def _cal_value(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    return num(v) if isinstance(v, (int, float)) else str(v)
+
+
+def _cal_cell(r: pd.Series) -> str:
+    dev = pct(r["deviation_pct"])
+    verdict = str(r["verdict"]).split(":", 1)[0] if r.get("verdict") else ""
+    return (f"{_cal_value(r['configured'])} → {_cal_value(r['measured'])}" + (f" ({dev})" if dev != "–" else "")
+            + (f" {verdict}" if verdict else ""))
+
+
+def calibration_details(model: ReportModel) -> SimpleTable:
+    t = SimpleTable(["condition", "quantity", "configured", "measured", "deviation", "verdict"])
+    for _, r in model.calibration.iterrows():
+        t.rows.append([r["condition"], r["quantity"], _cal_value(r["configured"]), _cal_value(r["measured"]),
+                       pct(r["deviation_pct"]), str(r["verdict"] or "")])
+    return t
+
+
+def calibration_table(model: ReportModel) -> SimpleTable:
+    """One row per condition (run order), one column per quantity: configured → measured (deviation)."""
+    cal = model.calibration
+    if cal.empty:
+        return SimpleTable(["condition"])
+    quantities = list(dict.fromkeys(cal["quantity"]))
+    order = {c: i for i, c in enumerate(model.run.condition_order)}
+    conds = sorted(dict.fromkeys(cal["condition"]), key=lambda c: order.get(c, len(order)))
+    t = SimpleTable(["condition", *[f"{q}: configured → measured" for q in quantities]])
+    idx = {(r["condition"], r["quantity"]): r for _, r in cal.iterrows()}
+    for c in conds:
+        t.rows.append([c, *[_cal_cell(idx[(c, q)]) if (c, q) in idx else "–" for q in quantities]])
+    return t
+
+
+def metadata_table(model: ReportModel) -> SimpleTable:
+    return SimpleTable(["", ""], [[k, v] for k, v in model.metadata])
+
+
+PAGE_COLUMNS = (("page_load_ms", "load (ms)"), ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
+                ("first_contentful_paint_ms", "first paint (ms)"), ("page_ttfb_ms", "TTFB (ms)"))
+
+
+def pages_table(model: ReportModel) -> SimpleTable:
+    """DNCS's page table: per condition, workload and protocol, timings with CIs, weight, requests."""
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in PAGE_COLUMNS], "weight (MB)",
+                     "requests", "connections", "n", "fastest load", "verdict (p)"])
+    for _, r in model.pages.iterrows():
+        def get(c):
+            return r.get(f"{c}_mean")
+        verdict = str(r["load_cell_verdict"] or "–") + (f" ({pval(r['load_cell_p'])})"
+                                                        if pd.notna(r["load_cell_p"]) else "")
+        t.rows.append([r["condition"], r["workload"], r["protocol"],
+                       *[f"{num(get(c))} {ci(r.get(f'{c}_ci_low'), r.get(f'{c}_ci_high'))}".strip()
+                         for c, _ in PAGE_COLUMNS],
+                       num(get("page_weight_bytes") / 1e6 if pd.notna(get("page_weight_bytes")) else None),
+                       num(get("page_requests")), num(get("page_connections")), str(int(r["n"])),
+                       str(r["load_cell_best"] or "–"), verdict])
+    return t
+
+
+def table1_markdown(model: ReportModel) -> list[tuple[str, SimpleTable]]:
+    """Table 1 as one Markdown table per workload: mean [95 % CI] (n) per protocol."""
+    out = []
+    for blk in model.table1:
+        protos = blk["protocols"]
+        heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "verdict (p)"]
+        if blk["has_seed"]:
+            heads += [f"seed {p}" for p in protos] + ["seed best"]
+        t = SimpleTable(heads)
+        for r in blk["rows"]:
+            cells = []
+            for c in r["cells"]:
+                if not c["present"]:
+                    cells.append("–")
+                    continue
+                txt = f"{num(c['mean'])} {ci(c['ci_low'], c['ci_high']) or 'no CI'} (n={c['n']})" if c["n"] \
+                    else "no data"
+                if c["n_failed"]:
+                    txt += f" {c['n_failed']} failed"
+                if c["n_cpu_bound"]:
+                    txt += f" ⚙{c['n_cpu_bound']}"
+                cells.append(f"**{txt}**" if c["is_best"] else txt)
+            verdict = r.get("verdict") or "–"
+            if r.get("p") is not None:
+                verdict += f" ({pval(r['p'])})"
+            row = [r["condition"], *cells, r.get("best") or "–", verdict]
+            if blk["has_seed"]:
+                row += [num(c["seed"], 5) for c in r["cells"]] + [r["seed_best"] or "–"]
+            t.rows.append(row)
+        out.append((blk["title"], t))
+    return out

@@ -1,0 +1,395 @@
+"""The report built from small fixture runs, checked against independent computations."""
+
+import base64
+import json
+import re
+import shutil
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as st
+
+from quicbench.analysis import load_run
+from quicbench.analysis.tables import OPTIONAL_METRICS, SUMMARY_COLUMNS
+from quicbench.errors import QuicbenchError
+from quicbench.report import compare_runs, report_markdown, write_report
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from make_fixture import make_run  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+# -- fixtures -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def goquick(tmp_path_factory):
+    d = tmp_path_factory.mktemp("runs") / "goquick-small"
+    shutil.copytree(FIXTURES / "goquick-small", d)
+    html = write_report(d)
+    return d, html
+
+
+@pytest.fixture(scope="module")
+def cvart(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("runs") / "cvart-run", "cvart")
+    return d, write_report(d)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("runs") / "browser-run", "browser")
+    return d, write_report(d)
+
+
+def read_rows(run_dir: Path) -> pd.DataFrame:
+    return pd.DataFrame([json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()])
+
+
+def independent_cells(run_dir: Path) -> pd.DataFrame:
+    """Per-cell goodput statistics straight from trials.jsonl with pandas (not the analysis code)."""
+    rows = read_rows(run_dir)
+    final = rows.drop_duplicates("key", keep="last")
+    final = final[~final["warmup"].astype(bool)]
+    ok = final[(final["status"] == "ok") & final["goodput_mbps"].notna()]
+    g = ok.groupby(["condition", "workload", "protocol"])["goodput_mbps"]
+    out = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1), "n": g.count(), "median": g.median()})
+    half = st.t.ppf(0.975, out["n"] - 1) * out["sd"] / np.sqrt(out["n"])
+    out["ci_low"], out["ci_high"] = out["mean"] - half, out["mean"] + half
+    fails = final.assign(failed=final["status"] != "ok").groupby(["condition", "workload", "protocol"])["failed"]
+    out["n_failed"] = fails.sum().reindex(out.index).fillna(0)
+    out["n_trials"] = fails.count().reindex(out.index)
+    return out
+
+
+class Table1Parser(HTMLParser):
+    """Collects Table 1 cells: (workload, condition, protocol) -> displayed mean, CI, n, best shading."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells, self.verdicts, self.seed = {}, {}, {}
+        self.workload = self.condition = None
+        self.cur = self.span = None
+        self.in_verdict = self.in_seed = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag == "table" and "table1" in cls:
+            self.workload = a["data-workload"]
+        elif tag == "tr" and "data-condition" in a:
+            self.condition = a["data-condition"]
+        elif tag == "td" and "cell" in cls and "data-workload" in a:
+            self.cur = {"key": (a["data-workload"], a["data-condition"], a["data-protocol"]),
+                        "best": "best-cell" in cls, "text": {}}
+        elif tag == "td" and "verdict" in cls:
+            self.in_verdict, self.verdicts[(self.workload, self.condition)] = True, ""
+        elif tag == "td" and "seed" in cls:
+            self.in_seed = (self.workload, self.condition, a["data-protocol"])
+            self.seed[self.in_seed] = ""
+        elif tag == "span" and self.cur is not None and cls and cls[0] in ("mean", "ci", "n"):
+            self.span = cls[0]
+            self.cur["text"][self.span] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "span":
+            self.span = None
+        elif tag == "td":
+            if self.cur is not None:
+                self.cells[self.cur["key"]] = self.cur
+            self.cur, self.in_verdict, self.in_seed = None, False, False
+
+    def handle_data(self, data):
+        if self.cur is not None and self.span:
+            self.cur["text"][self.span] += data
+        elif self.in_verdict:
+            self.verdicts[(self.workload, self.condition)] += data
+        elif self.in_seed:
+            self.seed[self.in_seed] += data
+
+
+def parse_table1(html: str) -> Table1Parser:
+    p = Table1Parser()
+    p.feed(html)
+    return p
+
+
+def documented_columns(section: str, sub: str | None = None) -> list[str]:
+    """Backticked names in the first cell of the tables under '## section' (and '### sub') of docs/data.md."""
+    text = (REPO / "docs" / "data.md").read_text()
+    body = text.split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
+    if sub:
+        body = body.split(f"\n### {sub}", 1)[1].split("\n### ", 1)[0]
+    cols = []
+    for line in body.splitlines():
+        if line.startswith("| `"):
+            first = re.split(r"(?<!\\)\|", line)[1]
+            cols += re.findall(r"`([a-z][a-z0-9_]*)`", first)
+    return cols
+
+
+# -- outputs ---------------------------------------------------------------------------------------
+def test_report_files_are_written(goquick):
+    d, html = goquick
+    assert html == d / "report.html"
+    for f in ("report.html", "summary.csv", "trials.parquet"):
+        assert (d / f).stat().st_size > 0
+
+
+def test_html_is_self_contained_with_embedded_pngs(goquick):
+    text = goquick[1].read_text()
+    assert "<script" not in text and "<link" not in text
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|file:)""", text)
+    assert "url(" not in text
+    imgs = re.findall(r'<img[^>]*src="([^"]+)"', text)
+    assert len(imgs) >= 6  # Fig. 11, Fig. 12, two heatmaps, phases, CPU
+    for src in imgs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == PNG
+    for section in ('id="table1"', 'id="fig11"', 'id="fig12"', 'id="heatmaps"', 'id="phases"', 'id="honesty"',
+                    'id="failed"', 'id="calibration"', 'id="metadata"'):
+        assert section in text
+    assert 'id="cvart"' not in text  # Go-Quick conditions sweep nothing with the rest held fixed
+
+
+# -- numbers ---------------------------------------------------------------------------------------
+def test_summary_csv_matches_independent_groupby(goquick):
+    d, _ = goquick
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str}).set_index(["condition", "workload", "protocol"])
+    ind = independent_cells(d)
+    assert set(ind.index) <= set(s.index)
+    for k, r in ind.iterrows():
+        row = s.loc[k]
+        assert row["n"] == r["n"] and row["n_failed"] == r["n_failed"] and row["n_trials"] == r["n_trials"]
+        for col in ("mean", "sd", "ci_low", "ci_high", "median"):
+            assert row[f"goodput_mbps_{col}"] == pytest.approx(r[col], rel=1e-9), (k, col)
+    # the retried trial counts once, by its successful retry; warm-ups never count
+    assert s.loc[("100_4", "4x1MB/p4", "h3"), "n"] == 5
+    assert s["n_trials"].sum() == 90
+
+
+def test_best_protocol_and_significance_match_scipy(goquick):
+    d, _ = goquick
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str})
+    rows = read_rows(d).drop_duplicates("key", keep="last")
+    ok = rows[(rows["status"] == "ok") & ~rows["warmup"].astype(bool)]
+    seen_sig = set()
+    for (c, w), cell in s.groupby(["condition", "workload"]):
+        best = cell.loc[cell["goodput_mbps_mean"].idxmax(), "protocol"]
+        assert (cell["cell_best"] == best).all() and cell.loc[cell["is_best"], "protocol"].tolist() == [best]
+        sample = {p: ok[(ok["condition"] == c) & (ok["workload"] == w) & (ok["protocol"] == p)]["goodput_mbps"]
+                  for p in cell["protocol"]}
+        ps = {p: st.ttest_ind(sample[best], x, equal_var=False).pvalue for p, x in sample.items() if p != best}
+        expected = "significant" if all(p < 0.01 for p in ps.values()) else "not significant"
+        assert (cell["cell_verdict"] == expected).all(), (c, w)
+        assert cell["cell_p"].iloc[0] == pytest.approx(max(ps.values()))
+        for p, pv in ps.items():
+            assert cell.loc[cell["protocol"] == p, "p_vs_best"].iloc[0] == pytest.approx(pv)
+        seen_sig.add(expected)
+    assert seen_sig == {"significant", "not significant"}  # the fixture exercises both
+
+
+def test_html_table1_agrees_with_summary_csv(goquick):
+    d, html = goquick
+    t1 = parse_table1(html.read_text())
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str})
+    assert len(t1.cells) == len(s)
+    for _, r in s.iterrows():
+        cell = t1.cells[(r["workload"], r["condition"], r["protocol"])]
+        mean = float(cell["text"]["mean"])
+        lo, hi = (float(x) for x in cell["text"]["ci"].split("–"))
+        assert mean == pytest.approx(r["goodput_mbps_mean"], rel=1e-3)  # 4 significant digits shown
+        assert lo == pytest.approx(r["goodput_mbps_ci_low"], rel=1e-3)
+        assert hi == pytest.approx(r["goodput_mbps_ci_high"], rel=1e-3)
+        assert cell["text"]["n"] == f"n={r['n']}"
+        assert cell["best"] == bool(r["is_best"])
+        assert t1.verdicts[(r["workload"], r["condition"])].strip().startswith(r["cell_verdict"])
+
+
+def test_seed_table1_shown_beside_ours(goquick):
+    seed = pd.read_csv(REPO / "src" / "quicbench" / "data" / "seed000_table1.csv")
+    assert len(seed) == 45 and set(seed["protocol"]) == {"h1", "h2", "h3"}
+    pick = seed.set_index(["size", "seed_condition", "protocol"])["goodput_mbps"]
+    assert pick[("1MB", "0_0.0", "h2")] == 509.67 and pick[("10KB", "100_4.0", "h3")] == 0.46
+    assert pick[("100KB", "12.5_0.5", "h1")] == 25.22
+    t1 = parse_table1(goquick[1].read_text())
+    names = {"0_0": "0_0.0", "25_1": "25_1.0", "100_4": "100_4.0"}
+    sizes = {"10x100KB/p10": "100KB", "4x1MB/p4": "1MB"}
+    assert len(t1.seed) == 18
+    for (w, c, p), text in t1.seed.items():
+        assert float(text) == pick[(sizes[w], names[c], p)]
+
+
+def test_docs_document_every_column(goquick, cvart, browser):
+    doc_summary = documented_columns("summary.csv")
+    assert doc_summary == SUMMARY_COLUMNS  # same names, same order
+    optional = set(OPTIONAL_METRICS)
+    doc_optional = set(documented_columns("trials.parquet", "Capture columns")) | set(
+        documented_columns("trials.parquet", "Browser page-load columns"))
+    assert optional <= doc_optional
+    doc_trials = set(documented_columns("trials.parquet"))
+    passthrough = set(documented_columns("trials.parquet", "Passed through when present"))
+    for d, _ in (goquick, cvart, browser):
+        header = list(pd.read_csv(d / "summary.csv", nrows=0).columns)
+        assert header[:len(SUMMARY_COLUMNS)] == SUMMARY_COLUMNS
+        for extra in header[len(SUMMARY_COLUMNS):]:
+            m = re.fullmatch(r"(.+)_(mean|ci_low|ci_high)", extra)
+            assert m and m.group(1) in optional, extra
+        cols = set(pd.read_parquet(d / "trials.parquet").columns)
+        assert doc_trials - passthrough <= cols, doc_trials - passthrough - cols
+        assert cols <= doc_trials, cols - doc_trials
+
+
+def test_parquet_keeps_every_row_exactly(goquick):
+    d, _ = goquick
+    pq = pd.read_parquet(d / "trials.parquet")
+    raw = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+    assert len(pq) == len(raw)
+    assert pq["start_ns"].dropna().astype("int64").tolist() == [r["start_ns"] for r in raw if r["start_ns"] is not None]
+    assert int(pq["used"].sum()) == int(independent_cells(d)["n"].sum())
+    assert int(pq["superseded"].sum()) == 1 and int(pq["warmup"].sum()) == 9
+
+
+# -- other report forms ------------------------------------------------------------------------------
+def test_markdown_summary(goquick):
+    d, _ = goquick
+    md = report_markdown(d)
+    assert md.startswith("# quicbench report") and "## Table 1" in md and "Welch" in md
+    for c in ("0_0", "25_1", "100_4"):
+        assert f"| {c} |" in md
+    assert "seed h3" in md and "## H3 vs H2" in md and "### Failed trials" in md
+    out = write_report(d, fmt="md")
+    assert out == d / "report.md" and out.read_text() == md
+
+
+def test_holm_and_mann_whitney_options_are_stated(goquick, tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(goquick[0], d)
+    md = report_markdown(d, correction="holm", test="mwu")
+    assert "Holm" in md and "Mann-Whitney" in md
+    write_report(d, fmt="md", correction="holm")
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str})
+    assert (s["correction"] == "holm").all()
+    with pytest.raises(QuicbenchError):
+        write_report(d, fmt="pdf")
+
+
+def test_cvart_run_shows_grid_cvart_views_time_series_and_calibration(cvart):
+    d, html = cvart
+    text = html.read_text()
+    for section in ('id="cvart"', 'id="timeseries"', 'id="heatmap-h3-vs-h2"', 'id="cvart-0"'):
+        assert section in text
+    assert "configured → measured" in text and "r10_d50_l0_spikes" in text and "tolerance" in text
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str}).set_index(["condition", "workload", "protocol"])
+    rows = read_rows(d)
+    ind = rows.groupby(["condition", "workload", "protocol"])["overhead_pct"].mean()
+    for k, v in ind.items():
+        assert s.loc[k, "overhead_pct_mean"] == pytest.approx(v)
+    assert s.loc[("r100_d10_l2", "1x5MB/p1", "h1"), "rate_mbit"] == 100
+    assert s.loc[("r100_d10_l2", "1x5MB/p1", "h1"), "loss_pct"] == pytest.approx(2)
+
+
+def test_browser_page_loads(browser):
+    d, html = browser
+    text = html.read_text()
+    assert 'id="pages"' in text and 'id="page-load-vs-condition"' in text and "page realistic" in text
+    assert "seed h1" not in text  # page loads are not the seed's downloads
+    rows = read_rows(d)
+    for cond, g in rows.groupby("condition"):
+        means = g.groupby("protocol")["page_load_ms"].mean()
+        fastest = means.idxmin()
+        ps = [st.ttest_ind(g[g["protocol"] == fastest]["page_load_ms"], g[g["protocol"] == p]["page_load_ms"],
+                           equal_var=False).pvalue for p in means.index if p != fastest]
+        verdict = "significant" if all(p < 0.01 for p in ps) else "not significant"
+        line = next(l for l in report_markdown(d).splitlines() if l.startswith(f"| {cond} | page:realistic | h1 |"))
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert cells[-2] == fastest and cells[-1].startswith(verdict)
+        assert float(cells[3].split()[0]) == pytest.approx(means["h1"], rel=1e-3)
+
+
+def test_tiny_run_says_what_is_missing(tmp_path):
+    d = make_run(tmp_path / "tiny", "tiny")
+    text = write_report(d).read_text()
+    assert "fewer than 3 successful trials" in text and "Only one network condition" in text
+    assert "No packet captures" in text and "no CI" in text
+    s = pd.read_csv(d / "summary.csv", dtype={"condition": str})
+    assert len(s) == 2 and s["n"].tolist() == [1, 0]
+
+
+def test_all_failed_run_still_reports(tmp_path):
+    d = make_run(tmp_path / "failed", "tiny")
+    rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.update(status="failed", error="connection refused", goodput_mbps=None)
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"torn": ')
+    text = write_report(d).read_text()
+    assert "No trial succeeded" in text and "connection refused" in text
+    assert "report" in report_markdown(d)
+
+
+def test_missing_columns_and_meta_are_tolerated(goquick, tmp_path):
+    d = tmp_path / "bare"
+    d.mkdir()
+    keep = ("condition", "protocol", "workload", "size_bytes", "count", "rep", "status", "goodput_mbps", "bytes")
+    rows = [{k: v for k, v in json.loads(l).items() if k in keep}
+            for l in (goquick[0] / "trials.jsonl").read_text().splitlines()]
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = write_report(d).read_text()
+    assert "meta.json is missing" in text and "No connection-phase timings" in text
+    assert "No CPU measurements" in text
+    assert len(pd.read_csv(d / "summary.csv")) == 18
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(QuicbenchError):
+        write_report(tmp_path / "nope")
+    with pytest.raises(QuicbenchError):
+        write_report(tmp_path)
+
+
+# -- compare ---------------------------------------------------------------------------------------
+def test_compare_runs(goquick, tmp_path):
+    a = goquick[0]
+    b = tmp_path / "run-b"
+    shutil.copytree(a, b)
+    rows = [json.loads(l) for l in (b / "trials.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["protocol"] == "h3" and r.get("goodput_mbps"):
+            r["goodput_mbps"] *= 1.5
+    (b / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = json.loads((b / "meta.json").read_text())
+    meta["host"]["kernel"] = "6.9.0-other"
+    (b / "meta.json").write_text(json.dumps(meta))
+
+    md = compare_runs(a, b, fmt="md")
+    assert "kernel: A 6.1.0-fixture, B 6.9.0-other" in md
+    ia, ib = independent_cells(a), independent_cells(b)
+    lines = {tuple(x.strip() for x in l.split("|")[1:4]): l for l in md.splitlines() if l.startswith("| ")}
+
+    def sample(d, k):
+        r = read_rows(d).drop_duplicates("key", keep="last")
+        r = r[(r["status"] == "ok") & ~r["warmup"].astype(bool)]
+        return r[(r["condition"] == k[0]) & (r["workload"] == k[1]) & (r["protocol"] == k[2])]["goodput_mbps"]
+
+    for k in ia.index:
+        cells = [x.strip() for x in lines[k].split("|")[1:-1]]
+        diff = 100 * (ib.loc[k, "mean"] - ia.loc[k, "mean"]) / ia.loc[k, "mean"]
+        assert cells[7] == f"{diff:+.1f} %"
+        assert (cells[7] == "+50.0 %") == (k[2] == "h3")
+        p = st.ttest_ind(sample(a, k), sample(b, k), equal_var=False).pvalue
+        assert cells[9] == ("significant" if p < 0.01 else "not significant"), k
+    html = compare_runs(a, b)
+    assert html == a / "compare.html" and "data:image/png;base64," in html.read_text()
+
+
+def test_fixture_is_reproducible(tmp_path):
+    d = make_run(tmp_path / "goquick-small", "goquick")
+    for f in ("meta.json", "trials.jsonl"):
+        assert (d / f).read_text() == (FIXTURES / "goquick-small" / f).read_text()
+    run = load_run(d)
+    assert run.condition_order == ["0_0", "25_1", "100_4"] and run.protocols == ["h1", "h2", "h3"]

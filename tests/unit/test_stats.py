@@ -1,0 +1,128 @@
+"""Statistics on synthetic data with known answers."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from quicbench.analysis import stats
+
+
+def welch_by_hand(a, b):
+    """Welch's t and two-sided p from the textbook formulas (Welch-Satterthwaite df)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    t = (a.mean() - b.mean()) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    return t, 2 * st.t.sf(abs(t), df)
+
+
+def test_mean_sd_ci_textbook():
+    s = stats.summarize([1, 2, 3, 4, 5])
+    assert (s.n, s.mean, s.median, s.min, s.max) == (5, 3.0, 3.0, 1.0, 5.0)
+    assert s.sd == pytest.approx(math.sqrt(2.5))
+    half = 2.776445 * math.sqrt(2.5) / math.sqrt(5)   # t(0.975, 4) from tables
+    assert s.ci_low == pytest.approx(3 - half, rel=1e-6) and s.ci_high == pytest.approx(3 + half, rel=1e-6)
+    assert s.half_width == pytest.approx(half, rel=1e-6)
+
+
+def test_missing_values_are_dropped_and_small_samples_have_no_interval():
+    assert stats.summarize([1.0, None, float("nan"), 3.0, float("inf")]).n == 2
+    assert stats.mean([1.0, None, 3.0]) == 2.0
+    assert all(math.isnan(v) for v in stats.ci([5.0]))
+    empty = stats.summarize([])
+    assert empty.n == 0 and math.isnan(empty.mean)
+
+
+@pytest.mark.parametrize("n", [3, 5, 10, 20])
+def test_ci_coverage_is_95_percent_for_normal_data(n):
+    rng = np.random.default_rng(1000 + n)
+    sims, mu = 4000, 50.0
+    hits = 0
+    for _ in range(sims):
+        lo, hi = stats.ci(rng.normal(mu, 7.0, n))
+        hits += lo <= mu <= hi
+    # binomial sd of the coverage is 0.0034: +-0.015 is 4.4 sd
+    assert abs(hits / sims - 0.95) < 0.015
+
+
+def test_ci_coverage_near_95_percent_for_skewed_goodput_like_data():
+    rng = np.random.default_rng(7)
+    sims, n, sigma = 3000, 10, 0.3
+    true_mean = math.exp(sigma ** 2 / 2) * 100
+    hits = sum(lo <= true_mean <= hi for lo, hi in (stats.ci(100 * rng.lognormal(0, sigma, n)) for _ in range(sims)))
+    assert 0.92 < hits / sims < 0.97
+
+
+def test_welch_matches_the_formula():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(10, 1, 8), rng.normal(11, 3, 12)
+    t, p = stats.welch(a, b)
+    t2, p2 = welch_by_hand(a, b)
+    assert t == pytest.approx(t2) and p == pytest.approx(p2)
+
+
+def test_real_difference_is_found():
+    rng = np.random.default_rng(11)
+    r = stats.compare(rng.normal(100, 5, 10), rng.normal(80, 5, 10))
+    assert r.significant and r.verdict == stats.SIGNIFICANT and r.p < 0.01 and r.test == "welch"
+    # power: a 2-sd difference with n = 10 per side is found almost always
+    found = sum(stats.compare(rng.normal(2, 1, 10), rng.normal(0, 1, 10)).significant for _ in range(500))
+    assert found / 500 > 0.85
+
+
+def test_no_difference_is_not_claimed():
+    rng = np.random.default_rng(12)
+    sims = 3000
+    false_pos = sum(stats.compare(rng.normal(5, 1, 10), rng.normal(5, 1, 10)).significant for _ in range(sims))
+    # alpha = 0.01: about 30 expected, binomial sd 5.4
+    assert 0.003 < false_pos / sims < 0.02
+    same = stats.compare([5.0, 5.0, 5.0], [5.0, 5.0, 5.0])
+    assert same.p == 1.0 and not same.significant
+
+
+def test_n_too_small_makes_no_claim_even_for_huge_differences():
+    r = stats.compare([1.0, 2.0], [100.0, 101.0, 102.0])
+    assert r.verdict == stats.N_TOO_SMALL and r.p is None and not r.significant
+    assert stats.compare([1, 2, 3], [7, 8, 9]).verdict != stats.N_TOO_SMALL
+
+
+def test_mann_whitney_exact_small_sample_p_values():
+    # completely separated samples: p = 2 / C(n1 + n2, n1)
+    r5 = stats.compare([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], test="mwu")
+    assert r5.p == pytest.approx(2 / math.comb(10, 5)) and r5.significant and r5.test == "mwu"
+    r4 = stats.compare([1, 2, 3, 4], [6, 7, 8, 9], test="mwu")
+    assert r4.p == pytest.approx(2 / math.comb(8, 4)) and not r4.significant
+    with pytest.raises(ValueError):
+        stats.compare([1, 2, 3], [4, 5, 6], test="anova")
+
+
+def test_constant_samples():
+    assert stats.welch([5, 5, 5], [6, 6, 6])[1] == 0.0
+    assert stats.welch([5, 5, 5], [5, 5, 5])[1] == 1.0
+
+
+def test_holm_known_values():
+    adj = stats.holm([0.01, 0.04, 0.03, 0.005, None])
+    assert adj[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02]) and adj[4] is None
+    assert stats.holm([0.9, 0.8]) == pytest.approx([1.0, 1.0])  # 2 x 0.8 capped at 1, monotone
+
+
+def test_holm_adjustment_can_remove_significance():
+    results = [stats.TestResult("welch", 5, 5, 1.0, p, 0.01, stats.SIGNIFICANT if p < 0.01 else stats.NOT_SIGNIFICANT)
+               for p in (0.004, 0.005, 0.02)]
+    assert [r.significant for r in stats.adjust(results, "none")] == [True, True, False]
+    adjusted = stats.adjust(results, "holm")
+    assert [r.p for r in adjusted] == pytest.approx([0.012, 0.012, 0.02])
+    assert not any(r.significant for r in adjusted)
+    small = stats.TestResult("welch", 2, 5, None, None, 0.01, stats.N_TOO_SMALL)
+    assert stats.adjust([small], "holm")[0].verdict == stats.N_TOO_SMALL
+
+
+def test_pct_diff_and_method_text():
+    assert stats.pct_diff(120, 100) == pytest.approx(20.0)
+    assert math.isnan(stats.pct_diff(1, 0)) and math.isnan(stats.pct_diff(float("nan"), 1))
+    text = stats.method_text("welch", 0.01, "none", n_tests=20)
+    assert "Welch" in text and "p < 0.01" in text and "no multiple-comparison correction" in text and "0.2" in text
+    assert "Holm" in stats.method_text("mwu", 0.01, "holm", n_tests=5) and "Mann-Whitney" in stats.method_short("mwu")
