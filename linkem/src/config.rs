@@ -1,0 +1,539 @@
+//! Configuration schema, parsing and validation.
+//!
+//! Errors are one line, `config: <path>: <problem>`, e.g.
+//! `config: up.loss.pct: must be between 0 and 100, got 120`.
+
+use crate::dist::{pct_to_u32, JitterDist};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+pub const MS: u64 = 1_000_000;
+/// Bytes one mahimahi delivery opportunity can carry (an MTU-sized IP packet).
+pub const TRACE_OPP_BYTES: u32 = 1500;
+/// Default queue when neither `rate_mbit` nor `trace` is set but `onoff` is.
+pub const DEFAULT_QUEUE_PACKETS_NO_RATE: u64 = 1000;
+/// Minimum default queue (in full-size frames) when a rate is set.
+pub const DEFAULT_QUEUE_MIN_PACKETS: u64 = 64;
+pub const FULL_FRAME: u64 = 1514;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Loss {
+    None,
+    /// netem `loss random PCT [CORR]`: probability and correlation on the u32 scale.
+    Random { p: u32, corr: u32 },
+    /// netem `loss gemodel p r 1-h 1-k` (u32 scale):
+    /// p = P(Good->Bad), r = P(Bad->Good), loss_bad = 1-h, loss_good = 1-k.
+    GilbertElliott { p: u32, r: u32, loss_bad: u32, loss_good: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum QueueLimit {
+    Packets(u64),
+    Bytes(u64),
+    /// Maximum waiting time (ns) a newly arriving packet may face.
+    Time(u64),
+    Unlimited,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spikes {
+    pub period_ns: u64,
+    pub duration_ns: u64,
+    pub rate_frac: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OnOff {
+    pub on_ns: u64,
+    pub off_ns: u64,
+}
+
+#[derive(Debug, PartialEq)]
+pub struct Trace {
+    pub path: String,
+    /// Delivery opportunities, ms offsets within one period (non-decreasing).
+    pub opps_ms: Vec<u64>,
+    /// Loop period in ms (= last timestamp).
+    pub period_ms: u64,
+}
+
+impl Trace {
+    pub fn mean_rate_bps(&self) -> f64 {
+        self.opps_ms.len() as f64 * TRACE_OPP_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1000.0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirConfig {
+    pub delay_ns: u64,
+    pub jitter_ns: u64,
+    pub jitter_dist: JitterDist,
+    pub jitter_corr: u32,
+    pub reorder: bool,
+    pub loss: Loss,
+    pub duplicate: u32,
+    pub corrupt: u32,
+    pub rate_bps: Option<f64>,
+    /// Effective queue limit (defaults already resolved).
+    pub queue: QueueLimit,
+    pub queue_is_default: bool,
+    pub spikes: Option<Spikes>,
+    pub onoff: Option<OnOff>,
+    pub trace: Option<Arc<Trace>>,
+    /// The JSON this was built from (echoed in stats).
+    pub source: Value,
+}
+
+impl Default for DirConfig {
+    fn default() -> Self {
+        DirConfig {
+            delay_ns: 0,
+            jitter_ns: 0,
+            jitter_dist: JitterDist::Uniform,
+            jitter_corr: 0,
+            reorder: false,
+            loss: Loss::None,
+            duplicate: 0,
+            corrupt: 0,
+            rate_bps: None,
+            queue: QueueLimit::Unlimited,
+            queue_is_default: true,
+            spikes: None,
+            onoff: None,
+            trace: None,
+            source: Value::Object(Map::new()),
+        }
+    }
+}
+
+impl DirConfig {
+    /// Lower bound (ns) of the extra delay a packet gets after the bottleneck.
+    pub fn min_delay_ns(&self) -> u64 {
+        if self.jitter_ns == 0 {
+            return self.delay_ns;
+        }
+        let lo = self.delay_ns as f64 + self.jitter_dist.min_factor() * self.jitter_ns as f64;
+        if lo <= 0.0 { 0 } else { lo as u64 }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub up: Option<DirConfig>,
+    pub down: Option<DirConfig>,
+}
+
+pub type Res<T> = Result<T, String>;
+
+fn err<T>(path: &str, msg: impl AsRef<str>) -> Res<T> {
+    Err(format!("config: {}: {}", path, msg.as_ref()))
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        _ => v.to_string(),
+    }
+}
+
+fn num(v: &Value, path: &str) -> Res<f64> {
+    match v.as_f64() {
+        Some(x) if x.is_finite() => Ok(x),
+        _ => err(path, format!("expected a number, got {}", show(v))),
+    }
+}
+
+fn num_range(v: &Value, path: &str, lo: f64, hi: f64) -> Res<f64> {
+    let x = num(v, path)?;
+    if x < lo || x > hi {
+        return err(path, format!("must be between {} and {}, got {}", lo, hi, show(v)));
+    }
+    Ok(x)
+}
+
+fn num_min(v: &Value, path: &str, lo: f64, exclusive: bool) -> Res<f64> {
+    let x = num(v, path)?;
+    if exclusive && x <= lo {
+        return err(path, format!("must be > {}, got {}", lo, show(v)));
+    }
+    if !exclusive && x < lo {
+        return err(path, format!("must be >= {}, got {}", lo, show(v)));
+    }
+    Ok(x)
+}
+
+fn obj<'a>(v: &'a Value, path: &str) -> Res<&'a Map<String, Value>> {
+    match v.as_object() {
+        Some(m) => Ok(m),
+        None => err(path, format!("expected an object, got {}", show(v))),
+    }
+}
+
+fn check_keys(m: &Map<String, Value>, path: &str, allowed: &[&str]) -> Res<()> {
+    for k in m.keys() {
+        if !allowed.contains(&k.as_str()) {
+            let p = if path.is_empty() { k.clone() } else { format!("{}.{}", path, k) };
+            return err(&p, format!("unknown field (allowed: {})", allowed.join(", ")));
+        }
+    }
+    Ok(())
+}
+
+fn ms_to_ns(ms: f64) -> u64 {
+    (ms * MS as f64).round() as u64
+}
+
+pub fn parse_config_str(text: &str) -> Res<Config> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("config: invalid JSON: {}", e))?;
+    parse_config(&v)
+}
+
+pub fn parse_config(v: &Value) -> Res<Config> {
+    let m = obj(v, "(top level)")?;
+    check_keys(m, "", &["up", "down"])?;
+    let mut c = Config::default();
+    if let Some(u) = m.get("up") {
+        c.up = Some(parse_dir(u, "up")?);
+    }
+    if let Some(d) = m.get("down") {
+        c.down = Some(parse_dir(d, "down")?);
+    }
+    Ok(c)
+}
+
+const DIR_KEYS: &[&str] = &[
+    "delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder", "loss",
+    "duplicate_pct", "corrupt_pct", "rate_mbit", "queue", "spikes", "onoff", "trace",
+];
+
+pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
+    let m = obj(v, path)?;
+    check_keys(m, path, DIR_KEYS)?;
+    let p = |k: &str| format!("{}.{}", path, k);
+    let mut c = DirConfig { source: v.clone(), ..Default::default() };
+
+    if let Some(x) = m.get("delay_ms") {
+        c.delay_ns = ms_to_ns(num_range(x, &p("delay_ms"), 0.0, 100_000.0)?);
+    }
+    if let Some(x) = m.get("jitter_ms") {
+        // netem keeps sigma in an s32 of ns.
+        c.jitter_ns = ms_to_ns(num_range(x, &p("jitter_ms"), 0.0, 2000.0)?);
+    }
+    if let Some(x) = m.get("jitter_dist") {
+        let s = x.as_str().ok_or_else(|| format!("config: {}: expected a string, got {}", p("jitter_dist"), show(x)))?;
+        c.jitter_dist = JitterDist::parse(s).ok_or_else(|| {
+            format!("config: {}: must be one of uniform, normal, pareto, paretonormal, got \"{}\"", p("jitter_dist"), s)
+        })?;
+    }
+    if let Some(x) = m.get("jitter_correlation_pct") {
+        c.jitter_corr = pct_to_u32(num_range(x, &p("jitter_correlation_pct"), 0.0, 100.0)?);
+    }
+    if let Some(x) = m.get("reorder") {
+        c.reorder = x.as_bool().ok_or_else(|| format!("config: {}: expected true or false, got {}", p("reorder"), show(x)))?;
+    }
+    if let Some(x) = m.get("loss") {
+        c.loss = parse_loss(x, &p("loss"))?;
+    }
+    if let Some(x) = m.get("duplicate_pct") {
+        c.duplicate = pct_to_u32(num_range(x, &p("duplicate_pct"), 0.0, 100.0)?);
+    }
+    if let Some(x) = m.get("corrupt_pct") {
+        c.corrupt = pct_to_u32(num_range(x, &p("corrupt_pct"), 0.0, 100.0)?);
+    }
+    if let Some(x) = m.get("rate_mbit") {
+        if !x.is_null() {
+            let r = num_min(x, &p("rate_mbit"), 0.0, true)?;
+            if r > 1_000_000.0 {
+                return err(&p("rate_mbit"), format!("must be <= 1000000, got {}", show(x)));
+            }
+            c.rate_bps = Some(r * 1e6);
+        }
+    }
+    if let Some(x) = m.get("spikes") {
+        if !x.is_null() {
+            let sp = p("spikes");
+            let sm = obj(x, &sp)?;
+            check_keys(sm, &sp, &["period_ms", "duration_ms", "rate_pct"])?;
+            let period = match sm.get("period_ms") {
+                Some(v) => num_min(v, &format!("{}.period_ms", sp), 0.0, true)?,
+                None => 1000.0,
+            };
+            let duration = match sm.get("duration_ms") {
+                Some(v) => num_min(v, &format!("{}.duration_ms", sp), 0.0, false)?,
+                None => 200.0,
+            };
+            if duration > period {
+                return err(&format!("{}.duration_ms", sp), format!("must be <= period_ms ({}), got {}", period, duration));
+            }
+            let rate_pct = match sm.get("rate_pct") {
+                Some(v) => num_range(v, &format!("{}.rate_pct", sp), 0.0, 100.0)?,
+                None => 10.0,
+            };
+            c.spikes = Some(Spikes { period_ns: ms_to_ns(period), duration_ns: ms_to_ns(duration), rate_frac: rate_pct / 100.0 });
+        }
+    }
+    if let Some(x) = m.get("onoff") {
+        if !x.is_null() {
+            let op = p("onoff");
+            let om = obj(x, &op)?;
+            check_keys(om, &op, &["on_ms", "off_ms"])?;
+            let on = match om.get("on_ms") {
+                Some(v) => num_min(v, &format!("{}.on_ms", op), 0.0, true)?,
+                None => return err(&format!("{}.on_ms", op), "required"),
+            };
+            let off = match om.get("off_ms") {
+                Some(v) => num_min(v, &format!("{}.off_ms", op), 0.0, false)?,
+                None => return err(&format!("{}.off_ms", op), "required"),
+            };
+            c.onoff = Some(OnOff { on_ns: ms_to_ns(on), off_ns: ms_to_ns(off) });
+        }
+    }
+    if let Some(x) = m.get("trace") {
+        if !x.is_null() {
+            let tp = p("trace");
+            let path_s = x.as_str().ok_or_else(|| format!("config: {}: expected a file path string, got {}", tp, show(x)))?;
+            let text = std::fs::read_to_string(path_s).map_err(|e| format!("config: {}: cannot read {}: {}", tp, path_s, e))?;
+            let t = parse_trace(&text, path_s).map_err(|e| format!("config: {}: {}", tp, e))?;
+            c.trace = Some(Arc::new(t));
+        }
+    }
+    if c.trace.is_some() && c.rate_bps.is_some() {
+        return err(&p("trace"), "cannot be combined with rate_mbit (the trace replaces the rate)");
+    }
+    if c.spikes.is_some() && c.rate_bps.is_none() {
+        return err(&p("spikes"), "requires rate_mbit");
+    }
+
+    // Queue limit, with documented defaults.
+    let queue_given = m.get("queue").filter(|q| !q.is_null());
+    c.queue_is_default = queue_given.is_none();
+    c.queue = match queue_given {
+        Some(q) => {
+            let qp = p("queue");
+            let qm = obj(q, &qp)?;
+            check_keys(qm, &qp, &["packets", "bytes", "ms"])?;
+            if qm.len() != 1 {
+                return err(&qp, "must have exactly one of packets, bytes, ms");
+            }
+            let (k, v) = qm.iter().next().unwrap();
+            let fp = format!("{}.{}", qp, k);
+            match k.as_str() {
+                "packets" => QueueLimit::Packets(int_min1(v, &fp)?),
+                "bytes" => QueueLimit::Bytes(int_min1(v, &fp)?),
+                _ => QueueLimit::Time(ms_to_ns(num_min(v, &fp, 0.0, false)?)),
+            }
+        }
+        None => default_queue(&c),
+    };
+    Ok(c)
+}
+
+fn int_min1(v: &Value, path: &str) -> Res<u64> {
+    match v.as_u64() {
+        Some(n) if n >= 1 => Ok(n),
+        _ => err(path, format!("must be an integer >= 1, got {}", show(v))),
+    }
+}
+
+/// Default drop-tail limit: with a rate (or a trace, using its mean rate), the
+/// larger of one BDP at that rate over max(2*delay, 20 ms) and 64 full frames,
+/// in bytes; with only on/off, 1000 packets; otherwise no bottleneck queue.
+pub fn default_queue(c: &DirConfig) -> QueueLimit {
+    let rate = c.rate_bps.or(c.trace.as_ref().map(|t| t.mean_rate_bps()));
+    match rate {
+        Some(r) => {
+            let rtt_s = ((2 * c.delay_ns) as f64 / 1e9).max(0.020);
+            let bdp = (r / 8.0 * rtt_s).ceil() as u64;
+            QueueLimit::Bytes(bdp.max(DEFAULT_QUEUE_MIN_PACKETS * FULL_FRAME))
+        }
+        None if c.onoff.is_some() => QueueLimit::Packets(DEFAULT_QUEUE_PACKETS_NO_RATE),
+        None => QueueLimit::Unlimited,
+    }
+}
+
+fn parse_loss(v: &Value, path: &str) -> Res<Loss> {
+    if v.is_null() {
+        return Ok(Loss::None);
+    }
+    let m = obj(v, path)?;
+    let model = match m.get("model") {
+        None => "random",
+        Some(x) => x.as_str().ok_or_else(|| format!("config: {}.model: expected a string, got {}", path, show(x)))?,
+    };
+    let f = |k: &str| format!("{}.{}", path, k);
+    match model {
+        "random" => {
+            check_keys(m, path, &["model", "pct", "correlation_pct"])?;
+            let pct = match m.get("pct") {
+                Some(x) => num_range(x, &f("pct"), 0.0, 100.0)?,
+                None => return err(&f("pct"), "required for model random"),
+            };
+            let corr = match m.get("correlation_pct") {
+                Some(x) => num_range(x, &f("correlation_pct"), 0.0, 100.0)?,
+                None => 0.0,
+            };
+            if pct == 0.0 {
+                return Ok(Loss::None);
+            }
+            Ok(Loss::Random { p: pct_to_u32(pct), corr: pct_to_u32(corr) })
+        }
+        "gilbert_elliott" => {
+            check_keys(m, path, &["model", "p_pct", "r_pct", "h_pct", "k_pct"])?;
+            let p = match m.get("p_pct") {
+                Some(x) => num_range(x, &f("p_pct"), 0.0, 100.0)?,
+                None => return err(&f("p_pct"), "required for model gilbert_elliott"),
+            };
+            // tc defaults: r = 1 - p, 1-h = 100 % (always lose in Bad), 1-k = 0 %.
+            let r = match m.get("r_pct") {
+                Some(x) => num_range(x, &f("r_pct"), 0.0, 100.0)?,
+                None => 100.0 - p,
+            };
+            let h = match m.get("h_pct") {
+                Some(x) => num_range(x, &f("h_pct"), 0.0, 100.0)?,
+                None => 100.0,
+            };
+            let k = match m.get("k_pct") {
+                Some(x) => num_range(x, &f("k_pct"), 0.0, 100.0)?,
+                None => 0.0,
+            };
+            Ok(Loss::GilbertElliott { p: pct_to_u32(p), r: pct_to_u32(r), loss_bad: pct_to_u32(h), loss_good: pct_to_u32(k) })
+        }
+        other => err(&f("model"), format!("must be \"random\" or \"gilbert_elliott\", got \"{}\"", other)),
+    }
+}
+
+/// Parse a mahimahi trace: one non-negative integer ms timestamp per line,
+/// non-decreasing; each line is one 1500-byte delivery opportunity; the trace
+/// repeats with a period equal to its last timestamp (which must be > 0).
+/// Empty lines are ignored.
+pub fn parse_trace(text: &str, name: &str) -> Result<Trace, String> {
+    let mut opps = Vec::new();
+    let mut prev = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        let s = line.trim();
+        if s.is_empty() {
+            continue;
+        }
+        let v: u64 = match s.parse() {
+            Ok(v) => v,
+            Err(_) => {
+                return Err(format!(
+                    "{} line {}: expected a non-negative integer millisecond timestamp, got \"{}\"",
+                    name, i + 1, s
+                ))
+            }
+        };
+        if v < prev {
+            return Err(format!("{} line {}: timestamp {} is smaller than the previous one ({})", name, i + 1, v, prev));
+        }
+        prev = v;
+        opps.push(v);
+    }
+    if opps.is_empty() {
+        return Err(format!("{}: trace has no delivery opportunities", name));
+    }
+    let period = *opps.last().unwrap();
+    if period == 0 {
+        return Err(format!("{}: last timestamp must be > 0 (it is the loop period)", name));
+    }
+    Ok(Trace { path: name.to_string(), opps_ms: opps, period_ms: period })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(s: &str) -> String {
+        parse_config_str(s).unwrap_err()
+    }
+
+    #[test]
+    fn validation_messages() {
+        assert_eq!(
+            e(r#"{"up": {"loss": {"model": "random", "pct": 120}}}"#),
+            "config: up.loss.pct: must be between 0 and 100, got 120"
+        );
+        assert_eq!(e(r#"{"down": {"delay_ms": -1}}"#), "config: down.delay_ms: must be between 0 and 100000, got -1");
+        assert_eq!(e(r#"{"up": {"delay_ms": "5"}}"#), r#"config: up.delay_ms: expected a number, got "5""#);
+        assert!(e(r#"{"up": {"dealy_ms": 5}}"#).starts_with("config: up.dealy_ms: unknown field"));
+        assert!(e(r#"{"sideways": {}}"#).starts_with("config: sideways: unknown field"));
+        assert_eq!(
+            e(r#"{"up": {"jitter_dist": "gauss"}}"#),
+            r#"config: up.jitter_dist: must be one of uniform, normal, pareto, paretonormal, got "gauss""#
+        );
+        assert_eq!(e(r#"{"up": {"rate_mbit": 0}}"#), "config: up.rate_mbit: must be > 0, got 0");
+        assert_eq!(e(r#"{"up": {"queue": {"packets": 0}}}"#), "config: up.queue.packets: must be an integer >= 1, got 0");
+        assert_eq!(e(r#"{"up": {"queue": {"packets": 5, "ms": 3}}}"#), "config: up.queue: must have exactly one of packets, bytes, ms");
+        assert_eq!(e(r#"{"up": {"spikes": {"period_ms": 1000}}}"#), "config: up.spikes: requires rate_mbit");
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "spikes": {"period_ms": 100, "duration_ms": 200}}}"#),
+            "config: up.spikes.duration_ms: must be <= period_ms (100), got 200"
+        );
+        assert_eq!(e(r#"{"up": {"onoff": {"on_ms": 10}}}"#), "config: up.onoff.off_ms: required");
+        assert_eq!(
+            e(r#"{"up": {"loss": {"model": "bursty"}}}"#),
+            r#"config: up.loss.model: must be "random" or "gilbert_elliott", got "bursty""#
+        );
+        assert_eq!(e(r#"{"up": {"loss": {"model": "gilbert_elliott", "r_pct": 5}}}"#), "config: up.loss.p_pct: required for model gilbert_elliott");
+        assert!(e(r#"{"up": {"trace": "/nonexistent/x.trace"}}"#).starts_with("config: up.trace: cannot read /nonexistent/x.trace"));
+        assert!(e("{").starts_with("config: invalid JSON"));
+        assert_eq!(e(r#"{"up": 5}"#), "config: up: expected an object, got 5");
+    }
+
+    #[test]
+    fn defaults_are_transparent() {
+        let c = parse_config_str(r#"{"up": {}}"#).unwrap();
+        let u = c.up.unwrap();
+        assert_eq!(u.delay_ns, 0);
+        assert_eq!(u.loss, Loss::None);
+        assert_eq!(u.queue, QueueLimit::Unlimited);
+        assert!(c.down.is_none());
+        let c = parse_config_str(r#"{"up": {"delay_ms": 2.5, "rate_mbit": null, "loss": {"pct": 1, "correlation_pct": 25}}}"#).unwrap();
+        let u = c.up.unwrap();
+        assert_eq!(u.delay_ns, 2_500_000);
+        assert!(matches!(u.loss, Loss::Random { .. }));
+        assert_eq!(u.min_delay_ns(), 2_500_000);
+    }
+
+    #[test]
+    fn gemodel_defaults_follow_tc() {
+        let c = parse_config_str(r#"{"up": {"loss": {"model": "gilbert_elliott", "p_pct": 10}}}"#).unwrap();
+        match c.up.unwrap().loss {
+            Loss::GilbertElliott { p, r, loss_bad, loss_good } => {
+                assert_eq!(p, pct_to_u32(10.0));
+                assert_eq!(r, pct_to_u32(90.0));
+                assert_eq!(loss_bad, u32::MAX);
+                assert_eq!(loss_good, 0);
+            }
+            other => panic!("{:?}", other),
+        }
+    }
+
+    #[test]
+    fn trace_parsing() {
+        let t = parse_trace("0\n5\n5\n\n12\n", "a.trace").unwrap();
+        assert_eq!(t.opps_ms, vec![0, 5, 5, 12]);
+        assert_eq!(t.period_ms, 12);
+        assert_eq!(
+            parse_trace("1\n2\nx3\n", "b.trace").unwrap_err(),
+            r#"b.trace line 3: expected a non-negative integer millisecond timestamp, got "x3""#
+        );
+        assert_eq!(parse_trace("1\n-2\n", "c").unwrap_err(), r#"c line 2: expected a non-negative integer millisecond timestamp, got "-2""#);
+        assert_eq!(parse_trace("5\n3\n", "d").unwrap_err(), "d line 2: timestamp 3 is smaller than the previous one (5)");
+        assert!(parse_trace("\n\n", "e").unwrap_err().contains("no delivery opportunities"));
+        assert!(parse_trace("0\n0\n", "f").unwrap_err().contains("must be > 0"));
+        // through the config, with the field path
+        let dir = std::env::temp_dir().join(format!("linkem-test-{}.trace", std::process::id()));
+        std::fs::write(&dir, "1\n2\nbad\n").unwrap();
+        let msg = e(&format!(r#"{{"down": {{"trace": "{}"}}}}"#, dir.display()));
+        assert_eq!(
+            msg,
+            format!(r#"config: down.trace: {} line 3: expected a non-negative integer millisecond timestamp, got "bad""#, dir.display())
+        );
+        std::fs::write(&dir, "1\n2\n4\n").unwrap();
+        let c = parse_config_str(&format!(r#"{{"down": {{"trace": "{}"}}}}"#, dir.display())).unwrap();
+        assert_eq!(c.down.unwrap().trace.unwrap().opps_ms.len(), 3);
+        assert!(e(&format!(r#"{{"down": {{"trace": "{}", "rate_mbit": 5}}}}"#, dir.display())).contains("cannot be combined with rate_mbit"));
+        let _ = std::fs::remove_file(&dir);
+    }
+}

@@ -1,0 +1,279 @@
+//! Per-direction emulation pipeline (pure logic, no I/O):
+//!
+//!   receive -> loss -> duplicate -> corrupt -> bottleneck (queue + rate)
+//!           -> propagation delay + jitter -> ordering -> transmit
+//!
+//! `Emu::process()` takes one received frame and returns 0, 1 or 2 copies,
+//! each with the time it must be transmitted.
+
+use crate::config::{DirConfig, Loss};
+use crate::dist::{JitterGen, LossGen};
+use crate::link::{Admit, Bottleneck};
+use crate::rng::Rng;
+use crate::stats::DirStats;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Copy {
+    /// CLOCK_MONOTONIC ns at which the frame must leave.
+    pub send_at: u64,
+    /// Bit to flip in the IP payload (bit index from the payload start).
+    pub corrupt_bit: Option<u32>,
+    /// Time spent in the bottleneck (waiting + serialisation), ns.
+    pub queue_delay: u64,
+}
+
+pub struct Emu {
+    pub cfg: DirConfig,
+    rng: Rng,
+    loss: LossGen,
+    jitter: JitterGen,
+    ge_bad: bool,
+    pub link: Bottleneck,
+    /// Latest send time handed out (ordering when reorder = false).
+    last_send: u64,
+}
+
+fn make_gens(cfg: &DirConfig, rng: &mut Rng) -> (LossGen, JitterGen) {
+    let loss = match cfg.loss {
+        Loss::Random { p, corr } => LossGen::new(p, corr),
+        _ => LossGen::new(0, 0),
+    };
+    let jitter = JitterGen::new(cfg.delay_ns, cfg.jitter_ns, cfg.jitter_dist, cfg.jitter_corr, rng);
+    (loss, jitter)
+}
+
+impl Emu {
+    pub fn new(cfg: DirConfig, seed: u64, now: u64) -> Emu {
+        let mut rng = Rng::new(seed);
+        let (loss, jitter) = make_gens(&cfg, &mut rng);
+        let link = Bottleneck::new(&cfg, now);
+        Emu { cfg, rng, loss, jitter, ge_bad: false, link, last_send: 0 }
+    }
+
+    /// Replace the configuration at run time. Packets already scheduled keep
+    /// their times; the RNG stream continues; correlation/GE state restart.
+    pub fn reconfigure(&mut self, cfg: DirConfig, now: u64) {
+        let (loss, jitter) = make_gens(&cfg, &mut self.rng);
+        self.loss = loss;
+        self.jitter = jitter;
+        self.ge_bad = false;
+        self.link.reconfigure(&cfg, now);
+        self.cfg = cfg;
+    }
+
+    /// netem loss_event(): random (optionally correlated) or Gilbert-Elliott.
+    #[inline]
+    pub fn loss_event(&mut self) -> bool {
+        match self.cfg.loss {
+            Loss::None => false,
+            Loss::Random { .. } => self.loss.lost(&mut self.rng),
+            Loss::GilbertElliott { p, r, loss_bad, loss_good } => {
+                // Same draw order as the kernel's loss_gilb_ell(): transition first,
+                // then the loss decision with the *previous* state's loss probability.
+                if !self.ge_bad {
+                    if self.rng.next_u32() < p {
+                        self.ge_bad = true;
+                    }
+                    self.rng.next_u32() < loss_good
+                } else {
+                    if self.rng.next_u32() < r {
+                        self.ge_bad = false;
+                    }
+                    // kernel: lost if rnd > h, with h = UINT32_MAX - (1-h)
+                    self.rng.next_u32() > u32::MAX - loss_bad
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn chance(&mut self, p: u32) -> bool {
+        p != 0 && p >= self.rng.next_u32()
+    }
+
+    /// Propagation delay sample (ns, >= 0): delay + tabledist(jitter).
+    #[inline]
+    pub fn delay_sample(&mut self) -> u64 {
+        self.jitter.sample(&mut self.rng).max(0) as u64
+    }
+
+    /// Process one frame that arrived at `t`. `payload_len` is the IP payload
+    /// length (bits eligible for corruption). Returns the number of copies
+    /// written to `out`.
+    pub fn process(&mut self, t: u64, frame_len: u32, ip_len: u32, payload_len: u32, st: &DirStats, out: &mut [Copy; 2]) -> usize {
+        st.received.inc();
+        st.bytes_in.add(frame_len as u64);
+        if self.loss_event() {
+            st.lost.inc();
+            return 0;
+        }
+        let mut n = 1;
+        if self.chance(self.cfg.duplicate) {
+            st.duplicated.inc();
+            n = 2;
+        }
+        let mut k = 0;
+        for _ in 0..n {
+            let mut corrupt_bit = None;
+            if self.chance(self.cfg.corrupt) && payload_len > 0 {
+                corrupt_bit = Some(self.rng.below(payload_len * 8));
+                st.corrupted.inc();
+            }
+            match self.link.offer(t, frame_len, ip_len) {
+                Admit::Drop => {
+                    st.queue_dropped.inc();
+                    continue;
+                }
+                Admit::Pass { finish, .. } => {
+                    let mut send_at = finish + self.delay_sample();
+                    if !self.cfg.reorder && send_at < self.last_send {
+                        send_at = self.last_send;
+                    }
+                    self.last_send = self.last_send.max(send_at);
+                    out[k] = Copy { send_at, corrupt_bit, queue_delay: finish - t };
+                    k += 1;
+                }
+            }
+        }
+        k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_dir;
+    use serde_json::json;
+
+    fn emu(v: serde_json::Value, seed: u64) -> Emu {
+        Emu::new(parse_dir(&v, "up").unwrap(), seed, 0)
+    }
+
+    fn run(e: &mut Emu, n: usize, gap_ns: u64) -> (DirStats, Vec<Copy>) {
+        let st = DirStats::default();
+        let mut all = Vec::new();
+        let mut out = [Copy::default(); 2];
+        for i in 0..n {
+            let k = e.process(1_000_000_000 + i as u64 * gap_ns, 1514, 1500, 1480, &st, &mut out);
+            all.extend_from_slice(&out[..k]);
+        }
+        (st, all)
+    }
+
+    #[test]
+    fn random_loss_ratio() {
+        let mut e = emu(json!({"loss": {"model": "random", "pct": 2.0}}), 1);
+        let (st, _) = run(&mut e, 500_000, 1000);
+        let r = st.lost.get() as f64 / 500_000.0;
+        assert!((r - 0.02).abs() < 0.001, "loss ratio {}", r);
+        assert_eq!(st.forwarded.get(), 0); // forwarding is counted at transmit
+    }
+
+    #[test]
+    fn gilbert_elliott_bursts() {
+        // p = 1 %, r = 30 %, loss in Bad 100 % (1-h), loss in Good 0 % (1-k)
+        let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 1, "r_pct": 30}}), 2);
+        let n = 1_000_000;
+        let mut lost = Vec::with_capacity(n);
+        for _ in 0..n {
+            lost.push(e.loss_event());
+        }
+        let rate = lost.iter().filter(|&&x| x).count() as f64 / n as f64;
+        let want = 0.01 / (0.01 + 0.30);
+        assert!((rate - want).abs() < 0.003, "loss rate {} want {}", rate, want);
+        // mean burst length = 1 / r
+        let mut bursts = Vec::new();
+        let mut cur = 0;
+        for &l in &lost {
+            if l {
+                cur += 1;
+            } else if cur > 0 {
+                bursts.push(cur);
+                cur = 0;
+            }
+        }
+        let mean = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
+        assert!((mean - 1.0 / 0.3).abs() < 0.1, "mean burst {}", mean);
+        // full 4-parameter model: loss 50 % in Bad, 1 % in Good
+        let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 5, "r_pct": 20, "h_pct": 50, "k_pct": 1}}), 3);
+        let rate = (0..n).filter(|_| e.loss_event()).count() as f64 / n as f64;
+        let pb = 0.05 / 0.25;
+        let want = pb * 0.5 + (1.0 - pb) * 0.01;
+        assert!((rate - want).abs() < 0.004, "GE rate {} want {}", rate, want);
+        // only p given: tc defaults r = 1-p, 1-h = 100 %, 1-k = 0 -> Bernoulli(p)
+        let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 3}}), 4);
+        let rate = (0..n).filter(|_| e.loss_event()).count() as f64 / n as f64;
+        assert!((rate - 0.03).abs() < 0.002, "bernoulli rate {}", rate);
+    }
+
+    #[test]
+    fn duplicate_and_corrupt_ratios() {
+        let mut e = emu(json!({"duplicate_pct": 5, "corrupt_pct": 3}), 5);
+        let n = 200_000;
+        let (st, copies) = run(&mut e, n, 1000);
+        let d = st.duplicated.get() as f64 / n as f64;
+        assert!((d - 0.05).abs() < 0.003, "dup {}", d);
+        assert_eq!(copies.len() as u64, n as u64 + st.duplicated.get());
+        // corruption is decided per copy
+        let c = st.corrupted.get() as f64 / copies.len() as f64;
+        assert!((c - 0.03).abs() < 0.002, "corrupt {}", c);
+        let bits: Vec<u32> = copies.iter().filter_map(|c| c.corrupt_bit).collect();
+        assert!(bits.iter().all(|&b| b < 1480 * 8));
+        let mean = bits.iter().map(|&b| b as f64).sum::<f64>() / bits.len() as f64;
+        assert!((mean / (1480.0 * 8.0) - 0.5).abs() < 0.03);
+    }
+
+    #[test]
+    fn delay_and_rate_compose() {
+        // 100 Mbit/s bottleneck then 10 ms propagation
+        let mut e = emu(json!({"rate_mbit": 100, "delay_ms": 10}), 6);
+        let (_, c) = run(&mut e, 3, 0);
+        assert_eq!(c[0].send_at, 1_000_000_000 + 121_120 + 10_000_000);
+        assert_eq!(c[1].send_at, 1_000_000_000 + 2 * 121_120 + 10_000_000);
+        assert_eq!(c[2].queue_delay, 3 * 121_120);
+    }
+
+    #[test]
+    fn ordering_without_reorder() {
+        let mut e = emu(json!({"delay_ms": 20, "jitter_ms": 10, "reorder": false}), 7);
+        let (_, c) = run(&mut e, 20_000, 100_000);
+        assert!(c.windows(2).all(|w| w[1].send_at >= w[0].send_at));
+    }
+
+    #[test]
+    fn reorder_allows_overtaking() {
+        let mut e = emu(json!({"delay_ms": 20, "jitter_ms": 10, "reorder": true}), 8);
+        let (_, c) = run(&mut e, 20_000, 100_000);
+        let inv = c.windows(2).filter(|w| w[1].send_at < w[0].send_at).count();
+        assert!(inv > 1000, "inversions {}", inv);
+        // delays stay within [delay - jitter, delay + jitter)
+        for (i, x) in c.iter().enumerate() {
+            let d = x.send_at - (1_000_000_000 + i as u64 * 100_000);
+            assert!((10_000_000..30_000_000).contains(&d), "delay {}", d);
+        }
+    }
+
+    #[test]
+    fn negative_delay_is_clamped() {
+        let mut e = emu(json!({"delay_ms": 1, "jitter_ms": 5, "reorder": true}), 9);
+        let (_, c) = run(&mut e, 10_000, 1_000_000);
+        for (i, x) in c.iter().enumerate() {
+            assert!(x.send_at >= 1_000_000_000 + i as u64 * 1_000_000);
+        }
+    }
+
+    #[test]
+    fn runtime_reconfigure() {
+        let mut e = emu(json!({"delay_ms": 50}), 10);
+        let (_, c) = run(&mut e, 1, 0);
+        assert_eq!(c[0].send_at, 1_050_000_000);
+        e.reconfigure(parse_dir(&json!({"delay_ms": 5}), "up").unwrap(), 1_000_000_000);
+        let (_, c) = run(&mut e, 1, 0);
+        // reorder = false: may not overtake the packet already scheduled at 1.05 s
+        assert_eq!(c[0].send_at, 1_050_000_000);
+        let st = DirStats::default();
+        let mut out = [Copy::default(); 2];
+        e.process(2_000_000_000, 100, 86, 66, &st, &mut out);
+        assert_eq!(out[0].send_at, 2_005_000_000);
+    }
+}

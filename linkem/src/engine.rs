@@ -1,0 +1,578 @@
+//! Forwarding engine: drains the RX rings, runs the emulation pipeline, keeps
+//! packets in per-direction delay lines and transmits them at their time.
+
+use crate::afpacket::{RxRing, TxBatch, TxSock, TP_STATUS_CSUMNOTREADY, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
+use crate::config::DirConfig;
+use crate::emu::{Copy, Emu};
+use crate::frame::{classify, complete_partial_csum, l4_csum_location, rewrite, Class, LocalAddrs, ETH_HLEN};
+use crate::stats::{DirStats, PortStats, TimingStats};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[inline]
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[inline]
+pub fn clock_ns(c: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(c, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Set by the SIGTERM/SIGINT handler.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+/// eventfds the signal handler writes to (async-signal-safe wake-up).
+pub static SIG_WAKE_FDS: [std::sync::atomic::AtomicI32; 4] = [const { std::sync::atomic::AtomicI32::new(-1) }; 4];
+
+/// State shared between forwarding threads, the control thread and main.
+pub struct Shared {
+    pub stop: AtomicBool,
+    pub dir_stats: [Arc<DirStats>; 2],
+    pub port_stats: [Arc<PortStats>; 2],
+    pub timing: Mutex<Vec<Arc<TimingStats>>>,
+    pub pending: [Mutex<Option<DirConfig>>; 2],
+    pub req_gen: [AtomicU64; 2],
+    pub done_gen: [AtomicU64; 2],
+    pub wake_fds: Mutex<Vec<i32>>,
+    pub current: [Mutex<serde_json::Value>; 2],
+    pub vnet: [AtomicBool; 2],
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            dir_stats: [Arc::new(DirStats::default()), Arc::new(DirStats::default())],
+            port_stats: [Arc::new(PortStats::default()), Arc::new(PortStats::default())],
+            timing: Mutex::new(Vec::new()),
+            pending: [Mutex::new(None), Mutex::new(None)],
+            req_gen: [AtomicU64::new(0), AtomicU64::new(0)],
+            done_gen: [AtomicU64::new(0), AtomicU64::new(0)],
+            wake_fds: Mutex::new(Vec::new()),
+            current: [Mutex::new(serde_json::json!({})), Mutex::new(serde_json::json!({}))],
+            vnet: [AtomicBool::new(false), AtomicBool::new(false)],
+        }
+    }
+    pub fn wake_all(&self) {
+        for &fd in self.wake_fds.lock().unwrap().iter() {
+            let one: u64 = 1;
+            unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Sleep on a timerfd until the next deadline (minus `spin_ns`, then spin).
+    Sleep,
+    /// Never sleep: poll rings and clock continuously.
+    Busy,
+}
+
+#[derive(Clone, Debug)]
+pub struct TimingOpts {
+    pub mode: Mode,
+    /// Sleep until `deadline - spin_ns`, then spin.
+    pub spin_ns: u64,
+    /// Minimum spacing between consecutive timer wake-ups while busy.
+    pub coalesce_ns: u64,
+    /// Do not wake on packet arrival when no packet can be due before the next
+    /// timer wake-up (all directions have a minimum delay).
+    pub rx_defer: bool,
+    /// Upper bound of the deferral window.
+    pub max_defer_ns: u64,
+    /// Spin at most this fraction (percent) of wall time (per 100 ms window).
+    pub spin_budget_pct: u64,
+}
+
+impl TimingOpts {
+    pub fn describe(&self) -> String {
+        format!(
+            "{}{}{}{}",
+            match self.mode {
+                Mode::Sleep => "timerfd-sleep",
+                Mode::Busy => "busy-poll",
+            },
+            if self.spin_ns > 0 && self.mode == Mode::Sleep {
+                format!("+adaptive-spin(max {}us, budget {}%)", self.spin_ns / 1000, self.spin_budget_pct)
+            } else {
+                String::new()
+            },
+            if self.coalesce_ns > 0 { format!("+coalesce{}us", self.coalesce_ns / 1000) } else { String::new() },
+            if self.rx_defer { "+rxdefer" } else { "" }
+        )
+    }
+}
+
+const SLOT: usize = 2048;
+/// Spin only after sleeping at least this long (light load).
+const SPIN_MIN_SLEEP_NS: u64 = 100_000;
+const SLOTS_PER_CHUNK: usize = 4096;
+
+/// Packet buffers: fixed 2 KiB slots ([vnet hdr 10 B][frame]) in 8 MiB chunks.
+pub struct Pool {
+    chunks: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    max_slots: usize,
+}
+
+impl Pool {
+    pub fn new(max_slots: usize) -> Pool {
+        Pool { chunks: Vec::new(), free: Vec::new(), max_slots }
+    }
+    #[inline]
+    pub fn alloc(&mut self) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        let have = self.chunks.len() * SLOTS_PER_CHUNK;
+        if have >= self.max_slots {
+            return None;
+        }
+        self.chunks.push(vec![0u8; SLOT * SLOTS_PER_CHUNK].into_boxed_slice());
+        for i in (have + 1..have + SLOTS_PER_CHUNK).rev() {
+            self.free.push(i as u32);
+        }
+        Some(have as u32)
+    }
+    #[inline]
+    pub fn free(&mut self, s: u32) {
+        self.free.push(s);
+    }
+    #[inline]
+    pub fn slot(&mut self, s: u32) -> &mut [u8] {
+        let s = s as usize;
+        let c = &mut self.chunks[s / SLOTS_PER_CHUNK];
+        let o = (s % SLOTS_PER_CHUNK) * SLOT;
+        &mut c[o..o + SLOT]
+    }
+    #[inline]
+    pub fn ptr(&self, s: u32) -> *const u8 {
+        let s = s as usize;
+        unsafe { self.chunks[s / SLOTS_PER_CHUNK].as_ptr().add((s % SLOTS_PER_CHUNK) * SLOT) }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Pkt {
+    send_at: u64,
+    seq: u64,
+    slot: u32,
+    len: u16,
+}
+
+pub struct Port {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub rx: RxRing,
+    pub stats: Arc<PortStats>,
+}
+
+pub struct Dir {
+    pub idx: usize,
+    pub emu: Emu,
+    pub tx: TxSock,
+    pub egress_mac: [u8; 6],
+    pub peer_mac: [u8; 6],
+    pub stats: Arc<DirStats>,
+    fifo: VecDeque<Pkt>,
+    heap: BinaryHeap<Reverse<Pkt>>,
+    staged: VecDeque<Pkt>,
+    batch: TxBatch,
+    pool: Pool,
+    seq: u64,
+    seen_gen: u64,
+}
+
+impl Dir {
+    pub fn new(idx: usize, emu: Emu, tx: TxSock, egress_mac: [u8; 6], peer_mac: [u8; 6], stats: Arc<DirStats>, max_slots: usize) -> Dir {
+        Dir {
+            idx, emu, tx, egress_mac, peer_mac, stats,
+            fifo: VecDeque::with_capacity(16384),
+            heap: BinaryHeap::new(),
+            staged: VecDeque::new(),
+            batch: TxBatch::new(),
+            pool: Pool::new(max_slots),
+            seq: 0,
+            seen_gen: 0,
+        }
+    }
+
+    #[inline]
+    fn next_deadline(&self) -> u64 {
+        let mut t = u64::MAX;
+        if let Some(p) = self.staged.front() {
+            t = t.min(p.send_at);
+        }
+        if let Some(p) = self.fifo.front() {
+            t = t.min(p.send_at);
+        }
+        if let Some(Reverse(p)) = self.heap.peek() {
+            t = t.min(p.send_at);
+        }
+        t
+    }
+
+    #[inline]
+    fn pop_due(&mut self, now: u64) -> Option<Pkt> {
+        let f = self.fifo.front().map(|p| p.send_at).unwrap_or(u64::MAX);
+        let h = self.heap.peek().map(|Reverse(p)| p.send_at).unwrap_or(u64::MAX);
+        if f <= h {
+            if f <= now { self.fifo.pop_front() } else { None }
+        } else if h <= now {
+            self.heap.pop().map(|Reverse(p)| p)
+        } else {
+            None
+        }
+    }
+
+    /// Transmit everything due at `now`. Returns packets sent.
+    fn transmit_due(&mut self, now: u64, ts: &TimingStats) -> usize {
+        let mut sent_total = 0;
+        loop {
+            while self.staged.len() < crate::afpacket::TX_BATCH {
+                match self.pop_due(now) {
+                    Some(p) => self.staged.push_back(p),
+                    None => break,
+                }
+            }
+            if self.staged.is_empty() {
+                return sent_total;
+            }
+            let off = if self.tx.vnet { 0 } else { VNET_HDR_LEN };
+            self.batch.n = 0;
+            for p in self.staged.iter() {
+                let ptr = unsafe { self.pool.ptr(p.slot).add(off) };
+                self.batch.push(ptr, p.len as usize + VNET_HDR_LEN - off);
+            }
+            let tnow = mono_ns();
+            ts.tx_calls.inc();
+            let n = self.batch.n;
+            let sent = match self.batch.send(self.tx.fd) {
+                Ok(k) => k,
+                Err(e) if e == libc::EAGAIN || e == libc::EINTR => {
+                    // socket buffer full: retry on the next loop iteration
+                    ts.tx_eagain.inc();
+                    return sent_total;
+                }
+                Err(_) => {
+                    // The first frame of the batch was refused (e.g. ENOBUFS when
+                    // the peer's backlog is full): count it, drop it, go on.
+                    self.stats.tx_errors.inc();
+                    let p = self.staged.pop_front().unwrap();
+                    self.pool.free(p.slot);
+                    continue;
+                }
+            };
+            for _ in 0..sent {
+                let p = self.staged.pop_front().unwrap();
+                let err = tnow.saturating_sub(p.send_at);
+                self.stats.sched_error.record_ns(err);
+                self.stats.sched_error_fine.record_ns(err);
+                self.stats.forwarded.inc();
+                self.stats.bytes_out.add(p.len as u64);
+                self.pool.free(p.slot);
+            }
+            ts.tx_packets.add(sent as u64);
+            sent_total += sent;
+            if sent < n {
+                ts.tx_eagain.inc();
+                return sent_total;
+            }
+        }
+    }
+
+    /// Run the pipeline on one received frame and enqueue the resulting copies.
+    #[inline]
+    fn ingest(&mut self, t: u64, frame: &[u8], vnet: Option<&[u8]>, csum_not_ready: bool, v6: bool, ip_len: u32, payload_off: u32) {
+        let mut out = [Copy::default(); 2];
+        let payload_len = (ip_len + ETH_HLEN as u32).saturating_sub(payload_off);
+        let n = self.emu.process(t, frame.len() as u32, ip_len, payload_len, &self.stats, &mut out);
+        for c in out.iter().take(n) {
+            let Some(slot) = self.pool.alloc() else {
+                self.stats.pool_dropped.inc();
+                continue;
+            };
+            let tx_vnet = self.tx.vnet;
+            let s = self.pool.slot(slot);
+            let (hdr, body) = s.split_at_mut(VNET_HDR_LEN);
+            let f = &mut body[..frame.len()];
+            f.copy_from_slice(frame);
+            // virtio_net_hdr: keep only the NEEDS_CSUM offload (no GSO here).
+            hdr.fill(0);
+            let mut partial: Option<(usize, usize)> = None;
+            if let Some(v) = vnet {
+                if v[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+                    let start = u16::from_le_bytes([v[6], v[7]]) as usize;
+                    let off = u16::from_le_bytes([v[8], v[9]]) as usize;
+                    partial = Some((start, off));
+                }
+            } else if csum_not_ready {
+                partial = l4_csum_location(frame, v6);
+            }
+            rewrite(f, &self.egress_mac, &self.peer_mac, v6);
+            if let Some((start, off)) = partial {
+                if tx_vnet && c.corrupt_bit.is_none() {
+                    hdr[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+                    hdr[6..8].copy_from_slice(&(start as u16).to_le_bytes());
+                    hdr[8..10].copy_from_slice(&(off as u16).to_le_bytes());
+                } else {
+                    complete_partial_csum(f, start, off);
+                }
+            }
+            if let Some(bit) = c.corrupt_bit {
+                let pos = payload_off as usize + (bit / 8) as usize;
+                if pos < f.len() {
+                    f[pos] ^= 1 << (bit % 8);
+                }
+            }
+            let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len: frame.len() as u16 };
+            self.seq += 1;
+            self.stats.queue_delay.record_ns(c.queue_delay);
+            if self.emu.cfg.reorder {
+                self.heap.push(Reverse(p));
+            } else {
+                self.fifo.push_back(p);
+            }
+        }
+    }
+}
+
+pub struct Engine {
+    pub ports: Vec<Port>,
+    pub dirs: Vec<Dir>,
+    pub shared: Arc<Shared>,
+    pub timing: TimingOpts,
+    pub ts: Arc<TimingStats>,
+    wake_fd: i32,
+    timer_fd: i32,
+}
+
+fn timerfd_set_abs(fd: i32, t: u64) {
+    let its = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec { tv_sec: (t / 1_000_000_000) as i64, tv_nsec: (t % 1_000_000_000) as i64 },
+    };
+    unsafe { libc::timerfd_settime(fd, libc::TFD_TIMER_ABSTIME, &its, std::ptr::null_mut()) };
+}
+
+impl Engine {
+    pub fn new(ports: Vec<Port>, dirs: Vec<Dir>, shared: Arc<Shared>, timing: TimingOpts) -> Engine {
+        let wake_fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        let timer_fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        {
+            let mut w = shared.wake_fds.lock().unwrap();
+            if w.len() < SIG_WAKE_FDS.len() {
+                SIG_WAKE_FDS[w.len()].store(wake_fd, Ordering::SeqCst);
+            }
+            w.push(wake_fd);
+        }
+        let ts = Arc::new(TimingStats::default());
+        shared.timing.lock().unwrap().push(ts.clone());
+        Engine { ports, dirs, shared, timing, ts, wake_fd, timer_fd }
+    }
+
+    fn apply_pending(&mut self, now: u64) {
+        for d in self.dirs.iter_mut() {
+            let g = self.shared.req_gen[d.idx].load(Ordering::Acquire);
+            if g != d.seen_gen {
+                if let Some(cfg) = self.shared.pending[d.idx].lock().unwrap().take() {
+                    d.emu.reconfigure(cfg, now);
+                }
+                d.seen_gen = g;
+                self.shared.done_gen[d.idx].store(g, Ordering::Release);
+            }
+        }
+    }
+
+    fn min_delay(&self) -> u64 {
+        self.dirs.iter().map(|d| d.emu.cfg.min_delay_ns()).min().unwrap_or(0)
+    }
+
+    pub fn run(&mut self) {
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
+        let mut local = LocalAddrs::read();
+        let mut real_off = clock_ns(libc::CLOCK_REALTIME) as i128 - mono_ns() as i128;
+        let mut next_house = mono_ns() + 100_000_000;
+        let mut next_addr = mono_ns() + 1_000_000_000;
+        let mut last_wake = 0u64;
+        let mut armed = 0u64; // absolute timerfd expiry currently programmed (0 = none)
+        // Adaptive spin: EWMA of timer lateness (ns, x16 fixed point) and the
+        // spin time used in the current 100 ms budget window.
+        let mut late_ewma16: u64 = 20_000 * 16;
+        let mut spun_window: u64 = 0;
+        let spin_budget = self.timing.spin_budget_pct * 1_000_000; // ns per 100 ms
+        let mut dmin = self.min_delay();
+        let nports = self.ports.len();
+        let ts = self.ts.clone();
+        let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(nports + 2);
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) || STOP.load(Ordering::Relaxed) {
+                break;
+            }
+            ts.loops.inc();
+            let now = mono_ns();
+            if self.dirs.iter().any(|d| self.shared.req_gen[d.idx].load(Ordering::Relaxed) != d.seen_gen) {
+                self.apply_pending(now);
+                dmin = self.min_delay();
+            }
+            // ---- receive -----------------------------------------------------
+            for pi in 0..nports {
+                let mut got = 0u64;
+                let port = &mut self.ports[pi];
+                let dir = &mut self.dirs[pi];
+                while got < 1024 {
+                    let Some(fr) = port.rx.peek() else { break };
+                    got += 1;
+                    if (fr.snaplen as usize) < fr.len as usize {
+                        port.stats.rx_truncated.inc();
+                    } else {
+                        match classify(fr.data, &port.mac, &local) {
+                            Class::Ignore => port.stats.rx_ignored.inc(),
+                            Class::TtlExceeded => dir.stats.ttl_dropped.inc(),
+                            Class::Forward { v6, ip_len, payload_off } => {
+                                // Kernel receive timestamp (CLOCK_REALTIME) -> MONOTONIC.
+                                let rt = fr.sec as i128 * 1_000_000_000 + fr.nsec as i128;
+                                let mut t = (rt - real_off) as u64;
+                                if t > now || t + 1_000_000_000 < now {
+                                    t = now;
+                                }
+                                let vnet_ok = fr.vnet.map(|v| v[1] == 0).unwrap_or(true); // gso_type NONE
+                                if vnet_ok {
+                                    dir.ingest(t, fr.data, fr.vnet, fr.status & TP_STATUS_CSUMNOTREADY != 0, v6, ip_len, payload_off);
+                                } else {
+                                    port.stats.rx_truncated.inc();
+                                }
+                            }
+                        }
+                    }
+                    port.rx.release();
+                }
+                if got > 0 {
+                    port.stats.rx_frames.add(got);
+                    ts.rx_batches.inc();
+                    ts.rx_packets.add(got);
+                }
+            }
+            // ---- transmit ----------------------------------------------------
+            let now = mono_ns();
+            for d in self.dirs.iter_mut() {
+                d.transmit_due(now, &ts);
+            }
+            // ---- housekeeping ------------------------------------------------
+            if now >= next_house {
+                next_house = now + 100_000_000;
+                spun_window = 0;
+                real_off = clock_ns(libc::CLOCK_REALTIME) as i128 - mono_ns() as i128;
+                for p in self.ports.iter() {
+                    p.stats.ring_drops.add(p.rx.drops());
+                }
+                if now >= next_addr {
+                    next_addr = now + 1_000_000_000;
+                    local = LocalAddrs::read();
+                }
+            }
+            // ---- wait ------------------------------------------------------------
+            let next = self.dirs.iter().map(|d| d.next_deadline()).min().unwrap_or(u64::MAX);
+            let now = mono_ns();
+            if next <= now || self.ports.iter().any(|p| p.rx.ready()) {
+                continue;
+            }
+            if self.timing.mode == Mode::Busy {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut target = next;
+            if target != u64::MAX && self.timing.coalesce_ns > 0 {
+                target = target.max(last_wake + self.timing.coalesce_ns);
+            }
+            // Skip watching the rings when no arrival could be due before our
+            // next wake-up (deferral window <= half the minimum delay).
+            let defer = self.timing.rx_defer && next != u64::MAX && dmin >= 200_000;
+            let mut wake_at = target;
+            if defer {
+                let window = (dmin / 2).min(self.timing.max_defer_ns);
+                wake_at = wake_at.min(now + window);
+            }
+            // Adaptive spin: only when we are about to sleep for a long time
+            // (light load), sleep until `deadline - spin` and spin the rest, which
+            // hides the wake-up-from-idle latency. Under load (next deadline close)
+            // plain timer sleeps are used and `coalesce` bounds the wake-up rate.
+            let spin = if self.timing.spin_ns == 0 || spun_window >= spin_budget {
+                0
+            } else {
+                (late_ewma16 / 16 * 2 + 2_000).min(self.timing.spin_ns)
+            };
+            let spin_this = spin > 0 && wake_at == target && target != u64::MAX && target > now + spin + SPIN_MIN_SLEEP_NS;
+            let sleep_until = if wake_at == u64::MAX { u64::MAX } else if spin_this { wake_at - spin } else { wake_at };
+            let mut timer_fired = false;
+            ts.sleeps.inc();
+            if defer && sleep_until != u64::MAX {
+                // Nothing to watch but the clock: one clock_nanosleep (hrtimer with
+                // 1 ns slack). Control requests are picked up at the next wake-up
+                // (<= max_defer); signals interrupt the sleep.
+                let tsp = libc::timespec { tv_sec: (sleep_until / 1_000_000_000) as i64, tv_nsec: (sleep_until % 1_000_000_000) as i64 };
+                let r = unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &tsp, std::ptr::null_mut()) };
+                timer_fired = r == 0;
+                if timer_fired {
+                    ts.timer_wakeups.inc();
+                }
+            } else {
+                if sleep_until != armed {
+                    // (re-)arming also clears an expired timer's tick count
+                    timerfd_set_abs(self.timer_fd, if sleep_until == u64::MAX { 0 } else { sleep_until });
+                    armed = sleep_until;
+                }
+                pfds.clear();
+                pfds.push(libc::pollfd { fd: self.timer_fd, events: libc::POLLIN, revents: 0 });
+                pfds.push(libc::pollfd { fd: self.wake_fd, events: libc::POLLIN, revents: 0 });
+                for p in self.ports.iter() {
+                    pfds.push(libc::pollfd { fd: p.rx.fd, events: libc::POLLIN, revents: 0 });
+                }
+                let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, std::ptr::null(), std::ptr::null()) };
+                if r > 0 {
+                    if pfds[0].revents != 0 {
+                        ts.timer_wakeups.inc();
+                        timer_fired = true;
+                        armed = 0; // expired: must be re-armed (which resets it)
+                    } else if pfds[2..].iter().any(|p| p.revents != 0) {
+                        ts.rx_wakeups.inc();
+                    }
+                    if pfds[1].revents != 0 {
+                        let mut buf = 0u64;
+                        unsafe { libc::read(self.wake_fd, &mut buf as *mut u64 as *mut libc::c_void, 8) };
+                    }
+                }
+            }
+            let woke = mono_ns();
+            ts.sleep_ns.add(woke - now);
+            last_wake = woke;
+            if timer_fired && sleep_until != u64::MAX {
+                let late = woke.saturating_sub(sleep_until).min(1_000_000);
+                late_ewma16 = late_ewma16 - late_ewma16 / 16 + late;
+            }
+            if spin_this && timer_fired {
+                // finish the last `spin` ns by spinning
+                let t0 = mono_ns();
+                while mono_ns() < wake_at && (defer || !self.ports.iter().any(|p| p.rx.ready())) {
+                    std::hint::spin_loop();
+                }
+                let spun = mono_ns() - t0;
+                spun_window += spun;
+                ts.spin_ns.add(spun);
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        unsafe {
+            libc::close(self.timer_fd);
+        }
+    }
+}

@@ -1,0 +1,256 @@
+mod afpacket;
+mod config;
+mod control;
+mod dist;
+mod emu;
+mod engine;
+mod frame;
+mod link;
+mod rng;
+mod stats;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use engine::{Dir, Engine, Mode, Port, Shared, TimingOpts};
+use serde_json::json;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(name = "linkem", version, about = "User-space netem: emulates a bidirectional link between two interfaces (AF_PACKET)")]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// Interface facing the client (side A; A->B is "up")
+    #[arg(long)]
+    iface_a: Option<String>,
+    /// MAC address of the client (next hop for frames sent out of A)
+    #[arg(long)]
+    a_peer_mac: Option<String>,
+    /// Interface facing the server (side B; B->A is "down")
+    #[arg(long)]
+    iface_b: Option<String>,
+    /// MAC address of the server (next hop for frames sent out of B)
+    #[arg(long)]
+    b_peer_mac: Option<String>,
+    /// JSON config file ({"up": {...}, "down": {...}}); absent = transparent link
+    #[arg(long)]
+    config: Option<String>,
+    /// Unix stream socket for run-time control (stats / set / reset)
+    #[arg(long)]
+    control: Option<String>,
+    /// Write the final counters (JSON) here at exit
+    #[arg(long)]
+    stats_out: Option<String>,
+    /// RNG seed (reproducible loss/jitter/...); default: random
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Validate the config and exit (no sockets opened)
+    #[arg(long)]
+    check: bool,
+    // ---- timing-strategy knobs (defaults = the measured choice, see DESIGN.md)
+    #[arg(long, value_enum, default_value = "sleep", hide = true)]
+    timing: TimingArg,
+    /// Maximum adaptive spin before a deadline (0 = never spin)
+    #[arg(long, default_value_t = 50, hide = true)]
+    spin_us: u64,
+    /// CPU budget for spinning, percent of one core
+    #[arg(long, default_value_t = 10, hide = true)]
+    spin_budget_pct: u64,
+    /// Minimum spacing of timer wake-ups under load
+    #[arg(long, default_value_t = 20, hide = true)]
+    coalesce_us: u64,
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, hide = true)]
+    rx_defer: bool,
+    #[arg(long, default_value_t = 2000, hide = true)]
+    max_defer_us: u64,
+    /// 1 = one event loop for both directions, 2 = one thread per direction
+    #[arg(long, default_value_t = 1, hide = true)]
+    threads: u32,
+    /// SCHED_FIFO priority for forwarding threads (0 = normal scheduling)
+    #[arg(long, default_value_t = 0, hide = true)]
+    fifo_prio: i32,
+    /// RX ring size in frames per interface
+    #[arg(long, default_value_t = 8192, hide = true)]
+    ring_frames: usize,
+    /// Maximum packets buffered per direction (delay line + queue)
+    #[arg(long, default_value_t = 262144, hide = true)]
+    max_packets: usize,
+    /// Disable PACKET_VNET_HDR (checksum offload passthrough)
+    #[arg(long, hide = true)]
+    no_vnet: bool,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum TimingArg {
+    Sleep,
+    Busy,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Talk to a running linkem: stats | set JSON | reset
+    Ctl {
+        #[arg(long)]
+        control: String,
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+}
+
+fn die(code: i32, msg: &str) -> ! {
+    eprintln!("{}", msg);
+    std::process::exit(code);
+}
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    engine::STOP.store(true, Ordering::SeqCst);
+    for f in engine::SIG_WAKE_FDS.iter() {
+        let fd = f.load(Ordering::SeqCst);
+        if fd >= 0 {
+            let one: u64 = 1;
+            unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+        }
+    }
+}
+
+fn install_signals() {
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = 0;
+        libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Some(Cmd::Ctl { control, words }) = &cli.cmd {
+        std::process::exit(control::client(control, words));
+    }
+
+    let cfg = match &cli.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).unwrap_or_else(|e| die(2, &format!("config: cannot read {}: {}", p, e)));
+            config::parse_config_str(&text).unwrap_or_else(|e| die(2, &e))
+        }
+        None => config::Config::default(),
+    };
+    if cli.check {
+        println!("config ok");
+        return;
+    }
+    let need = |v: &Option<String>, name: &str| -> String {
+        v.clone().unwrap_or_else(|| die(2, &format!("args: {} is required", name)))
+    };
+    let iface_a = need(&cli.iface_a, "--iface-a");
+    let iface_b = need(&cli.iface_b, "--iface-b");
+    let a_peer = afpacket::parse_mac(&need(&cli.a_peer_mac, "--a-peer-mac"))
+        .unwrap_or_else(|| die(2, "args: --a-peer-mac: expected a MAC like 02:00:00:00:00:01"));
+    let b_peer = afpacket::parse_mac(&need(&cli.b_peer_mac, "--b-peer-mac"))
+        .unwrap_or_else(|| die(2, "args: --b-peer-mac: expected a MAC like 02:00:00:00:00:01"));
+    if cli.threads != 1 && cli.threads != 2 {
+        die(2, "args: --threads must be 1 or 2");
+    }
+
+    let ia = afpacket::if_info(&iface_a).unwrap_or_else(|e| die(1, &format!("linkem: --iface-a: {}", e)));
+    let ib = afpacket::if_info(&iface_b).unwrap_or_else(|e| die(1, &format!("linkem: --iface-b: {}", e)));
+    let want_vnet = !cli.no_vnet;
+    let rx_a = afpacket::RxRing::open(ia.index, cli.ring_frames, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
+    let rx_b = afpacket::RxRing::open(ib.index, cli.ring_frames, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
+    let tx_b = afpacket::TxSock::open(ib.index, want_vnet && rx_a.vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
+    let tx_a = afpacket::TxSock::open(ia.index, want_vnet && rx_b.vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
+
+    let shared = Arc::new(Shared::new());
+    let seed = cli.seed.unwrap_or_else(rng::Rng::entropy_seed);
+    let now = engine::mono_ns();
+    let up_cfg = cfg.up.clone().unwrap_or_default();
+    let down_cfg = cfg.down.clone().unwrap_or_default();
+    *shared.current[0].lock().unwrap() = up_cfg.source.clone();
+    *shared.current[1].lock().unwrap() = down_cfg.source.clone();
+    let vnet = rx_a.vnet && rx_b.vnet && tx_a.vnet && tx_b.vnet;
+    let up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ 0x7570_5f5f_7570, now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
+    let down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ 0x646f_776e_0000, now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
+    let port_a = Port { name: ia.name.clone(), mac: ia.mac, rx: rx_a, stats: shared.port_stats[0].clone() };
+    let port_b = Port { name: ib.name.clone(), mac: ib.mac, rx: rx_b, stats: shared.port_stats[1].clone() };
+
+    let timing = TimingOpts {
+        mode: match cli.timing {
+            TimingArg::Sleep => Mode::Sleep,
+            TimingArg::Busy => Mode::Busy,
+        },
+        spin_ns: cli.spin_us * 1000,
+        coalesce_ns: cli.coalesce_us * 1000,
+        rx_defer: cli.rx_defer,
+        max_defer_ns: cli.max_defer_us * 1000,
+        spin_budget_pct: cli.spin_budget_pct,
+    };
+    let info = json!({
+        "timing_strategy": timing.describe(),
+        "threads": cli.threads,
+        "vnet_hdr": vnet,
+        "seed": seed,
+        "ifaces": {"a": ia.name, "b": ib.name},
+    });
+
+    let engines: Vec<Engine> = if cli.threads == 1 {
+        vec![Engine::new(vec![port_a, port_b], vec![up, down], shared.clone(), timing.clone())]
+    } else {
+        vec![
+            Engine::new(vec![port_a], vec![up], shared.clone(), timing.clone()),
+            Engine::new(vec![port_b], vec![down], shared.clone(), timing.clone()),
+        ]
+    };
+
+    let ctl = Arc::new(control::Ctl {
+        shared: shared.clone(),
+        base: std::sync::Mutex::new(control::Snapshot::default()),
+        start: now,
+        info,
+        port_names: [ia.name.clone(), ib.name.clone()],
+    });
+    if let Some(path) = &cli.control {
+        control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| die(1, &format!("linkem: --control {}: {}", path, e)));
+    }
+    install_signals();
+
+    let fifo = cli.fifo_prio;
+    let handles: Vec<_> = engines
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut e)| {
+            std::thread::Builder::new()
+                .name(format!("linkem-fwd{}", i))
+                .spawn(move || {
+                    if fifo > 0 {
+                        let p = libc::sched_param { sched_priority: fifo };
+                        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                    }
+                    e.run();
+                })
+                .expect("spawn")
+        })
+        .collect();
+    println!("ready");
+    let _ = std::io::stdout().flush();
+
+    for h in handles {
+        let _ = h.join();
+    }
+    let final_stats = ctl.stats_json().to_string();
+    if let Some(p) = &cli.stats_out {
+        if let Err(e) = std::fs::write(p, format!("{}\n", final_stats)) {
+            eprintln!("linkem: --stats-out {}: {}", p, e);
+        }
+    }
+    println!("{}", final_stats);
+    let _ = std::io::stdout().flush();
+    if let Some(path) = &cli.control {
+        let _ = std::fs::remove_file(path);
+    }
+    std::process::exit(0);
+}
