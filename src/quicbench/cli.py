@@ -266,12 +266,12 @@ def run_cmd(
     if failed:
         console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
     if report:
+        from .report import write_report
         try:
-            from .report import write_report
-            path = write_report(store.dir)
-            console.print(f"report: {path}")
-        except ImportError:
-            pass
+            console.print(f"report: {write_report(store.dir)}")
+        except Exception as e:  # noqa: BLE001 - a report error must not spoil a finished run
+            err.print(f"[yellow]report not written ({e}); the data are complete: "
+                      f"'quicbench report {store.dir}' tries again[/]")
     console.print(f"run directory: [bold]{store.dir}[/]")
 
 
@@ -317,6 +317,40 @@ def doctor_cmd() -> None:
     console.print(t)
     if bad:
         raise SystemExit(1)
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A run directory (runs/<run-id>)."),
+    fmt: str = typer.Option("html", "--format", help="html (report.html, summary.csv, trials.parquet) or md."),
+    test: str = typer.Option("welch", "--test", help="welch (Welch's t-test) or mwu (Mann-Whitney U)."),
+    holm: bool = typer.Option(False, "--holm", help="Holm correction across the comparisons."),
+) -> None:
+    """Write the report of a run: Table 1, Figs. 11/12, heatmaps, CVart views, honesty panel."""
+    from .report import report_markdown, write_report
+    correction = "holm" if holm else "none"
+    if fmt == "md":
+        print(report_markdown(run_dir, test=test, correction=correction))
+        return
+    if fmt != "html":
+        raise QuicbenchError(f"--format '{fmt}': accepted: html, md")
+    console.print(f"report: {write_report(run_dir, test=test, correction=correction)}")
+
+
+@app.command("compare")
+def compare_cmd(
+    run_a: Path = typer.Argument(..., help="First run directory."),
+    run_b: Path = typer.Argument(..., help="Second run directory."),
+    fmt: str = typer.Option("html", "--format", help="html (RUN_A/compare.html) or md."),
+    test: str = typer.Option("welch", "--test", help="welch or mwu."),
+) -> None:
+    """The same cells of two runs side by side, with differences and significance."""
+    from .report import compare_runs
+    out = compare_runs(run_a, run_b, fmt, test=test)
+    if fmt == "md":
+        print(out)
+    else:
+        console.print(f"comparison: {out}")
 
 
 @app.command("version")

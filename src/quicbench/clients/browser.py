@@ -408,9 +408,10 @@ class _Recorder:
                 "path": urlsplit(r["url"]).path, "url": r["url"], "type": r.get("type"),
                 "start_ns": ns(r.get("sent")),
                 "connect_start_ns": None if reused else at("connectStart"),
-                # TCP: connect done when TLS starts; QUIC: one handshake (Chromium marks it as TLS)
-                "connect_done_ns": None if reused else (ssl_start if ssl_start is not None else at("connectEnd")),
-                "tls_done_ns": None if reused else (ssl_end if ssl_end is not None else at("connectEnd")),
+                # TCP: connect done when TLS starts. QUIC's transport and TLS handshakes are one:
+                # connect_done = tls_done = handshake complete, as the load client records them
+                "connect_done_ns": None if reused else (at("connectEnd") if quic or ssl_start is None else ssl_start),
+                "tls_done_ns": None if reused else (at("connectEnd") if quic or ssl_end is None else ssl_end),
                 "send_ns": at("sendStart"),
                 "first_byte_ns": first,
                 "last_byte_ns": ns(r.get("finished")),
@@ -451,12 +452,17 @@ def _page_metrics(nav: dict | None, paint: dict, records: list[dict]) -> dict[st
         m["dom_content_loaded_ms"] = d("startTime", "domContentLoadedEventStart")
         m["load_event_ms"] = d("startTime", "loadEventStart")
         m["page_load_ms"] = m["load_event_ms"]
-        ssl = nav.get("secureConnectionStart") or 0
-        if nav.get("connectEnd", 0) > nav.get("connectStart", 0):
-            m["page_handshake_ms"] = d("connectStart", "connectEnd")
-            m["page_connect_ms"] = round(ssl - nav["connectStart"], 3) if ssl > 0 else m["page_handshake_ms"]
-            m["page_tls_ms"] = round(nav["connectEnd"] - ssl, 3) if ssl > 0 else None
         m["page_protocol"] = norm_proto(nav.get("nextHopProtocol"))
+        ssl = nav.get("secureConnectionStart") or 0
+        if nav.get("connectEnd", 0) > nav.get("connectStart", 0):       # else: no new connection
+            m["page_handshake_ms"] = d("connectStart", "connectEnd")
+            if m["page_protocol"] == "h3" or ssl <= 0:
+                # QUIC: one handshake for transport and TLS (Chromium puts secureConnectionStart
+                # at connectStart): all of it is "connect", as the load client records it
+                m["page_connect_ms"], m["page_tls_ms"] = m["page_handshake_ms"], None
+            else:
+                m["page_connect_ms"] = round(ssl - nav["connectStart"], 3)
+                m["page_tls_ms"] = round(nav["connectEnd"] - ssl, 3)
     m["first_contentful_paint_ms"] = round(paint["first-contentful-paint"], 3) \
         if paint.get("first-contentful-paint") is not None else None
     m["page_weight_bytes"] = sum(r.get("wire_bytes") or 0 for r in records)
