@@ -19,6 +19,7 @@ from .errors import QuicbenchError
 from .units import parse_size, size_label
 
 PROTOCOLS = ("h1", "h2", "h3")
+H2_MAX_PARALLEL = 250   # streams per h2 connection the servers allow (Caddy/Go, nginx and Apache as set up)
 Protocol = Literal["h1", "h2", "h3"]
 
 
@@ -122,6 +123,13 @@ class Plan(_Strict):
         if dupw:
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
         from .clients import CLIENTS
+        if "h2" in self.protocols:
+            for w in self.workloads:
+                if w.kind == "objects" and w.parallelism > H2_MAX_PARALLEL:
+                    raise ValueError(
+                        f"workloads: {w.label} puts {w.parallelism} requests in flight, but the load client's "
+                        f"h2 stalls beyond the servers' {H2_MAX_PARALLEL} streams per connection "
+                        f"(Go issue golang/go#70809): set parallel <= {H2_MAX_PARALLEL}")
         for w in self.workloads:
             if self.client_for(w) not in CLIENTS:
                 raise ValueError(f"workloads: {w.label} needs client '{self.client_for(w)}', "

@@ -83,3 +83,9 @@ def test_server_sweep_expands_per_protocol():
     assert {t.server for t in only} == {"nginx"}
     with pytest.raises(QuicbenchError, match="servers.h3: nginx cannot serve h3; servers that can: caddy"):
         plan_from_dict({**DEFAULT_PLAN, "servers": {"h3": ["caddy", "nginx"]}})
+
+
+def test_h2_parallelism_beyond_server_streams_rejected():
+    with pytest.raises(QuicbenchError, match="parallel <= 250"):
+        plan_from_dict({"workloads": [{"size": "10KB", "count": 300}]})
+    plan_from_dict({"protocols": ["h1", "h3"], "workloads": [{"size": "10KB", "count": 300}]})
