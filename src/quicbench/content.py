@@ -22,7 +22,7 @@ from .errors import QuicbenchError
 from .paths import cache_dir
 from .units import size_label
 
-GENERATOR = "quicbench-content/1"
+GENERATOR = "quicbench-content/2"
 # Go-Quick's page sizes (getFiles, appendix C): index{n}.html for these n that fit.
 INDEX_COUNTS = (1, 2, 4, 8, 10, 15, 20, 30, 40, 50, 60, 80, 100, 200, 500, 1000)
 CHUNK = 1 << 22
@@ -46,11 +46,21 @@ class ContentSet:
 
 
 def object_bytes_iter(seed: int, size: int):
-    """Yield the object's bytes in chunks (SHAKE-256 is an XOF: output is a deterministic stream)."""
+    """Yield the object's bytes in chunks.
+
+    Objects of 84 bytes and more are valid PNG images of noise (SHAKE-256 pixels in stored
+    deflate blocks, exactly `size` bytes): incompressible, and decodable, so a browser
+    downloads them in full (Chromium stops downloading an <img> it cannot decode), as
+    Go-Quick's test images were real JPEGs. Smaller objects are raw SHAKE-256 bytes.
+    """
+    from .content_page import MIN_PNG, noise_png_iter
+    if size >= MIN_PNG:
+        yield from noise_png_iter(f"quicbench-content/{seed}/{size}", size)
+        return
     # hashlib's shake only returns a full digest, so derive fixed chunks from per-chunk keys
     for off in range(0, size, CHUNK):
         n = min(CHUNK, size - off)
-        yield hashlib.shake_256(f"quicbench-content/{seed}/{size}/{off}".encode()).digest(n)
+        yield hashlib.shake_256(f"quicbench-content/{seed}/{size}/{off}".encode()).digest(n)  # < 84 bytes
 
 
 def content_key(seed: int, objects: dict[int, int], realistic_page: bool = False) -> str:

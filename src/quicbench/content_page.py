@@ -3,8 +3,8 @@
 DNCS-HTTP3 (seed 004) loaded one static page in Chrome over HTTP/1.1, HTTP/2 and HTTP/3: 10.1 MB
 of page weight in 125 to 140 requests, with an 84,200-byte ``index.html``. Their page itself is
 not published, so this module builds a stand-in with the same weight and request count and a
-size mix typical of real pages (HTTP Archive's proportions scaled to 10 MB: mostly images,
-then scripts, style sheets and web fonts):
+size mix like that of real pages (most of the weight in images, then scripts, style sheets
+and web fonts; many small requests, a few large ones):
 
 ====================  =====  ==========================================================
 resource              count  sizes
@@ -17,7 +17,7 @@ resource              count  sizes
 ``img/*.png``         72     6 KB .. 700 KB: thumbnails, photos and two hero images
 ====================  =====  ==========================================================
 
-In total 125 requests and about 10.1 MB. Every byte is a function of the seed only (no
+In total 125 requests and about 10.2 MB (sizes vary by +-10 % with the seed). Every byte is a function of the seed only (no
 library whose output could change between versions): binary bodies are SHAKE-256 output as
 in content.py; PNGs are valid, decodable images whose pixels are SHAKE-256 noise stored in
 uncompressed deflate blocks (incompressible, like photos); fonts are SHAKE-256 bytes behind a
@@ -28,6 +28,8 @@ image is lazy-loaded, so a load fetches exactly the 125 resources.
 
 make_realistic_page(directory, seed) writes index.html and its resources and returns their
 manifest entries ({"path", "size", "sha256"}, paths relative to the content root).
+noise_png(key, size) / noise_png_iter(key, size) make a decodable PNG of exactly size bytes:
+what a page's images must be, since Chromium stops downloading an <img> it cannot decode.
 """
 
 from __future__ import annotations

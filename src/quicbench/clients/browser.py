@@ -124,6 +124,9 @@ class BrowserClient(Client):
             # QUICBENCH_BROWSER_NETLOG=1 keeps Chromium's net-log of each load (netlog.json), for debugging
             "netlog": str(trial_dir / "netlog.json") if os.environ.get("QUICBENCH_BROWSER_NETLOG") == "1" else None,
             "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
+            # QUICBENCH_CHROMIUM_FLAGS adds flags (space-separated) to every load, e.g. for experiments;
+            # they are recorded with the others in page.json and summary.json
+            "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split(),
         }
 
     def fetch(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
@@ -511,6 +514,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
     trial_dir = Path(a["trial_dir"])
     har = trial_dir / "page.har"
     flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
+    flags += a.get("extra_flags") or []
     if a.get("netlog"):
         flags += [f"--log-net-log={a['netlog']}", "--net-log-capture-mode=Default"]
     if a.get("keylog"):
