@@ -22,6 +22,7 @@ BINARIES = [
     ("caddy", "server 'caddy' (h1, h2, h3)", "apt-get install caddy"),
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
+    ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
 ]
 
 
@@ -59,6 +60,12 @@ def checks() -> list[tuple[str, bool, str]]:
             out.append((name, True, f"{path} {ver}".strip()))
         else:
             out.append((name, False, f"needed for {why}: {fix}"))
+    try:
+        import playwright  # noqa: F401
+        from importlib.metadata import version
+        out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
+    except ImportError:
+        out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
     from .servers import SERVERS
     for sname, cls in sorted(SERVERS.items()):
         try:
