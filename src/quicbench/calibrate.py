@@ -18,7 +18,6 @@ import time
 from typing import Any
 
 from .conditions import Condition
-from .errors import QuicbenchError
 from .lab.base import Lab
 from .proc import run
 

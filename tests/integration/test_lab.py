@@ -1,11 +1,9 @@
 """The netns lab: created, used and removed for real, on every exit path."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -48,3 +53,25 @@ class Client(ABC):
     @classmethod
     def version(cls) -> dict[str, str]:
         return {}
+
+
+def run_measured(argv: Sequence[str], deadline_s: float, on_deadline: Callable[[subprocess.Popen], None] | None = None,
+                 **popen: object) -> tuple[int, float, float, bool]:
+    """Run a client process to its end: (exit code, CPU seconds from its rusage, wall seconds,
+    whether the deadline struck). At the deadline on_deadline(proc) runs (default: kill)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, **popen)  # type: ignore[call-overload]
+    struck = threading.Event()
+
+    def strike() -> None:
+        struck.set()
+        (on_deadline or (lambda p: p.kill()))(proc)
+
+    killer = threading.Timer(deadline_s, strike)
+    killer.start()
+    try:
+        _, status, ru = os.wait4(proc.pid, 0)   # wait4: the child's own rusage, exact
+    finally:
+        killer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, ru.ru_utime + ru.ru_stime, time.monotonic() - t0, struck.is_set()

@@ -26,13 +26,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import Client, ClientResult, Target
+from .base import Client, ClientResult, Target, run_measured
 
 CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
 INSTALL_HINT = "apt-get install chromium (Debian's package; quicbench never uses a downloaded browser)"
@@ -136,7 +135,6 @@ class BrowserClient(Client):
             (trial_dir / stale).unlink(missing_ok=True)
         profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
         os.chmod(profile, 0o700)
-        t0 = time.monotonic()
         try:
             try:
                 args = self.child_args(target, protocol, workload, trial_dir, timeout_s, profile)
@@ -152,32 +150,18 @@ class BrowserClient(Client):
             env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / ".config"),
                        XDG_CACHE_HOME=str(profile / ".cache"), XDG_DATA_HOME=str(profile / ".local"))
             with open(trial_dir / "client.log", "wb") as log:
-                proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
-                                        start_new_session=True)
-                killed = threading.Event()
-
-                def kill() -> None:
-                    killed.set()
-                    _kill_load(proc.pid, profile)
-
                 # hard stop a little after the child's own deadline (launch + load + close)
-                killer = threading.Timer(timeout_s + 30, kill)
-                killer.start()
-                try:
-                    _, status, ru = os.wait4(proc.pid, 0)
-                finally:
-                    killer.cancel()
-                proc.returncode = os.waitstatus_to_exitcode(status)
-            wall = time.monotonic() - t0
+                returncode, cpu, wall, killed = run_measured(
+                    argv, timeout_s + 30, on_deadline=lambda p: _kill_load(p.pid, profile),
+                    stdout=log, stderr=log, env=env, start_new_session=True)
             _kill_load(None, profile)          # nothing of this load may outlive it
         finally:
             shutil.rmtree(profile, ignore_errors=True)
-        cpu = ru.ru_utime + ru.ru_stime
         page = _read_json(trial_dir / "page.json")
         if not page:
             tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-3:]
-            why = "killed after the deadline" if killed.is_set() else f"exit code {proc.returncode}"
-            return ClientResult(requests=[], summary={}, cpu_s=cpu, wall_s=wall, returncode=proc.returncode or -1,
+            why = "killed after the deadline" if killed else f"exit code {returncode}"
+            return ClientResult(requests=[], summary={}, cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
                                 error=f"browser load failed ({why})" + (f": {' | '.join(tail)}" if tail else ""))
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
@@ -189,7 +173,7 @@ class BrowserClient(Client):
                         "flags": page.get("flags"), "har_entries": page.get("har_entries")})
         (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         return ClientResult(requests=requests, summary=summary, cpu_s=cpu, wall_s=wall,
-                            returncode=proc.returncode, error=error, extra=extra)
+                            returncode=returncode, error=error, extra=extra)
 
 
 def expected_resources(target: Target, workload) -> dict[str, int] | None:

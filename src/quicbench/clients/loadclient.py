@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 from ..paths import find_binary
-from .base import Client, ClientResult, Target
+from .base import Client, ClientResult, Target, run_measured
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
 
@@ -53,33 +50,23 @@ class LoadClient(Client):
             extra += ["--keylog", str(trial_dir / "keys.log")]
         argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s) + extra)
         with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
-            t0 = time.monotonic()
-            proc = subprocess.Popen(argv, stdout=out, stderr=log, stdin=subprocess.DEVNULL)
             # hard stop a little after the client's own deadline
-            killer = threading.Timer(timeout_s + 10, proc.kill)
-            killer.start()
-            try:
-                _, status, ru = os.wait4(proc.pid, 0)
-            finally:
-                killer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            wall = time.monotonic() - t0
-        cpu = ru.ru_utime + ru.ru_stime
+            returncode, cpu, wall, _ = run_measured(argv, timeout_s + 10, stdout=out, stderr=log)
         requests = _read_jsonl(trial_dir / "requests.jsonl")
         try:
             summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
         except json.JSONDecodeError:
             summary = {}
         error = None
-        if proc.returncode != 0:
+        if returncode != 0:
             errs = summary.get("errors") or []
             if errs:
                 error = f"{len(errs)} request(s) failed, first: {errs[0].get('error')}"
             else:
                 tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
-                error = f"qb-load exit code {proc.returncode}" + (f": {tail[0]}" if tail else "")
+                error = f"qb-load exit code {returncode}" + (f": {tail[0]}" if tail else "")
         return ClientResult(requests=requests, summary=summary, cpu_s=cpu, wall_s=wall,
-                            returncode=proc.returncode, error=error)
+                            returncode=returncode, error=error)
 
 
 def _read_jsonl(path: Path) -> list[dict]:

@@ -17,7 +17,6 @@ connection (unlimited in effect; stock 1000) and h2 streams in flight (250; stoc
 
 from __future__ import annotations
 
-import os
 import re
 
 from ..paths import find_binary
