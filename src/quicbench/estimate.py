@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from .plan import Plan, TrialSpec
 
-TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: see README)
+TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
+PAGE_OVERHEAD_S = 3.0        # browser start, settle and close per page load (measured: docs/browser.md)
+REALISTIC_PAGE_BYTES = 10_200_000
 LAB_SETUP_S = 1.5            # lab, servers, content
 # effective goodput assumed per protocol when the link does not limit (2-core machine)
 UNLIMITED_MBIT = {"h1": 2000.0, "h2": 1500.0, "h3": 400.0}
@@ -20,8 +22,12 @@ def trial_seconds(t: TrialSpec) -> float:
         conns = t.workload.parallelism if t.protocol == "h1" else 1
         mathis = conns * 1460 * 8 / max(rtt_s, 1e-3) * 1.22 / loss ** 0.5 / 1e6
         rate = min(rate, mathis)
-    transfer = t.workload.payload_bytes * 8 / (rate * 1e6)
-    rounds = 3 + t.workload.count / max(t.workload.parallelism, 1)
+    w = t.workload
+    if w.kind == "page":
+        payload = REALISTIC_PAGE_BYTES if w.page == "realistic" else w.payload_bytes
+        return PAGE_OVERHEAD_S + payload * 8 / (rate * 1e6) + 6 * rtt_s
+    transfer = w.payload_bytes * 8 / (rate * 1e6)
+    rounds = 3 + w.count / max(w.parallelism, 1)
     return TRIAL_OVERHEAD_S + transfer + rounds * rtt_s
 
 
