@@ -132,7 +132,9 @@ def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
             ax.set_yscale("log")
             plain_log_axis(ax)
             ax.axhline(100, color="black", linewidth=0.6, alpha=0.5)
-            ax.set_title(f"{c}" + (f" ({run.condition_desc(c)})" if run.condition_desc(c) not in ("", c) else ""))
+            desc = run.condition_desc(c)
+            # the description goes on a second, smaller line so that narrow panels do not collide
+            ax.set_title(f"{c}" + (f"\n{desc}" if desc not in ("", c) else ""), fontsize=9)
             ax.set_xticks(range(len(workloads)))
             ax.set_xticklabels([workload_short(info, w, "\n×") for w in workloads])
             ax.set_xlim(-0.4, len(workloads) - 0.6)
