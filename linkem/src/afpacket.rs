@@ -305,10 +305,6 @@ impl TxBatch {
         self.iovs[self.n] = libc::iovec { iov_base: ptr as *mut libc::c_void, iov_len: len };
         self.n += 1;
     }
-    #[inline]
-    pub fn full(&self) -> bool {
-        self.n == TX_BATCH
-    }
     /// Send frames [0, n). Returns Ok(number sent) (may be < n on EAGAIN).
     pub fn send(&mut self, fd: i32) -> Result<usize, i32> {
         for i in 0..self.n {

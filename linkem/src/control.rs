@@ -36,6 +36,8 @@ pub struct Ctl {
     pub start: u64,
     pub info: Value,
     pub port_names: [String; 2],
+    /// Scheduling class of the forwarding thread(s), e.g. "SCHED_FIFO:10".
+    pub sched: Mutex<String>,
 }
 
 fn sum_timing(shared: &Shared) -> Vec<u64> {
@@ -78,6 +80,7 @@ impl Ctl {
         for (k, v) in self.info.as_object().unwrap() {
             out.insert(k.clone(), v.clone());
         }
+        out.insert("sched".into(), json!(*self.sched.lock().unwrap()));
         let mut fwd_total = 0;
         for (i, name) in ["up", "down"].iter().enumerate() {
             let d = cur.dirs[i].minus(&base.dirs[i]);

@@ -38,6 +38,7 @@ impl JitterDist {
             _ => None,
         }
     }
+    #[allow(dead_code)]
     pub fn name(&self) -> &'static str {
         match self {
             JitterDist::Uniform => "uniform",

@@ -39,7 +39,6 @@ pub struct Shared {
     pub done_gen: [AtomicU64; 2],
     pub wake_fds: Mutex<Vec<i32>>,
     pub current: [Mutex<serde_json::Value>; 2],
-    pub vnet: [AtomicBool; 2],
 }
 
 impl Shared {
@@ -54,7 +53,6 @@ impl Shared {
             done_gen: [AtomicU64::new(0), AtomicU64::new(0)],
             wake_fds: Mutex::new(Vec::new()),
             current: [Mutex::new(serde_json::json!({})), Mutex::new(serde_json::json!({}))],
-            vnet: [AtomicBool::new(false), AtomicBool::new(false)],
         }
     }
     pub fn wake_all(&self) {
@@ -87,6 +85,8 @@ pub struct TimingOpts {
     pub max_defer_ns: u64,
     /// Spin at most this fraction (percent) of wall time (per 100 ms window).
     pub spin_budget_pct: u64,
+    /// Overload guard: drop arrivals while the delay line is this late (0 = off).
+    pub max_late_ns: u64,
 }
 
 impl TimingOpts {
@@ -166,6 +166,7 @@ struct Pkt {
 }
 
 pub struct Port {
+    #[allow(dead_code)]
     pub name: String,
     pub mac: [u8; 6],
     pub rx: RxRing,
@@ -286,9 +287,20 @@ impl Dir {
         }
     }
 
+    /// Overload guard: true when the oldest due packet is more than
+    /// `max_late` overdue (the emulator itself cannot keep up).
+    #[inline]
+    fn overloaded(&self, now: u64, max_late: u64) -> bool {
+        max_late > 0 && self.next_deadline().saturating_add(max_late) < now
+    }
+
     /// Run the pipeline on one received frame and enqueue the resulting copies.
     #[inline]
     fn ingest(&mut self, t: u64, frame: &[u8], vnet: Option<&[u8]>, csum_not_ready: bool, v6: bool, ip_len: u32, payload_off: u32) {
+        if frame.len() > SLOT - VNET_HDR_LEN {
+            self.stats.pool_dropped.inc();
+            return;
+        }
         let mut out = [Copy::default(); 2];
         let payload_len = (ip_len + ETH_HLEN as u32).saturating_sub(payload_off);
         let n = self.emu.process(t, frame.len() as u32, ip_len, payload_len, &self.stats, &mut out);
@@ -407,6 +419,7 @@ impl Engine {
         let mut spun_window: u64 = 0;
         let spin_budget = self.timing.spin_budget_pct * 1_000_000; // ns per 100 ms
         let mut dmin = self.min_delay();
+        let max_late = self.timing.max_late_ns;
         let nports = self.ports.len();
         let ts = self.ts.clone();
         let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(nports + 2);
@@ -442,7 +455,11 @@ impl Engine {
                                     t = now;
                                 }
                                 let vnet_ok = fr.vnet.map(|v| v[1] == 0).unwrap_or(true); // gso_type NONE
-                                if vnet_ok {
+                                if dir.overloaded(now, max_late) {
+                                    dir.stats.received.inc();
+                                    dir.stats.bytes_in.add(fr.data.len() as u64);
+                                    dir.stats.late_dropped.inc();
+                                } else if vnet_ok {
                                     dir.ingest(t, fr.data, fr.vnet, fr.status & TP_STATUS_CSUMNOTREADY != 0, v6, ip_len, payload_off);
                                 } else {
                                     port.stats.rx_truncated.inc();

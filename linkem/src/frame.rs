@@ -42,6 +42,7 @@ impl LocalAddrs {
         }
         la
     }
+    #[allow(dead_code)]
     pub fn describe(&self) -> Vec<String> {
         let mut v: Vec<String> = self.v4.iter().map(|a| Ipv4Addr::from(*a).to_string()).collect();
         v.extend(self.v6.iter().map(|a| Ipv6Addr::from(*a).to_string()));
@@ -182,6 +183,7 @@ pub fn l4_csum_location(f: &[u8], v6: bool) -> Option<(usize, usize)> {
 }
 
 /// Full IPv4 header checksum check (tests).
+#[cfg(test)]
 pub fn ipv4_header_ok(ip: &[u8]) -> bool {
     let ihl = ((ip[0] & 0x0f) as usize) * 4;
     csum_fold(csum_add(0, &ip[..ihl])) == 0xffff

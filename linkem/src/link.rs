@@ -84,6 +84,7 @@ impl Bottleneck {
     }
 
     /// (packets, bytes) waiting at time of the last offer.
+    #[allow(dead_code)]
     pub fn backlog(&self) -> (usize, u64) {
         (self.waiting.len(), self.waiting_bytes)
     }

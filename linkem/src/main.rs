@@ -59,8 +59,11 @@ struct Cli {
     #[arg(long, default_value_t = 10, hide = true)]
     spin_budget_pct: u64,
     /// Minimum spacing of timer wake-ups under load
-    #[arg(long, default_value_t = 20, hide = true)]
+    #[arg(long, default_value_t = 50, hide = true)]
     coalesce_us: u64,
+    /// Overload guard: drop arrivals while the oldest due packet is this late (0 = off)
+    #[arg(long, default_value_t = 10.0)]
+    max_late_ms: f64,
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     rx_defer: bool,
     #[arg(long, default_value_t = 2000, hide = true)]
@@ -68,8 +71,8 @@ struct Cli {
     /// 1 = one event loop for both directions, 2 = one thread per direction
     #[arg(long, default_value_t = 1, hide = true)]
     threads: u32,
-    /// SCHED_FIFO priority for forwarding threads (0 = normal scheduling)
-    #[arg(long, default_value_t = 0, hide = true)]
+    /// SCHED_FIFO priority for the forwarding thread (0 = normal CFS scheduling)
+    #[arg(long, default_value_t = 10)]
     fifo_prio: i32,
     /// RX ring size in frames per interface
     #[arg(long, default_value_t = 8192, hide = true)]
@@ -188,6 +191,7 @@ fn main() {
         rx_defer: cli.rx_defer,
         max_defer_ns: cli.max_defer_us * 1000,
         spin_budget_pct: cli.spin_budget_pct,
+        max_late_ns: (cli.max_late_ms * 1e6) as u64,
     };
     let info = json!({
         "timing_strategy": timing.describe(),
@@ -212,6 +216,7 @@ fn main() {
         start: now,
         info,
         port_names: [ia.name.clone(), ib.name.clone()],
+        sched: std::sync::Mutex::new(String::new()),
     });
     if let Some(path) = &cli.control {
         control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| die(1, &format!("linkem: --control {}: {}", path, e)));
@@ -219,22 +224,41 @@ fn main() {
     install_signals();
 
     let fifo = cli.fifo_prio;
+    let sched_ok = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let nthreads = engines.len();
     let handles: Vec<_> = engines
         .into_iter()
         .enumerate()
         .map(|(i, mut e)| {
+            let sched_ok = sched_ok.clone();
             std::thread::Builder::new()
                 .name(format!("linkem-fwd{}", i))
                 .spawn(move || {
                     if fifo > 0 {
                         let p = libc::sched_param { sched_priority: fifo };
-                        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+                            sched_ok.fetch_add(1, Ordering::SeqCst);
+                        } else {
+                            eprintln!("linkem: SCHED_FIFO {} not available ({}), using normal scheduling", fifo, std::io::Error::last_os_error());
+                        }
                     }
                     e.run();
                 })
                 .expect("spawn")
         })
         .collect();
+    // wait (briefly) for the threads to have set their scheduling class
+    for _ in 0..100 {
+        if fifo <= 0 || sched_ok.load(Ordering::SeqCst) >= nthreads {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    *ctl.sched.lock().unwrap() = if fifo > 0 && sched_ok.load(Ordering::SeqCst) >= nthreads {
+        format!("SCHED_FIFO:{}", fifo)
+    } else {
+        "SCHED_OTHER".to_string()
+    };
     println!("ready");
     let _ = std::io::stdout().flush();
 

@@ -172,6 +172,7 @@ pub struct DirStats {
     pub ttl_dropped: Counter,
     pub pool_dropped: Counter,
     pub tx_errors: Counter,
+    pub late_dropped: Counter,
     pub queue_delay: Log2Hist,
     pub sched_error: Log2Hist,
     pub sched_error_fine: FineHist,
@@ -179,7 +180,7 @@ pub struct DirStats {
 
 pub const DIR_COUNTERS: &[&str] = &[
     "received", "lost", "duplicated", "corrupted", "queue_dropped", "forwarded", "bytes_in", "bytes_out",
-    "ttl_dropped", "pool_dropped", "tx_errors",
+    "ttl_dropped", "pool_dropped", "tx_errors", "late_dropped",
 ];
 
 impl DirStats {
@@ -187,7 +188,7 @@ impl DirStats {
         vec![
             self.received.get(), self.lost.get(), self.duplicated.get(), self.corrupted.get(),
             self.queue_dropped.get(), self.forwarded.get(), self.bytes_in.get(), self.bytes_out.get(),
-            self.ttl_dropped.get(), self.pool_dropped.get(), self.tx_errors.get(),
+            self.ttl_dropped.get(), self.pool_dropped.get(), self.tx_errors.get(), self.late_dropped.get(),
         ]
     }
     pub fn snapshot(&self) -> DirSnap {
