@@ -109,6 +109,13 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         df[c] = df[c].map(lambda v: bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v))
                           else False).astype(bool) if c in df else False
     df["protocol"] = df["protocol"].fillna("?")
+    # a plan that sweeps servers runs one protocol on several servers: those are different
+    # stacks, so their cells must not be pooled; they are named "<protocol>@<server>"
+    servers_per_proto = df.groupby("protocol")["server"].nunique() if len(df) else pd.Series(dtype=int)
+    swept = set(servers_per_proto[servers_per_proto > 1].index)
+    if swept:
+        mask = df["protocol"].isin(swept) & df["server"].notna()
+        df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "@" + df.loc[mask, "server"].astype(str)
     df["condition"] = df["condition"].fillna("?")
     df["status"] = df["status"].fillna("failed")
     df["workload"] = df.apply(_workload_label, axis=1) if len(df) else df["workload"]
