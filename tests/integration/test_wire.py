@@ -78,3 +78,23 @@ def test_capture_off_leaves_no_pcap(served):
     row, d = trial(served, "h2", TrialOptions(), "h2-nocap")
     assert "wire_bytes_down" not in row
     assert not list(d.glob("*.pcap*")) and not (d / "timeseries.json").exists()
+
+
+def test_wire_goodput_never_exceeds_configured_rate(tmp_path):
+    content = generate({1_000_000: 3}, seed=6, cache=tmp_path / "cache")
+    cond = Condition.model_validate({"name": "r20", "rate_mbit": 20, "delay_ms": 5})
+    with make_lab(LabSpec(name="t-wirerate", link="linkem", condition=cond)) as lab:
+        tls = make_tls(tmp_path / "tls", ips=[lab.address("server")])
+        with CaddyServer(lab, tmp_path / "caddy", content, tls) as server:
+            target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
+                            content=content)
+            for proto in ("h2", "h3"):
+                spec = TrialSpec(0, cond, Workload(size="1MB", count=3), proto, "caddy", 1)
+                row = run_trial(spec, target, LoadClient(), server.pid, tmp_path / proto, 60,
+                                TrialOptions(capture=True))
+                assert row["status"] == "ok", row["error"]
+                assert row["capture_dropped"] == 0
+                # payload over the time data was on the wire: below the 20 Mbit/s the link carries,
+                # and not far below it (the link is the bottleneck)
+                assert 12 < row["wire_goodput_mbps"] <= 20, row["wire_goodput_mbps"]
+                assert row["goodput_mbps"] <= row["wire_goodput_mbps"] * 1.02
