@@ -4,7 +4,6 @@ link calibration (configured vs measured), and the run's metadata."""
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import re
 from typing import Any
 
@@ -12,6 +11,7 @@ import pandas as pd
 
 from . import stats
 from .load import RunData
+from .stats import finite as _num
 
 
 def cpu_per_gb(run: RunData) -> pd.DataFrame:
@@ -103,12 +103,6 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 # quicbench's calibrate.py: {configured: {rtt_ms, loss_pct, rate_mbit}, ping: {...}, iperf3: {...}, verdicts}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy import stats as _st
@@ -182,3 +182,12 @@ def method_text(test: str = "welch", alpha: float = ALPHA, correction: str = "no
         if n_tests:
             s += f" ({n_tests} tests: about {alpha * n_tests:.2g} false positives expected by chance)"
     return s + ". Intervals are Student-t 95 % confidence intervals of the mean."
+
+
+def finite(v: Any) -> float | None:
+    """v as a float, or None when it is missing, not a number or not finite."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
+from ..analysis.stats import finite as _finite
 
 
-def _finite(x: Any) -> float | None:
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def num(x: Any, sig: int = 4) -> str:

@@ -5,7 +5,6 @@ The HTML and the Markdown renderers only format what is here.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from ..analysis.stats import MIN_N
 from ..analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
 from . import fig_cpu, fig_cvart, fig_goodput, fig_heatmap, fig_phases
 from .plotting import Plot, workload_title
+from ..analysis.stats import finite as _f
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 
@@ -52,12 +52,6 @@ class ReportModel:
         return not self.seed.empty
 
 
-def _f(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> list[dict[str, Any]]:
