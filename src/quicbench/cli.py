@@ -35,6 +35,9 @@ def _sigterm_as_exit(signum: int, frame: object) -> None:
 def main() -> None:
     """Entry point: every QuicbenchError becomes one line on stderr and exit code 2."""
     signal.signal(signal.SIGTERM, _sigterm_as_exit)
+    # a shell starts background jobs with SIGINT ignored: take it back, so Ctrl-C (or kill -INT)
+    # always stops a run cleanly
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = app(standalone_mode=False)
     except QuicbenchError as e:
