@@ -118,8 +118,6 @@ def lab_set(
     from .lab.base import load_lab
     lab = load_lab(name)
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
-    if len(lab.routers()) > 1:
-        cond = cond.model_copy(update={"hops": cond.hops * len(lab.routers())})
     lab.link.apply(cond)
     lab.spec.condition = cond
     lab.save_state()

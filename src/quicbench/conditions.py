@@ -192,6 +192,15 @@ class Condition(_Strict):
     def short(self) -> str:
         return " | ".join(h.short() for h in self.hops)
 
+    def per_router(self, n_routers: int) -> list[Hop]:
+        """The hop each of n routers applies: one per router, or a one-hop condition on the
+        first router with the others forwarding transparently."""
+        if len(self.hops) == n_routers:
+            return list(self.hops)
+        if len(self.hops) == 1:
+            return [self.hops[0]] + [Hop()] * (n_routers - 1)
+        raise ValueError(f"condition '{self.name}' has {len(self.hops)} hops but the lab has {n_routers} router(s)")
+
     @property
     def base_rtt_ms(self) -> float:
         return sum(h.up.delay_ms + h.down.delay_ms for h in self.hops)

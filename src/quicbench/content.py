@@ -33,10 +33,6 @@ class ContentSet:
     root: Path
     manifest: dict
 
-    def object_path(self, size: int, i: int) -> str:
-        """URL path of copy i (1-based) of the object of this size."""
-        return f"/{size_label(size)}/obj-{i}.bin"
-
     def path_template(self, size: int) -> str:
         return f"/{size_label(size)}/obj-{{i}}.bin"
 

@@ -7,7 +7,3 @@ class QuicbenchError(Exception):
     The message names what is wrong and what is accepted; the CLI prints it on one
     line and exits with code 2.
     """
-
-
-class TrialError(QuicbenchError):
-    """A trial failed; the runner records it as a failed row with this reason."""

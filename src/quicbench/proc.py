@@ -23,8 +23,3 @@ def run(cmd: Sequence[str], *, check: bool = True, timeout: float | None = 30,
         detail = msg[-1] if msg else f"exit code {cp.returncode}"
         raise QuicbenchError(f"command failed: {shlex.join(cmd)}: {detail}")
     return cp
-
-
-def netns_cmd(ns: str, cmd: Sequence[str]) -> list[str]:
-    """The argv that runs cmd inside network namespace ns."""
-    return ["ip", "netns", "exec", ns, *cmd]

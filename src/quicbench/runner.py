@@ -30,7 +30,7 @@ from .plan import Plan, TrialSpec, expand, plan_from_dict
 from .servers import server_class
 from .store import RunStore
 from .tls import LAB_HOSTNAME, make_tls
-from .trial import run_trial
+from .trial import base_row, run_trial
 
 
 def host_facts() -> dict[str, Any]:
@@ -160,11 +160,7 @@ class Runner:
             row = run_trial(spec, target, client, srv.pid, self.store.trial_dir(spec.seq),
                             self.plan.trial_timeout_s, self.plan.options)
         except QuicbenchError as e:
-            row = {"key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
-                   "protocol": spec.protocol, "server": spec.server, "workload": spec.workload.label,
-                   "size_bytes": spec.workload.size_bytes, "count": spec.workload.count,
-                   "parallel": spec.workload.parallelism, "rep": spec.rep, "warmup": spec.warmup,
-                   "status": "failed", "error": str(e), "started_at": time.time()}
+            row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
         row.update(run_id=self.store.run_id, link=(lab.state.get("link") or {}).get("name"),
                    tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops)
         return row

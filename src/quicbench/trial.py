@@ -14,17 +14,20 @@ from .wire import analyze_pcap, write_timeseries
 from .plan import TrialOptions, TrialSpec
 
 
+def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
+    """What identifies a trial: the start of its row, whatever its outcome."""
+    w = spec.workload
+    return {"key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
+            "condition_desc": spec.condition.short(), "protocol": spec.protocol, "server": spec.server,
+            "client": client_name, "workload": w.label, "size_bytes": w.size_bytes, "count": w.count,
+            "parallel": w.parallelism, "rep": spec.rep, "warmup": spec.warmup, "started_at": time.time()}
+
+
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
               trial_dir: Path, timeout_s: float, options: TrialOptions | None = None) -> dict[str, Any]:
     """Run one trial and return its row (status ok or failed with the reason)."""
     w = spec.workload
-    row: dict[str, Any] = {
-        "key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
-        "condition_desc": spec.condition.short(), "protocol": spec.protocol, "server": spec.server,
-        "client": client.name, "workload": w.label, "size_bytes": w.size_bytes, "count": w.count,
-        "parallel": w.parallelism, "rep": spec.rep, "warmup": spec.warmup,
-        "started_at": time.time(),
-    }
+    row = base_row(spec, client.name)
     options = options or TrialOptions()
     captures = _start_captures(target, trial_dir, options)
     try:

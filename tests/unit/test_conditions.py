@@ -54,3 +54,12 @@ def test_default_queue_is_a_bdp():
     # 100 Mbit/s x max(2*50 ms, 20 ms) = 1.25 MB = 834 packets of 1500 B
     assert default_queue_packets(Direction(rate_mbit=100, delay_ms=50)) == 834
     assert default_queue_packets(Direction(rate_mbit=1)) == 64
+
+
+def test_per_router_spreads_one_hop_to_the_first_router():
+    one = Condition.model_validate({"name": "x", "delay_ms": 5})
+    assert one.per_router(2) == [one.hops[0], Hop()]
+    two = Condition.model_validate({"name": "y", "hops": [{"delay_ms": 1}, {"delay_ms": 2}]})
+    assert two.per_router(2) == list(two.hops)
+    with pytest.raises(ValueError, match="has 2 hops but the lab has 1 router"):
+        two.per_router(1)

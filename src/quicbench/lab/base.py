@@ -173,10 +173,6 @@ class Lab(ABC):
         tmp.write_text(json.dumps(self.state, indent=2))
         os.replace(tmp, self.state_path)
 
-    def status(self) -> dict[str, Any]:
-        return {k: v for k, v in self.state.items() if k != "spec"} | {
-            "condition": self.spec.condition.short(), "link": self.state.get("link")}
-
 
 def load_lab(name: str) -> Lab:
     from . import BACKENDS

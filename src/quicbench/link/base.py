@@ -11,7 +11,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..conditions import Condition
+from ..conditions import Condition, Hop
+from ..errors import QuicbenchError
 
 if TYPE_CHECKING:
     from ..lab.base import Lab
@@ -47,3 +48,11 @@ class LinkEmulator(ABC):
     def describe(self) -> dict[str, Any]:
         ok, detail = self.available()
         return {"name": self.name, "detail": detail}
+
+
+def per_router(condition: Condition, n_routers: int) -> list[Hop]:
+    """Condition.per_router, with a mismatch as a user-facing error."""
+    try:
+        return condition.per_router(n_routers)
+    except ValueError as e:
+        raise QuicbenchError(str(e)) from None

@@ -21,7 +21,7 @@ from ..conditions import Condition, Direction, Hop
 from ..errors import QuicbenchError
 from ..paths import find_binary
 from ..proc import run
-from .base import LinkEmulator
+from .base import LinkEmulator, per_router as _per_router
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
 
@@ -54,15 +54,6 @@ def hop_config(h: Hop) -> dict[str, Any]:
     return {"up": direction_config(h.up), "down": direction_config(h.down)}
 
 
-def hops_for(condition: Condition, n_routers: int) -> list[Hop]:
-    if len(condition.hops) == n_routers:
-        return list(condition.hops)
-    if len(condition.hops) == 1:
-        return [condition.hops[0]] + [Hop()] * (n_routers - 1)
-    raise QuicbenchError(f"condition '{condition.name}' has {len(condition.hops)} hops but the lab has "
-                         f"{n_routers} router(s)")
-
-
 class LinkemLink(LinkEmulator):
     name = "linkem"
 
@@ -90,7 +81,7 @@ class LinkemLink(LinkEmulator):
 
     def apply(self, condition: Condition) -> None:
         routers = self.lab.routers()
-        for r, hop in zip(routers, hops_for(condition, len(routers))):
+        for r, hop in zip(routers, _per_router(condition, len(routers))):
             cfg = hop_config(hop)
             files = self._files(r.node)
             if self._running(r.node):

@@ -15,7 +15,7 @@ from ..conditions import Condition, Direction, default_queue_packets
 from ..errors import QuicbenchError
 from ..kernel import probe
 from ..proc import run
-from .base import LinkEmulator
+from .base import LinkEmulator, per_router
 
 
 def _num(x: float) -> str:
@@ -67,11 +67,7 @@ def netem_commands(condition: Condition, routers: list[tuple[str, str, str]]) ->
     why = unsupported(condition)
     if why:
         raise QuicbenchError(f"condition '{condition.name}': {why}")
-    if len(condition.hops) not in (1, len(routers)):
-        raise QuicbenchError(f"condition '{condition.name}' has {len(condition.hops)} hops but the lab has "
-                             f"{len(routers)} router(s)")
-    hops = condition.hops if len(condition.hops) == len(routers) else \
-        [condition.hops[0]] + [type(condition.hops[0])()] * (len(routers) - 1)
+    hops = per_router(condition, len(routers))
     cmds: list[tuple[str, list[str]]] = []
     for (node, if_client, if_server), hop in zip(routers, hops):
         for dev, d in ((if_server, hop.up), (if_client, hop.down)):
