@@ -14,7 +14,8 @@ pub const TRACE_OPP_BYTES: u32 = 1500;
 pub const DEFAULT_QUEUE_PACKETS_NO_RATE: u64 = 1000;
 /// Minimum default queue (in full-size frames) when a rate is set.
 pub const DEFAULT_QUEUE_MIN_PACKETS: u64 = 64;
-pub const FULL_FRAME: u64 = 1514;
+/// A full-size packet as the rate counts it by default (IP bytes, MTU 1500).
+pub const FULL_PACKET: u64 = 1500;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Loss {
@@ -74,6 +75,9 @@ pub struct DirConfig {
     pub duplicate: u32,
     pub corrupt: u32,
     pub rate_bps: Option<f64>,
+    /// Bytes the rate counts per packet on top of its IP length (0 = IP bytes,
+    /// as mahimahi; 14 = Ethernet header, as tbf/htb/netem count on Ethernet).
+    pub rate_overhead: u32,
     /// Effective queue limit (defaults already resolved).
     pub queue: QueueLimit,
     pub queue_is_default: bool,
@@ -96,6 +100,7 @@ impl Default for DirConfig {
             duplicate: 0,
             corrupt: 0,
             rate_bps: None,
+            rate_overhead: 0,
             queue: QueueLimit::Unlimited,
             queue_is_default: true,
             spikes: None,
@@ -203,7 +208,7 @@ pub fn parse_config(v: &Value) -> Res<Config> {
 
 const DIR_KEYS: &[&str] = &[
     "delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder", "loss",
-    "duplicate_pct", "corrupt_pct", "rate_mbit", "queue", "spikes", "onoff", "trace",
+    "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes", "queue", "spikes", "onoff", "trace",
 ];
 
 pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
@@ -247,6 +252,12 @@ pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
                 return err(&p("rate_mbit"), format!("must be <= 1000000, got {}", show(x)));
             }
             c.rate_bps = Some(r * 1e6);
+        }
+    }
+    if let Some(x) = m.get("rate_overhead_bytes") {
+        match x.as_u64() {
+            Some(n) if n <= 1000 => c.rate_overhead = n as u32,
+            _ => return err(&p("rate_overhead_bytes"), format!("must be an integer between 0 and 1000, got {}", show(x))),
         }
     }
     if let Some(x) = m.get("spikes") {
@@ -344,7 +355,7 @@ pub fn default_queue(c: &DirConfig) -> QueueLimit {
         Some(r) => {
             let rtt_s = ((2 * c.delay_ns) as f64 / 1e9).max(0.020);
             let bdp = (r / 8.0 * rtt_s).ceil() as u64;
-            QueueLimit::Bytes(bdp.max(DEFAULT_QUEUE_MIN_PACKETS * FULL_FRAME))
+            QueueLimit::Bytes(bdp.max(DEFAULT_QUEUE_MIN_PACKETS * FULL_PACKET))
         }
         None if c.onoff.is_some() => QueueLimit::Packets(DEFAULT_QUEUE_PACKETS_NO_RATE),
         None => QueueLimit::Unlimited,
@@ -462,6 +473,10 @@ mod tests {
             r#"config: up.jitter_dist: must be one of uniform, normal, pareto, paretonormal, got "gauss""#
         );
         assert_eq!(e(r#"{"up": {"rate_mbit": 0}}"#), "config: up.rate_mbit: must be > 0, got 0");
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "rate_overhead_bytes": -14}}"#),
+            "config: up.rate_overhead_bytes: must be an integer between 0 and 1000, got -14"
+        );
         assert_eq!(e(r#"{"up": {"queue": {"packets": 0}}}"#), "config: up.queue.packets: must be an integer >= 1, got 0");
         assert_eq!(e(r#"{"up": {"queue": {"packets": 5, "ms": 3}}}"#), "config: up.queue: must have exactly one of packets, bytes, ms");
         assert_eq!(e(r#"{"up": {"spikes": {"period_ms": 1000}}}"#), "config: up.spikes: requires rate_mbit");

@@ -119,7 +119,7 @@ impl Emu {
                 corrupt_bit = Some(self.rng.below(payload_len * 8));
                 st.corrupted.inc();
             }
-            match self.link.offer(t, frame_len, ip_len) {
+            match self.link.offer(t, ip_len) {
                 Admit::Drop => {
                     st.queue_dropped.inc();
                     continue;
@@ -225,12 +225,12 @@ mod tests {
 
     #[test]
     fn delay_and_rate_compose() {
-        // 100 Mbit/s bottleneck then 10 ms propagation
+        // 100 Mbit/s bottleneck then 10 ms propagation; 1500 IP bytes = 120 us
         let mut e = emu(json!({"rate_mbit": 100, "delay_ms": 10}), 6);
         let (_, c) = run(&mut e, 3, 0);
-        assert_eq!(c[0].send_at, 1_000_000_000 + 121_120 + 10_000_000);
-        assert_eq!(c[1].send_at, 1_000_000_000 + 2 * 121_120 + 10_000_000);
-        assert_eq!(c[2].queue_delay, 3 * 121_120);
+        assert_eq!(c[0].send_at, 1_000_000_000 + 120_000 + 10_000_000);
+        assert_eq!(c[1].send_at, 1_000_000_000 + 2 * 120_000 + 10_000_000);
+        assert_eq!(c[2].queue_delay, 3 * 120_000);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! The model is *virtual*: the FIFO is work-conserving and the capacity schedule
 //! is a known function of time, so a packet's departure time is fully determined
 //! when it arrives; no timer is needed per serialisation event.
-//! `offer(t, bytes)` returns when the packet starts and finishes serialising.
+//! `offer(t, ip_bytes)` returns when the packet starts and finishes serialising.
 
 use crate::config::{DirConfig, OnOff, QueueLimit, Spikes, Trace, MS, TRACE_OPP_BYTES};
 use std::collections::VecDeque;
@@ -40,6 +40,8 @@ pub struct Bottleneck {
     spikes: Option<Spikes>,
     onoff: Option<OnOff>,
     limit: QueueLimit,
+    /// Bytes counted per packet on top of its IP length (rate and byte queues).
+    overhead: u32,
     /// Origin of the periodic schedules (spikes, on/off, trace).
     epoch: u64,
     /// When the last accepted packet finishes serialising.
@@ -56,6 +58,7 @@ impl Bottleneck {
             spikes: None,
             onoff: None,
             limit: QueueLimit::Unlimited,
+            overhead: 0,
             epoch,
             free_at: 0,
             waiting: VecDeque::new(),
@@ -76,6 +79,7 @@ impl Bottleneck {
         self.spikes = cfg.spikes.clone();
         self.onoff = cfg.onoff.clone();
         self.limit = cfg.queue.clone();
+        self.overhead = cfg.rate_overhead;
         self.epoch = now;
     }
 
@@ -89,10 +93,11 @@ impl Bottleneck {
         (self.waiting.len(), self.waiting_bytes)
     }
 
-    /// Offer a packet arriving at `t` (ns). `frame_bytes` (Ethernet frame) is
-    /// used for rate serialisation; `ip_bytes` for trace opportunities, which
-    /// carry one 1500-byte IP packet each, as in mahimahi.
-    pub fn offer(&mut self, t: u64, frame_bytes: u32, ip_bytes: u32) -> Admit {
+    /// Offer a packet of `ip_bytes` (IP header + payload) arriving at `t` (ns).
+    /// The rate counts IP bytes plus the configured per-packet overhead (default
+    /// 0, as mahimahi and the Mbit/s of most papers); trace opportunities carry
+    /// one 1500-byte IP packet each, as in mahimahi.
+    pub fn offer(&mut self, t: u64, ip_bytes: u32) -> Admit {
         if self.is_transparent() {
             return Admit::Pass { start: t, finish: t };
         }
@@ -104,7 +109,7 @@ impl Bottleneck {
             self.waiting_bytes -= b as u64;
         }
         let avail = t.max(self.free_at);
-        let bytes = if matches!(self.cap, Capacity::Trace { .. }) { ip_bytes } else { frame_bytes };
+        let bytes = if matches!(self.cap, Capacity::Trace { .. }) { ip_bytes } else { ip_bytes + self.overhead };
         let (svc, finish, cur) = self.serve(avail, bytes);
         if svc > t {
             let drop = match self.limit {
@@ -302,27 +307,31 @@ mod tests {
 
     #[test]
     fn serialization_math() {
-        // 1514 B at 100 Mbit/s = 121.12 us; back-to-back packets queue up.
-        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 100, "queue": {"packets": 1000}})), 0);
-        let (s0, f0) = pass(b.offer(S, 1514, 1500));
+        // The rate counts IP bytes: 1500 B at 100 Mbit/s = 120 us.
+        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 100})), 0);
+        assert_eq!(pass(b.offer(S, 1500)), (S, S + 120_000));
+        // With Ethernet's 14 header bytes counted (as tbf does): 1514 B = 121.12 us;
+        // back-to-back packets queue up.
+        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 100, "rate_overhead_bytes": 14, "queue": {"packets": 1000}})), 0);
+        let (s0, f0) = pass(b.offer(S, 1500));
         assert_eq!((s0, f0), (S, S + 121_120));
-        let (s1, f1) = pass(b.offer(S, 1514, 1500));
+        let (s1, f1) = pass(b.offer(S, 1500));
         assert_eq!((s1, f1), (S + 121_120, S + 242_240));
         // after the link drained, a new packet starts immediately
-        let (s2, f2) = pass(b.offer(2 * S, 60, 46));
+        let (s2, f2) = pass(b.offer(2 * S, 46));
         assert_eq!((s2, f2), (2 * S, 2 * S + 4_800));
         // 5 Mbit/s: 1514 B take 2.4224 ms
-        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 5})), 0);
-        assert_eq!(pass(b.offer(S, 1514, 1500)).1, S + 2_422_400);
+        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 5, "rate_overhead_bytes": 14})), 0);
+        assert_eq!(pass(b.offer(S, 1500)).1, S + 2_422_400);
     }
 
     #[test]
     fn long_run_rate_is_exact() {
         // Saturate a 40 Mbit/s link for 10 s of virtual time.
-        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 40, "queue": {"packets": 100000}})), 0);
+        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 40, "rate_overhead_bytes": 14, "queue": {"packets": 100000}})), 0);
         let mut last = 0;
         for _ in 0..33_025 {
-            last = pass(b.offer(0, 1514, 1500)).1;
+            last = pass(b.offer(0, 1500)).1;
         }
         let bits = 33_025.0 * 1514.0 * 8.0;
         let rate = bits / (last as f64 / 1e9);
@@ -333,36 +342,36 @@ mod tests {
     fn queue_drop_tail_packets() {
         let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 10, "queue": {"packets": 3}})), 0);
         // first is served at once, 3 wait, the 5th is dropped
-        let r: Vec<Admit> = (0..5).map(|_| b.offer(S, 1514, 1500)).collect();
+        let r: Vec<Admit> = (0..5).map(|_| b.offer(S, 1500)).collect();
         assert!(r[..4].iter().all(|a| matches!(a, Admit::Pass { .. })));
         assert_eq!(r[4], Admit::Drop);
         assert_eq!(b.backlog().0, 3);
-        // once the head leaves (1.2112 ms later), there is room again
-        assert!(matches!(b.offer(S + 1_300_000, 1514, 1500), Admit::Pass { .. }));
-        assert_eq!(b.offer(S + 1_300_000, 1514, 1500), Admit::Drop);
+        // once the head leaves (1.2 ms later), there is room again
+        assert!(matches!(b.offer(S + 1_300_000, 1500), Admit::Pass { .. }));
+        assert_eq!(b.offer(S + 1_300_000, 1500), Admit::Drop);
     }
 
     #[test]
     fn queue_drop_tail_bytes() {
-        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 10, "queue": {"bytes": 3000}})), 0);
-        assert!(matches!(b.offer(S, 1514, 1500), Admit::Pass { .. })); // in service
-        assert!(matches!(b.offer(S, 1514, 1500), Admit::Pass { .. })); // 1514 waiting
-        assert_eq!(b.offer(S, 1514, 1500), Admit::Drop); // 3028 > 3000
-        assert!(matches!(b.offer(S, 1000, 986), Admit::Pass { .. })); // 2514 <= 3000
-        assert_eq!(b.offer(S, 600, 586), Admit::Drop);
+        let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 10, "rate_overhead_bytes": 14, "queue": {"bytes": 3000}})), 0);
+        assert!(matches!(b.offer(S, 1500), Admit::Pass { .. })); // in service
+        assert!(matches!(b.offer(S, 1500), Admit::Pass { .. })); // 1514 waiting
+        assert_eq!(b.offer(S, 1500), Admit::Drop); // 3028 > 3000
+        assert!(matches!(b.offer(S, 986), Admit::Pass { .. })); // 2514 <= 3000
+        assert_eq!(b.offer(S, 586), Admit::Drop);
     }
 
     #[test]
     fn queue_drop_tail_ms() {
-        // 10 Mbit/s, max 5 ms of waiting: 1514 B = 1.2112 ms each
+        // 10 Mbit/s, max 5 ms of waiting: 1500 B = 1.2 ms each
         let mut b = Bottleneck::new(&cfg(json!({"rate_mbit": 10, "queue": {"ms": 5}})), 0);
         let mut ok = 0;
         for _ in 0..10 {
-            if matches!(b.offer(S, 1514, 1500), Admit::Pass { .. }) {
+            if matches!(b.offer(S, 1500), Admit::Pass { .. }) {
                 ok += 1;
             }
         }
-        // waits 0, 1.2, 2.4, 3.6, 4.8 ms are accepted; 6.06 ms is not
+        // waits 0, 1.2, 2.4, 3.6, 4.8 ms are accepted; 6.0 ms is not
         assert_eq!(ok, 5);
     }
 
@@ -371,8 +380,8 @@ mod tests {
         use crate::config::QueueLimit;
         // 100 Mbit/s, 50 ms each way: BDP over 100 ms = 1.25 MB
         assert_eq!(cfg(json!({"rate_mbit": 100, "delay_ms": 50})).queue, QueueLimit::Bytes(1_250_000));
-        // 5 Mbit/s, 0 ms: 20 ms floor gives 12.5 kB < 64 * 1514
-        assert_eq!(cfg(json!({"rate_mbit": 5})).queue, QueueLimit::Bytes(64 * 1514));
+        // 5 Mbit/s, 0 ms: 20 ms floor gives 12.5 kB < 64 * 1500
+        assert_eq!(cfg(json!({"rate_mbit": 5})).queue, QueueLimit::Bytes(64 * 1500));
         assert_eq!(cfg(json!({"delay_ms": 5})).queue, QueueLimit::Unlimited);
         assert_eq!(cfg(json!({"onoff": {"on_ms": 10, "off_ms": 10}})).queue, QueueLimit::Packets(1000));
     }
@@ -383,21 +392,21 @@ mod tests {
         let c = cfg(json!({"rate_mbit": 12, "spikes": {"period_ms": 100, "duration_ms": 20, "rate_pct": 25}, "queue": {"packets": 100000}}));
         let mut b = Bottleneck::new(&c, 0);
         // 1500 B = 1 ms at 12 Mbit/s, 4 ms at 3 Mbit/s
-        assert_eq!(pass(b.offer(10_000_000, 1500, 1486)).1, 11_000_000);
-        assert_eq!(pass(b.offer(85_000_000, 1500, 1486)).1, 89_000_000);
+        assert_eq!(pass(b.offer(10_000_000, 1500)).1, 11_000_000);
+        assert_eq!(pass(b.offer(85_000_000, 1500)).1, 89_000_000);
         // straddling the start of the spike: 0.5 ms at full rate, then 0.5 of the
         // packet at a quarter rate = 2 ms -> finishes at 82 ms
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(79_500_000, 1500, 1486)).1, 82_000_000);
+        assert_eq!(pass(b.offer(79_500_000, 1500)).1, 82_000_000);
         // straddling the end of the spike: 1 ms at 3 Mbit/s (375 B), rest at 12
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(99_000_000, 1500, 1486)).1, 100_750_000);
+        assert_eq!(pass(b.offer(99_000_000, 1500)).1, 100_750_000);
         // saturated long run: average rate = 0.8*12 + 0.2*3 = 10.2 Mbit/s
         let mut b = Bottleneck::new(&c, 0);
         let mut last = 0;
         let n = 8500; // ~1 s
         for _ in 0..n {
-            last = pass(b.offer(0, 1500, 1486)).1;
+            last = pass(b.offer(0, 1500)).1;
         }
         let rate = n as f64 * 12000.0 / (last as f64 / 1e9);
         assert!((rate / 10.2e6 - 1.0).abs() < 0.01, "rate {}", rate);
@@ -409,22 +418,22 @@ mod tests {
         let c = cfg(json!({"rate_mbit": 12, "onoff": {"on_ms": 30, "off_ms": 20}, "queue": {"packets": 100000}}));
         let mut b = Bottleneck::new(&c, 0);
         // arriving during off (35 ms): waits for 50 ms, done at 51 ms
-        assert_eq!(pass(b.offer(35_000_000, 1500, 1486)), (50_000_000, 51_000_000));
+        assert_eq!(pass(b.offer(35_000_000, 1500)), (50_000_000, 51_000_000));
         // straddles the off period: starts at 29.5, 0.5 ms before off, resumes at 50
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(29_500_000, 1500, 1486)).1, 50_500_000);
+        assert_eq!(pass(b.offer(29_500_000, 1500)).1, 50_500_000);
         // nothing finishes inside an off window over a long saturated run
         let mut b = Bottleneck::new(&c, 0);
         for _ in 0..3000 {
-            let f = pass(b.offer(0, 1500, 1486)).1;
+            let f = pass(b.offer(0, 1500)).1;
             let ph = f % 50_000_000;
             assert!(ph <= 30_000_000, "finish in off window: {}", f);
         }
         // without a rate: infinite capacity when on, held during off
         let c = cfg(json!({"onoff": {"on_ms": 30, "off_ms": 20}}));
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(10_000_000, 1500, 1486)), (10_000_000, 10_000_000));
-        assert_eq!(pass(b.offer(40_000_000, 1500, 1486)), (50_000_000, 50_000_000));
+        assert_eq!(pass(b.offer(10_000_000, 1500)), (10_000_000, 10_000_000));
+        assert_eq!(pass(b.offer(40_000_000, 1500)), (50_000_000, 50_000_000));
     }
 
     fn trace_cfg(text: &str) -> DirConfig {
@@ -440,26 +449,26 @@ mod tests {
         let c = trace_cfg("1\n1\n3\n10\n");
         let mut b = Bottleneck::new(&c, 0);
         // two full packets at t=0 use the two opportunities at 1 ms
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 3_000_000);
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 10_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 3_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 10_000_000);
         // loop: next opportunities at 11, 11, 13, 20 ms
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 11_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 11_000_000);
         // small packets share one opportunity while queued
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(0, 514, 500)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 514, 500)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 514, 500)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 514, 500)).1, 1_000_000); // second 1 ms opp
+        assert_eq!(pass(b.offer(0, 500)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 500)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 500)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 500)).1, 1_000_000); // second 1 ms opp
         // a packet arriving after the queue drained cannot use leftovers
-        assert_eq!(pass(b.offer(2_000_000, 514, 500)).1, 3_000_000);
-        assert_eq!(pass(b.offer(4_000_000, 1514, 1500)).1, 10_000_000);
+        assert_eq!(pass(b.offer(2_000_000, 500)).1, 3_000_000);
+        assert_eq!(pass(b.offer(4_000_000, 1500)).1, 10_000_000);
         // a 1500 B packet split over two opportunities departs at the second
         let mut b = Bottleneck::new(&c, 0);
-        assert_eq!(pass(b.offer(0, 1014, 1000)).1, 1_000_000);
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 1_000_000 /* 500 B left in opp 1 + 1000 B of opp 2 */);
-        assert_eq!(pass(b.offer(0, 1514, 1500)).1, 3_000_000);
+        assert_eq!(pass(b.offer(0, 1000)).1, 1_000_000);
+        assert_eq!(pass(b.offer(0, 1500)).1, 1_000_000 /* 500 B left in opp 1 + 1000 B of opp 2 */);
+        assert_eq!(pass(b.offer(0, 1500)).1, 3_000_000);
     }
 
     #[test]
@@ -470,12 +479,12 @@ mod tests {
         let t = c.trace.as_ref().unwrap();
         assert!((t.mean_rate_bps() - 12e6).abs() < 1.0);
         // default queue: max(BDP at 12 Mbit/s over 20 ms, 64 frames)
-        assert_eq!(c.queue, crate::config::QueueLimit::Bytes(64 * 1514));
+        assert_eq!(c.queue, crate::config::QueueLimit::Bytes(64 * 1500));
         c.queue = crate::config::QueueLimit::Packets(1000);
         let mut b = Bottleneck::new(&c, 0);
         let mut last = 0;
         for _ in 0..120 {
-            last = pass(b.offer(0, 1514, 1500)).1;
+            last = pass(b.offer(0, 1500)).1;
         }
         assert_eq!(last, 120_000_000);
     }
@@ -483,6 +492,6 @@ mod tests {
     #[test]
     fn transparent_link_passes_through() {
         let mut b = Bottleneck::new(&DirConfig::default(), 0);
-        assert_eq!(b.offer(123, 1514, 1500), Admit::Pass { start: 123, finish: 123 });
+        assert_eq!(b.offer(123, 1500), Admit::Pass { start: 123, finish: 123 });
     }
 }

@@ -64,8 +64,8 @@ class OnOff(_Strict):
 
 
 DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
-                    "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "queue",
-                    "spikes", "onoff", "trace")
+                    "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes",
+                    "queue", "spikes", "onoff", "trace")
 
 
 class Direction(_Strict):
@@ -80,6 +80,9 @@ class Direction(_Strict):
     duplicate_pct: float = Field(0.0, ge=0, le=100)
     corrupt_pct: float = Field(0.0, ge=0, le=100)
     rate_mbit: float | None = Field(None, gt=0, le=100_000)
+    # The rate counts IP bytes (as mahimahi, and the Mbit/s of most papers) plus this much per
+    # packet: 14 counts the Ethernet header as tbf/htb do, 38 Ethernet on the wire.
+    rate_overhead_bytes: int = Field(0, ge=0, le=1000)
     queue: Queue | None = None
     spikes: Spikes | None = None
     onoff: OnOff | None = None
@@ -109,6 +112,8 @@ class Direction(_Strict):
             raise ValueError("spikes need rate_mbit (the rate that drops)")
         if self.trace is not None and self.rate_mbit is not None:
             raise ValueError("a trace replaces rate_mbit: give one of them")
+        if self.rate_overhead_bytes and self.rate_mbit is None:
+            raise ValueError("rate_overhead_bytes needs rate_mbit")
         if self.queue is not None and self.rate_mbit is None and self.trace is None:
             raise ValueError("queue needs rate_mbit or trace")
         return self

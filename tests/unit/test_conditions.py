@@ -30,6 +30,8 @@ def test_two_hops():
     ({"spikes": {"period_ms": 1000}}, "spikes need rate_mbit"),
     ({"rate_mbit": 10, "spikes": {"period_ms": 100, "duration_ms": 200}}, "shorter than period_ms"),
     ({"rate_mbit": 10, "queue": {"packets": 10, "bytes": 20000}}, "exactly one"),
+    ({"rate_overhead_bytes": 14}, "rate_overhead_bytes needs rate_mbit"),
+    ({"rate_mbit": 10, "rate_overhead_bytes": -14}, "rate_overhead_bytes"),
     ({"trace": "/nonexistent/file.trace"}, "cannot read trace file"),
     ({"delay": 5}, "delay"),
     ({"hops": [{}, {}, {}]}, "hops"),

@@ -25,9 +25,15 @@ def test_go_quick_scenario_on_both_interfaces():
 
 def test_rate_queue_and_order_keeping_pfifo():
     out = cmds({"name": "x", "rate_mbit": 40, "delay_ms": 10, "jitter_ms": 1, "queue": {"packets": 200}})
-    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem delay 10ms 1ms rate 40mbit limit 200"
+    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem delay 10ms 1ms rate 40mbit -14 limit 200"
     assert out[1] == "tc qdisc replace dev to-server parent 1:1 pfifo limit 1000"
     assert len(out) == 4
+
+
+def test_rate_counts_ip_bytes_plus_the_configured_overhead():
+    # netem counts the 14-byte Ethernet header itself: -14 leaves IP bytes, as linkem counts
+    assert "rate 5mbit -14 " in cmds({"name": "x", "rate_mbit": 5})[0]
+    assert "rate 5mbit 24 " in cmds({"name": "x", "rate_mbit": 5, "rate_overhead_bytes": 38})[0]
 
 
 def test_per_direction_and_gilbert_elliott():

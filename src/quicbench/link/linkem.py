@@ -39,6 +39,7 @@ def direction_config(d: Direction) -> dict[str, Any]:
                         "h_pct": loss.h_pct, "k_pct": loss.k_pct})
     if d.rate_mbit is not None:
         cfg["rate_mbit"] = d.rate_mbit
+        cfg["rate_overhead_bytes"] = d.rate_overhead_bytes
     if d.queue is not None:
         cfg["queue"] = d.queue.model_dump(exclude_none=True)
     if d.spikes is not None:

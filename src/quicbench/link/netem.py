@@ -3,7 +3,7 @@
 On each router, netem on both interfaces (Go-Quick's `tc qdisc add dev ens3 root netem loss 2%
 delay 50ms 5ms distribution pareto`): traffic towards the server ("up") is shaped on the
 router's `to-server` interface, traffic towards the client ("down") on `to-client`. Rate uses
-netem's own `rate` with a `limit` in packets (the drop-tail queue). With reorder = false a
+netem's own `rate` with a `limit` in packets (the drop-tail queue), counting IP bytes like linkem. With reorder = false a
 pfifo child replaces netem's time-sorted queue so that jitter does not reorder packets (see
 tc-netem(8)). Spikes, on/off periods and mahimahi traces are not netem features: such
 conditions need linkem (`auto` chooses it for them).
@@ -16,6 +16,9 @@ from ..errors import QuicbenchError
 from ..kernel import probe
 from ..proc import run
 from .base import LinkEmulator, per_router
+
+
+ETH_HEADER = 14
 
 
 def _num(x: float) -> str:
@@ -56,7 +59,9 @@ def netem_args(d: Direction) -> list[str]:
     if d.corrupt_pct:
         args += ["corrupt", f"{_num(d.corrupt_pct)}%"]
     if d.rate_mbit:
-        args += ["rate", f"{_num(d.rate_mbit)}mbit"]
+        # netem's rate counts the whole Ethernet frame (14 header bytes); its packet overhead
+        # argument (which may be negative, tc-netem(8)) makes it count IP bytes as linkem does
+        args += ["rate", f"{_num(d.rate_mbit)}mbit", str(d.rate_overhead_bytes - ETH_HEADER)]
     # netem's limit is its queue in packets (default 1000): size it as linkem does
     args += ["limit", str(default_queue_packets(d) if d.rate_mbit else max(1000, default_queue_packets(d)))]
     return args
