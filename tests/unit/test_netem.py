@@ -57,3 +57,11 @@ def test_two_hops_each_their_own():
 def test_spikes_need_linkem():
     with pytest.raises(QuicbenchError, match="netem has no spikes: use link linkem"):
         cmds({"name": "s", "rate_mbit": 10, "spikes": {"period_ms": 1000}})
+
+
+def test_reordering_jitter_with_a_rate_needs_linkem():
+    # netem's rate mode keeps packets in order whatever the jitter: refuse rather than not reorder
+    with pytest.raises(QuicbenchError, match="does not reorder packets when it also limits the rate"):
+        cmds({"name": "gq", "rate_mbit": 1000, "delay_ms": 12.5, "jitter_ms": 1.25, "reorder": True})
+    assert cmds({"name": "gq", "delay_ms": 12.5, "jitter_ms": 1.25, "reorder": True})      # no rate: netem reorders
+    assert cmds({"name": "gq", "rate_mbit": 1000, "delay_ms": 12.5, "jitter_ms": 1.25})    # in order: fine

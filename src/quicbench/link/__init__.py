@@ -28,7 +28,8 @@ AUTO_ORDER = ("netem", "linkem")
 
 def resolve_link(name: str, conditions: "list[Condition] | None" = None) -> type[LinkEmulator]:
     """The driver class for a name; `auto` takes the first usable of netem, linkem that
-    supports every condition (netem lacks spikes, on/off and traces), else plain."""
+    supports every condition (netem lacks spikes, on/off, traces and reordering under a rate),
+    else plain."""
     if name == "auto":
         for candidate in AUTO_ORDER:
             cls = LINKS.get(candidate)

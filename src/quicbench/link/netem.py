@@ -5,8 +5,8 @@ delay 50ms 5ms distribution pareto`): traffic towards the server ("up") is shape
 router's `to-server` interface, traffic towards the client ("down") on `to-client`. Rate uses
 netem's own `rate` with a `limit` in packets (the drop-tail queue), counting IP bytes like linkem. With reorder = false a
 pfifo child replaces netem's time-sorted queue so that jitter does not reorder packets (see
-tc-netem(8)). Spikes, on/off periods and mahimahi traces are not netem features: such
-conditions need linkem (`auto` chooses it for them).
+tc-netem(8)). Spikes, on/off periods and mahimahi traces are not netem features, and netem
+never reorders when it also limits the rate: such conditions need linkem (`auto` chooses it).
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ def unsupported(condition: Condition) -> str | None:
             for field in ("spikes", "onoff", "trace"):
                 if getattr(d, field) is not None:
                     return f"netem has no {field}: use link linkem"
+            if d.reorder and d.jitter_ms and d.rate_mbit:
+                # with a rate, netem times each packet from the previous one's departure, so
+                # jitter never reorders (sch_netem.c); reorder = true would silently not happen
+                return "netem does not reorder packets when it also limits the rate: use link linkem"
     return None
 
 
