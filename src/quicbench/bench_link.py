@@ -19,8 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
 
 from rich.console import Console
@@ -93,9 +97,6 @@ class _Perf:
     """`perf record` on one process while a measurement runs (nothing if perf is missing)."""
 
     def __init__(self, pid: int, seconds: float):
-        import shutil
-        import subprocess
-        import tempfile
         self.data = None
         if not shutil.which("perf"):
             return
@@ -106,9 +107,6 @@ class _Perf:
 
     def share(self, symbol: str) -> float | None:
         """Fraction of the samples with `symbol` on their call chain."""
-        import os
-        import re
-        import subprocess
         if self.data is None:
             return None
         try:
@@ -136,21 +134,21 @@ def throughput() -> dict:
     with _lab("linkem") as lab:
         for delay in (0, 10):
             lab.link.apply(_cond(delay_ms=delay))
-            mbps, cpu_pp, shares = [], [], []
+            mbps, cpu_pp, share = [], [], None
             for rep in range(THROUGHPUT_REPS):
                 cpu0, p0 = _linkem_cpu_and_packets(lab)
-                # perf on one run only: its sampling costs linkem a little CPU
+                # perf on the first run only: its sampling costs linkem a little CPU
                 perf = _Perf(lab.state["linkem_pids"]["router"], IPERF_S - 1) if rep == 0 else None
                 mbps.append(measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"])
                 cpu1, p1 = _linkem_cpu_and_packets(lab)
                 cpu_pp.append(1e6 * (cpu1 - cpu0) / max(p1 - p0, 1))
                 if perf is not None:
                     # share of linkem's CPU that is the receiving stacks' work, run inline by veth
-                    shares.append(perf.share("net_rx_action"))
+                    share = perf.share("net_rx_action")
             out[f"linkem_{delay}ms_mbps"], out[f"linkem_{delay}ms_mbps_runs"] = statistics.median(mbps), mbps
             out[f"linkem_{delay}ms_cpu_us_per_packet"] = statistics.median(cpu_pp)
             out[f"linkem_{delay}ms_cpu_us_per_packet_runs"] = cpu_pp
-            out[f"linkem_{delay}ms_cpu_share_net_rx_softirq"] = shares[0]
+            out[f"linkem_{delay}ms_cpu_share_net_rx_softirq"] = share
     out["ratio_0ms_vs_plain"] = out["linkem_0ms_mbps"] / out["plain_mbps"]
     out["ratio_10ms_vs_plain"] = out["linkem_10ms_mbps"] / out["plain_mbps"]
     return out
