@@ -128,7 +128,9 @@ pub struct RxFrame<'a> {
 }
 
 impl RxRing {
-    pub fn open(ifindex: i32, frame_nr: usize, want_vnet: bool) -> io::Result<RxRing> {
+    /// `frame_size`: 2048 for MTU-sized frames, or a multiple of the page size
+    /// large enough for a GSO super-frame (`--gso`).
+    pub fn open(ifindex: i32, frame_nr: usize, frame_size: usize, want_vnet: bool) -> io::Result<RxRing> {
         // Protocol 0 at creation: receive nothing until bound to our interface.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -145,8 +147,8 @@ impl RxRing {
             return Err(close_err(last_err("PACKET_IGNORE_OUTGOING")));
         }
         let vnet = want_vnet && setsockopt_int(fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1) == 0;
-        let frame_size = 2048usize;
-        let block_size = 1usize << 20;
+        // a block holds whole frames and is a multiple of the page size
+        let block_size = if frame_size <= 4096 { 1usize << 20 } else { frame_size * 16 };
         let frames_per_block = block_size / frame_size;
         let block_nr = frame_nr.div_ceil(frames_per_block);
         let frame_nr = block_nr * frames_per_block;

@@ -4,6 +4,7 @@
 use crate::afpacket::{RxRing, TxBatch, TxSock, TP_STATUS_CSUMNOTREADY, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
 use crate::config::DirConfig;
 use crate::emu::{Copy, Emu};
+use crate::gso::Gso;
 use crate::frame::{classify, complete_partial_csum, l4_csum_location, rewrite, Class, LocalAddrs, ETH_HLEN};
 use crate::stats::{DirStats, PortStats, TimingStats};
 use std::cmp::Reverse;
@@ -109,32 +110,36 @@ impl TimingOpts {
 }
 
 const SLOT: usize = 2048;
+/// Slots for GSO runs (`--gso`): 64 KiB of payload plus headers and vnet header.
+pub const BIG_SLOT: usize = 65536 + 512;
 /// Spin only after sleeping at least this long (light load).
 const SPIN_MIN_SLEEP_NS: u64 = 100_000;
-const SLOTS_PER_CHUNK: usize = 4096;
 
-/// Packet buffers: fixed 2 KiB slots ([vnet hdr 10 B][frame]) in 8 MiB chunks.
+/// Packet buffers: fixed-size slots ([vnet hdr 10 B][frame]) in chunks of
+/// about 8 MiB, grown on demand up to `max_slots`.
 pub struct Pool {
     chunks: Vec<Box<[u8]>>,
     free: Vec<u32>,
     max_slots: usize,
+    slot: usize,
+    per_chunk: usize,
 }
 
 impl Pool {
-    pub fn new(max_slots: usize) -> Pool {
-        Pool { chunks: Vec::new(), free: Vec::new(), max_slots }
+    pub fn new(slot: usize, max_slots: usize) -> Pool {
+        Pool { chunks: Vec::new(), free: Vec::new(), max_slots, slot, per_chunk: ((8 << 20) / slot).max(1) }
     }
     #[inline]
     pub fn alloc(&mut self) -> Option<u32> {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
-        let have = self.chunks.len() * SLOTS_PER_CHUNK;
+        let have = self.chunks.len() * self.per_chunk;
         if have >= self.max_slots {
             return None;
         }
-        self.chunks.push(vec![0u8; SLOT * SLOTS_PER_CHUNK].into_boxed_slice());
-        for i in (have + 1..have + SLOTS_PER_CHUNK).rev() {
+        self.chunks.push(vec![0u8; self.slot * self.per_chunk].into_boxed_slice());
+        for i in (have + 1..have + self.per_chunk).rev() {
             self.free.push(i as u32);
         }
         Some(have as u32)
@@ -146,14 +151,14 @@ impl Pool {
     #[inline]
     pub fn slot(&mut self, s: u32) -> &mut [u8] {
         let s = s as usize;
-        let c = &mut self.chunks[s / SLOTS_PER_CHUNK];
-        let o = (s % SLOTS_PER_CHUNK) * SLOT;
-        &mut c[o..o + SLOT]
+        let c = &mut self.chunks[s / self.per_chunk];
+        let o = (s % self.per_chunk) * self.slot;
+        &mut c[o..o + self.slot]
     }
     #[inline]
     pub fn ptr(&self, s: u32) -> *const u8 {
         let s = s as usize;
-        unsafe { self.chunks[s / SLOTS_PER_CHUNK].as_ptr().add((s % SLOTS_PER_CHUNK) * SLOT) }
+        unsafe { self.chunks[s / self.per_chunk].as_ptr().add((s % self.per_chunk) * self.slot) }
     }
 }
 
@@ -162,7 +167,14 @@ struct Pkt {
     send_at: u64,
     seq: u64,
     slot: u32,
-    len: u16,
+    /// Frame length (one frame; a GSO run is one frame of several segments).
+    len: u32,
+    /// Wire packets in this frame (1, or the segments of a GSO run).
+    nseg: u16,
+    /// In the big pool (GSO run) rather than the 2 KiB one.
+    big: bool,
+    /// Bytes on the emulated wire: every segment with its own headers.
+    wire: u32,
 }
 
 pub struct Port {
@@ -185,6 +197,12 @@ pub struct Dir {
     staged: VecDeque<Pkt>,
     batch: TxBatch,
     pool: Pool,
+    big: Pool,
+    /// Segments of a GSO run leaving within this window of the run's first
+    /// segment are sent as one frame (what the receiver's GRO would merge).
+    pub gro_window_ns: u64,
+    /// Per-segment pipeline results of the current super-frame: (segment, copy).
+    scratch: Vec<(u32, Copy)>,
     seq: u64,
     seen_gen: u64,
 }
@@ -197,7 +215,10 @@ impl Dir {
             heap: BinaryHeap::new(),
             staged: VecDeque::new(),
             batch: TxBatch::new(),
-            pool: Pool::new(max_slots),
+            pool: Pool::new(SLOT, max_slots),
+            big: Pool::new(BIG_SLOT, (max_slots / 16).max(64)),
+            gro_window_ns: 0,
+            scratch: Vec::with_capacity(128),
             seq: 0,
             seen_gen: 0,
         }
@@ -247,7 +268,8 @@ impl Dir {
             let off = if self.tx.vnet { 0 } else { VNET_HDR_LEN };
             self.batch.n = 0;
             for p in self.staged.iter() {
-                let ptr = unsafe { self.pool.ptr(p.slot).add(off) };
+                let pool = if p.big { &self.big } else { &self.pool };
+                let ptr = unsafe { pool.ptr(p.slot).add(off) };
                 self.batch.push(ptr, p.len as usize + VNET_HDR_LEN - off);
             }
             let tnow = mono_ns();
@@ -263,9 +285,9 @@ impl Dir {
                 Err(_) => {
                     // The first frame of the batch was refused (e.g. ENOBUFS when
                     // the peer's backlog is full): count it, drop it, go on.
-                    self.stats.tx_errors.inc();
+                    self.stats.tx_errors.add(self.staged[0].nseg as u64);
                     let p = self.staged.pop_front().unwrap();
-                    self.pool.free(p.slot);
+                    self.release(p);
                     continue;
                 }
             };
@@ -274,9 +296,9 @@ impl Dir {
                 let err = tnow.saturating_sub(p.send_at);
                 self.stats.sched_error.record_ns(err);
                 self.stats.sched_error_fine.record_ns(err);
-                self.stats.forwarded.inc();
-                self.stats.bytes_out.add(p.len as u64);
-                self.pool.free(p.slot);
+                self.stats.forwarded.add(p.nseg as u64);
+                self.stats.bytes_out.add(p.wire as u64);
+                self.release(p);
             }
             ts.tx_packets.add(sent as u64);
             sent_total += sent;
@@ -284,6 +306,20 @@ impl Dir {
                 ts.tx_eagain.inc();
                 return sent_total;
             }
+        }
+    }
+
+    #[inline]
+    fn release(&mut self, p: Pkt) {
+        if p.big { self.big.free(p.slot) } else { self.pool.free(p.slot) }
+    }
+
+    #[inline]
+    fn enqueue(&mut self, p: Pkt) {
+        if self.emu.cfg.reorder {
+            self.heap.push(Reverse(p));
+        } else {
+            self.fifo.push_back(p);
         }
     }
 
@@ -342,15 +378,81 @@ impl Dir {
                     f[pos] ^= 1 << (bit % 8);
                 }
             }
-            let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len: frame.len() as u16 };
+            let len = frame.len() as u32;
+            let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len, nseg: 1, big: false, wire: len };
             self.seq += 1;
             self.stats.queue_delay.record_ns(c.queue_delay);
-            if self.emu.cfg.reorder {
-                self.heap.push(Reverse(p));
-            } else {
-                self.fifo.push_back(p);
+            self.enqueue(p);
+        }
+    }
+
+    /// A GSO super-frame: the pipeline runs once per wire segment; runs of
+    /// consecutive, unaltered segments leaving within `gro_window_ns` of each
+    /// other go out as one GSO frame at the time of the run's last segment,
+    /// everything else as single packets. Returns false if the frame cannot be
+    /// cut (the caller counts it).
+    fn ingest_gso(&mut self, t: u64, frame: &[u8], vnet: &[u8], v6: bool) -> bool {
+        let Some(g) = Gso::parse(frame, vnet) else { return false };
+        let ip_hlen = (g.l4off - ETH_HLEN) as u32;
+        self.scratch.clear();
+        let mut out = [Copy::default(); 2];
+        for s in 0..g.nseg {
+            let flen = g.run_len(s, s + 1) as u32;
+            let ip_len = flen - ETH_HLEN as u32;
+            let n = self.emu.process(t, flen, ip_len, ip_len - ip_hlen, &self.stats, &mut out);
+            for c in out.iter().take(n) {
+                self.stats.queue_delay.record_ns(c.queue_delay);
+                self.scratch.push((s as u32, *c));
             }
         }
+        let tx_vnet = self.tx.vnet;
+        let mut k = 0;
+        while k < self.scratch.len() {
+            let (s0, c0) = self.scratch[k];
+            // extend the run: next segment, first copy, no corruption, in time
+            let mut e = k + 1;
+            if tx_vnet && c0.corrupt_bit.is_none() {
+                while e < self.scratch.len() {
+                    let (s, c) = self.scratch[e];
+                    if s != self.scratch[e - 1].0 + 1 || c.corrupt_bit.is_some()
+                        || c.send_at < self.scratch[e - 1].1.send_at || c.send_at - c0.send_at > self.gro_window_ns {
+                        break;
+                    }
+                    e += 1;
+                }
+            }
+            let (i, j) = (s0 as usize, self.scratch[e - 1].0 as usize + 1);
+            let send_at = self.scratch[e - 1].1.send_at;
+            let corrupt = if e == k + 1 { c0.corrupt_bit } else { None };
+            let big = g.run_len(i, j) + VNET_HDR_LEN > SLOT;
+            let alloc = if big { self.big.alloc() } else { self.pool.alloc() };
+            let Some(slot) = alloc else {
+                self.stats.pool_dropped.add((j - i) as u64);
+                k = e;
+                continue;
+            };
+            let buf = if big { self.big.slot(slot) } else { self.pool.slot(slot) };
+            let len = g.write(frame, i, j, buf);
+            let f = &mut buf[VNET_HDR_LEN..VNET_HDR_LEN + len];
+            rewrite(f, &self.egress_mac, &self.peer_mac, v6);
+            if !tx_vnet || corrupt.is_some() {
+                let (start, off) = g.csum_location();
+                complete_partial_csum(f, start, off);
+                buf[..VNET_HDR_LEN].fill(0);
+            }
+            if let Some(bit) = corrupt {
+                let pos = g.l4off + (bit / 8) as usize;
+                if pos < len {
+                    buf[VNET_HDR_LEN + pos] ^= 1 << (bit % 8);
+                }
+            }
+            let wire = (len + (j - i - 1) * g.hlen) as u32;
+            let p = Pkt { send_at, seq: self.seq, slot, len: len as u32, nseg: (j - i) as u16, big, wire };
+            self.seq += 1;
+            self.enqueue(p);
+            k = e;
+        }
+        true
     }
 }
 
@@ -454,15 +556,18 @@ impl Engine {
                                 if t > now || t + 1_000_000_000 < now {
                                     t = now;
                                 }
-                                let vnet_ok = fr.vnet.map(|v| v[1] == 0).unwrap_or(true); // gso_type NONE
+                                let gso = fr.vnet.filter(|v| v[1] != 0); // gso_type != NONE
                                 if dir.overloaded(now, max_late) {
-                                    dir.stats.received.inc();
+                                    let segs = gso.and_then(|v| Gso::parse(fr.data, v)).map(|g| g.nseg as u64).unwrap_or(1);
+                                    dir.stats.received.add(segs);
                                     dir.stats.bytes_in.add(fr.data.len() as u64);
-                                    dir.stats.late_dropped.inc();
-                                } else if vnet_ok {
-                                    dir.ingest(t, fr.data, fr.vnet, fr.status & TP_STATUS_CSUMNOTREADY != 0, v6, ip_len, payload_off);
+                                    dir.stats.late_dropped.add(segs);
+                                } else if let Some(v) = gso {
+                                    if !dir.ingest_gso(t, fr.data, v, v6) {
+                                        port.stats.rx_truncated.inc();
+                                    }
                                 } else {
-                                    port.stats.rx_truncated.inc();
+                                    dir.ingest(t, fr.data, fr.vnet, fr.status & TP_STATUS_CSUMNOTREADY != 0, v6, ip_len, payload_off);
                                 }
                             }
                         }

@@ -5,6 +5,7 @@ mod dist;
 mod emu;
 mod engine;
 mod frame;
+mod gso;
 mod link;
 mod rng;
 mod stats;
@@ -74,9 +75,17 @@ struct Cli {
     /// SCHED_FIFO priority for the forwarding thread (0 = normal CFS scheduling)
     #[arg(long, default_value_t = 10)]
     fifo_prio: i32,
-    /// RX ring size in frames per interface
-    #[arg(long, default_value_t = 8192, hide = true)]
-    ring_frames: usize,
+    /// RX ring size in frames per interface (default 8192, with --gso 512)
+    #[arg(long, hide = true)]
+    ring_frames: Option<usize>,
+    /// Accept GSO super-frames (endpoints with TSO/GSO on): 68 KiB ring frames,
+    /// the pipeline runs per wire segment, see DESIGN.md
+    #[arg(long)]
+    gso: bool,
+    /// With --gso: consecutive segments leaving within this window go out as
+    /// one frame (what the receiver's GRO would merge)
+    #[arg(long, default_value_t = 50)]
+    gro_window_us: u64,
     /// Maximum packets buffered per direction (delay line + queue)
     #[arg(long, default_value_t = 262144, hide = true)]
     max_packets: usize,
@@ -163,8 +172,12 @@ fn main() {
     let ia = afpacket::if_info(&iface_a).unwrap_or_else(|e| die(1, &format!("linkem: --iface-a: {}", e)));
     let ib = afpacket::if_info(&iface_b).unwrap_or_else(|e| die(1, &format!("linkem: --iface-b: {}", e)));
     let want_vnet = !cli.no_vnet;
-    let rx_a = afpacket::RxRing::open(ia.index, cli.ring_frames, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
-    let rx_b = afpacket::RxRing::open(ib.index, cli.ring_frames, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
+    if cli.gso && cli.no_vnet {
+        die(2, "args: --gso needs the vnet header (drop --no-vnet)");
+    }
+    let (frame_size, ring_frames) = if cli.gso { (engine::BIG_SLOT.next_multiple_of(4096), cli.ring_frames.unwrap_or(512)) } else { (2048, cli.ring_frames.unwrap_or(8192)) };
+    let rx_a = afpacket::RxRing::open(ia.index, ring_frames, frame_size, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
+    let rx_b = afpacket::RxRing::open(ib.index, ring_frames, frame_size, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
     let tx_b = afpacket::TxSock::open(ib.index, want_vnet && rx_a.vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
     let tx_a = afpacket::TxSock::open(ia.index, want_vnet && rx_b.vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
 
@@ -176,8 +189,13 @@ fn main() {
     *shared.current[0].lock().unwrap() = up_cfg.source.clone();
     *shared.current[1].lock().unwrap() = down_cfg.source.clone();
     let vnet = rx_a.vnet && rx_b.vnet && tx_a.vnet && tx_b.vnet;
-    let up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ 0x7570_5f5f_7570, now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
-    let down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ 0x646f_776e_0000, now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
+    if cli.gso && !vnet {
+        die(1, "linkem: --gso: this kernel refused PACKET_VNET_HDR");
+    }
+    let mut up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ 0x7570_5f5f_7570, now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
+    let mut down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ 0x646f_776e_0000, now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
+    up.gro_window_ns = cli.gro_window_us * 1000;
+    down.gro_window_ns = cli.gro_window_us * 1000;
     let port_a = Port { name: ia.name.clone(), mac: ia.mac, rx: rx_a, stats: shared.port_stats[0].clone() };
     let port_b = Port { name: ib.name.clone(), mac: ib.mac, rx: rx_b, stats: shared.port_stats[1].clone() };
 
@@ -197,6 +215,8 @@ fn main() {
         "timing_strategy": timing.describe(),
         "threads": cli.threads,
         "vnet_hdr": vnet,
+        "gso": cli.gso,
+        "gro_window_us": cli.gro_window_us,
         "seed": seed,
         "ifaces": {"a": ia.name, "b": ib.name},
     });

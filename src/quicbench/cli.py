@@ -91,6 +91,8 @@ def lab_up(
     hops: int = typer.Option(1, help="Router hops between client and server (1 or 2)."),
     tcp_cc: str = typer.Option("cubic", "--cc", help="TCP congestion control in every node."),
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+    offload: bool = typer.Option(False, "--offload", help="TSO/GSO/GRO on (GSO super-frames; linkem "
+                                 "cuts them per wire packet). Default off: every frame is a wire packet."),
     delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
     rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
     up: cf.Up = [], down: cf.Down = [],
@@ -100,7 +102,8 @@ def lab_up(
     _reap()
     from .lab import LabSpec, make_lab
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
-    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, persistent=True, condition=cond))
+    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
+                           condition=cond))
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
                   f" (link {lab.state['link']['name']}, TCP {tcp_cc}, condition: {cond.short()})")

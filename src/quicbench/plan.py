@@ -98,6 +98,7 @@ class Plan(_Strict):
     link: str = "auto"
     hops: Literal[1, 2] = 1
     tcp_cc: str = "cubic"
+    offload: bool = Field(False, description="TSO/GSO/GRO on in the lab (GSO super-frames; link linkem)")
     calibrate: bool = Field(False, description="measure each condition (ping, iperf3) before its first trial")
     capture: bool = Field(False, description="tcpdump every trial in the client node; wire metrics")
     capture_keep: Literal["compressed", "raw", "delete"] = "compressed"
@@ -143,6 +144,10 @@ class Plan(_Strict):
                 if proto not in SERVERS[srv].protocols:
                     raise ValueError(f"servers.{proto}: {srv} cannot serve {proto}; servers that can: "
                                      f"{', '.join(servers_for(proto))}")
+        if self.offload and self.capture:
+            raise ValueError("capture: with offload = true the captures would hold GSO super-frames of "
+                             "up to 64 KB, not wire packets, and the wire metrics would be wrong; "
+                             "capture with offload = false")
         if any(h > 1 for h in [len(c.hops) for c in self.conditions]) and self.hops == 1:
             self.hops = 2
         return self

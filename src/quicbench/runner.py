@@ -80,7 +80,7 @@ class Runner:
         clients = {name: client_class(name)() for name in {plan.client_for(t.workload) for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
-                               link=plan.link, condition=todo[0].condition))
+                               link=plan.link, offload=plan.offload, condition=todo[0].condition))
         servers: dict[str, Any] = {}
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
         try:
@@ -95,6 +95,7 @@ class Runner:
                 servers[name] = srv
             self.store.update_meta(
                 lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
+                     "offload": lab.spec.offload,
                      "addresses": lab.state["addresses"]},
                 link=lab.state.get("link"), content={"root": str(content.root), "key": content.root.name},
                 tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},

@@ -65,3 +65,14 @@ def test_reordering_jitter_with_a_rate_needs_linkem():
         cmds({"name": "gq", "rate_mbit": 1000, "delay_ms": 12.5, "jitter_ms": 1.25, "reorder": True})
     assert cmds({"name": "gq", "delay_ms": 12.5, "jitter_ms": 1.25, "reorder": True})      # no rate: netem reorders
     assert cmds({"name": "gq", "rate_mbit": 1000, "delay_ms": 12.5, "jitter_ms": 1.25})    # in order: fine
+
+
+def test_offload_labs_never_get_netem(monkeypatch):
+    # netem would draw one loss and one delay for a whole GSO super-frame
+    from quicbench.link import NetemLink, resolve_link
+    monkeypatch.setattr(NetemLink, "available", classmethod(lambda cls: (True, "kernel sch_netem")))
+    c = [Condition.model_validate({"name": "c", "delay_ms": 10})]
+    assert resolve_link("auto", c) is NetemLink
+    assert resolve_link("auto", c, offload=True) is not NetemLink
+    with pytest.raises(QuicbenchError, match="offload = true: link emulator 'netem' cannot shape GSO super-frames"):
+        resolve_link("netem", c, offload=True)

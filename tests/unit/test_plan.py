@@ -57,6 +57,7 @@ def test_only_and_reps():
     ('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "a"\nloss_pct = 101', "conditions.0"),
     ('[servers]\nh3 = "nosuch"\n[[workloads]]\nsize = "1MB"', "servers.h3: unknown server 'nosuch'"),
     ('[[workloads]\nsize = "1MB"', "not valid TOML"),
+    ('offload = true\ncapture = true\n[[workloads]]\nsize = "1MB"', "capture with offload = false"),
 ])
 def test_bad_plans_name_file_and_field(tmp_path, body, needle):
     p = write(tmp_path, body)

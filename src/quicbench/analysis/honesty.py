@@ -198,6 +198,7 @@ def metadata(run: RunData) -> list[tuple[str, str]]:
     lab, link = m.get("lab") or {}, m.get("link") or {}
     items += [("lab backend", lab.get("backend")), ("router hops", lab.get("hops") or plan.get("hops")),
               ("TCP congestion control", lab.get("tcp_cc") or plan.get("tcp_cc")),
+              ("offloads (TSO/GSO/GRO)", "on" if lab.get("offload") or plan.get("offload") else None),
               ("link emulator", link.get("name") if isinstance(link, dict) else link),
               ("link detail", link.get("detail") if isinstance(link, dict) else None),
               ("TLS hostname", (m.get("tls") or {}).get("hostname")),

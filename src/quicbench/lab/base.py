@@ -37,6 +37,9 @@ class LabSpec(BaseModel):
     tcp_cc: str = "cubic"
     mtu: int = Field(1500, ge=1280, le=9000)
     link: str = "auto"
+    # TSO/GSO/GRO on at every lab interface: endpoints hand 64 KB super-frames to the path, as
+    # production hosts do; only linkem cuts them into wire packets (docs/link.md, "Offloads")
+    offload: bool = False
     condition: Condition = Condition()
     persistent: bool = False  # a lab from `lab up` lives until `lab down`; others die with their owner
 

@@ -169,8 +169,7 @@ class NetnsLab(Lab):
             script.append("sysctl -q -w " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sysctls.items()))
             for ifname, ip in addrs[node].items():
                 script += [f"ip link set {ifname} mtu {self.spec.mtu}",
-                           f"ethtool -K {ifname} tso off gso off gro off 2>/dev/null || "
-                           f"ethtool -K {ifname} gso off gro off",
+                           self._offload_cmd(ifname),
                            f"ip addr add {ip}/24 dev {ifname}",
                            f"ip link set {ifname} up"]
             if node == "client":
@@ -189,6 +188,15 @@ class NetnsLab(Lab):
         self.state["macs"] = {node: self._macs(node) for node in self.nodes}
         self.state["tcp_cc"] = self.spec.tcp_cc
         self.save_state()
+
+    def _offload_cmd(self, ifname: str) -> str:
+        """Offloads off (default): every frame is one wire packet. On: TCP and UDP segmentation
+        offload and GRO, so endpoints send and receive GSO super-frames."""
+        if self.spec.offload:
+            return (f"ethtool -K {ifname} tso on gso on gro on tx-udp-segmentation on 2>/dev/null || "
+                    f"ethtool -K {ifname} tso on gso on gro on")
+        return (f"ethtool -K {ifname} tso off gso off gro off 2>/dev/null || "
+                f"ethtool -K {ifname} gso off gro off")
 
     def _macs(self, node: str) -> dict[str, str]:
         links = json.loads(run(["ip", "-n", self.ns(node), "-j", "link", "show"]).stdout)

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 class LinkEmulator(ABC):
     name: ClassVar[str]
+    # Why this driver cannot shape a lab whose endpoints send GSO super-frames (offload = true);
+    # None if it can.
+    no_offload: ClassVar[str | None] = None
 
     def __init__(self, lab: "Lab"):
         self.lab = lab

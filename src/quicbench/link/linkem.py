@@ -97,7 +97,8 @@ class LinkemLink(LinkEmulator):
                 proc = subprocess.Popen(self.lab.cmd(r.node, [
                     find_binary("linkem", FIX), "--iface-a", r.if_client, "--a-peer-mac", r.peer_mac_client,
                     "--iface-b", r.if_server, "--b-peer-mac", r.peer_mac_server, "--config", str(files["json"]),
-                    "--control", str(files["sock"]), "--stats-out", str(files["stats"])]),
+                    "--control", str(files["sock"]), "--stats-out", str(files["stats"]),
+                    *(["--gso"] if self.lab.spec.offload else [])]),
                     stdout=out, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
             deadline = time.monotonic() + 10
             while b"ready" not in files["out"].read_bytes():

@@ -89,6 +89,8 @@ def netem_commands(condition: Condition, routers: list[tuple[str, str, str]]) ->
 
 class NetemLink(LinkEmulator):
     name = "netem"
+    no_offload = ("netem would take a 64 KB GSO super-frame for one packet: one loss draw and one "
+                  "delay for up to 44 wire packets")
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
