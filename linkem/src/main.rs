@@ -67,8 +67,10 @@ struct Cli {
     max_late_ms: f64,
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, hide = true)]
     rx_defer: bool,
-    #[arg(long, default_value_t = 2000, hide = true)]
-    max_defer_us: u64,
+    /// Longest wait before reading the rings when every direction has a delay
+    /// (default 2000 µs, with --gso 1000: its rings hold 512 frames)
+    #[arg(long, hide = true)]
+    max_defer_us: Option<u64>,
     /// 1 = one event loop for both directions, 2 = one thread per direction
     #[arg(long, default_value_t = 1, hide = true)]
     threads: u32,
@@ -207,7 +209,7 @@ fn main() {
         spin_ns: cli.spin_us * 1000,
         coalesce_ns: cli.coalesce_us * 1000,
         rx_defer: cli.rx_defer,
-        max_defer_ns: cli.max_defer_us * 1000,
+        max_defer_ns: cli.max_defer_us.unwrap_or(if cli.gso { 1000 } else { 2000 }) * 1000,
         spin_budget_pct: cli.spin_budget_pct,
         max_late_ns: (cli.max_late_ms * 1e6) as u64,
     };

@@ -2,7 +2,8 @@
 
 Measured in one run, in real labs, with iperf3 and ping:
 - TCP goodput through linkem with 0 and 10 ms one-way delay vs plain kernel forwarding;
-- CPU per forwarded packet (linkem's CPU time / packets it forwarded, both directions);
+- CPU per forwarded wire packet (linkem's CPU time / packets it forwarded, both directions);
+- both with offloads off (every frame a wire packet) and on (GSO super-frames, cut by linkem);
 - RTT error p50/p99 at 10/50/100 ms one-way delay (ping RTT - configured RTT);
 - TCP goodput / configured rate at 5, 40, 100 Mbit/s, for linkem (with TCP timestamps, as Linux
   defaults, and without, as Windows defaults) and for kernel tbf.
@@ -42,11 +43,12 @@ RATES = (5, 40, 100)
 # The most TCP goodput a link can carry at its rate: payload per full-size packet as the rate
 # counts it. linkem counts IP bytes (1500 per packet, as mahimahi); tbf counts Ethernet frames
 # (1514). TCP payload is 1448 B with timestamps (the Linux default), 1460 B without.
-CEILING = {"linkem": 1448 / 1500, "linkem_no_tcp_timestamps": 1460 / 1500, "tbf": 1448 / 1514}
+CEILING = {"linkem": 1448 / 1500, "linkem_no_tcp_timestamps": 1460 / 1500, "linkem_offload": 1448 / 1500,
+           "tbf": 1448 / 1514}
 
 
-def _lab(link: str):
-    return make_lab(LabSpec(name=f"bl{secrets.token_hex(2)}", link=link))
+def _lab(link: str, offload: bool = False):
+    return make_lab(LabSpec(name=f"bl{secrets.token_hex(2)}", link=link, offload=offload))
 
 
 def _cond(**kw) -> Condition:
@@ -126,31 +128,35 @@ def _steal_ticks() -> int:
 
 
 def throughput() -> dict:
-    """Each figure is the median of THROUGHPUT_REPS iperf3 runs (this VM's host is noisy)."""
+    """Each figure is the median of THROUGHPUT_REPS iperf3 runs (this VM's host is noisy).
+    Measured twice: with offloads off (the default lab: every frame is a wire packet) and on
+    (endpoints hand GSO super-frames to the path; linkem runs its pipeline per wire packet)."""
     out: dict = {"reps": THROUGHPUT_REPS}
-    with _lab("plain") as lab:
-        runs = [measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"] for _ in range(THROUGHPUT_REPS)]
-        out["plain_mbps"], out["plain_mbps_runs"] = statistics.median(runs), runs
-    with _lab("linkem") as lab:
-        for delay in (0, 10):
-            lab.link.apply(_cond(delay_ms=delay))
-            mbps, cpu_pp, share = [], [], None
-            for rep in range(THROUGHPUT_REPS):
-                cpu0, p0 = _linkem_cpu_and_packets(lab)
-                # perf on the first run only: its sampling costs linkem a little CPU
-                perf = _Perf(lab.state["linkem_pids"]["router"], IPERF_S - 1) if rep == 0 else None
-                mbps.append(measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"])
-                cpu1, p1 = _linkem_cpu_and_packets(lab)
-                cpu_pp.append(1e6 * (cpu1 - cpu0) / max(p1 - p0, 1))
-                if perf is not None:
-                    # share of linkem's CPU that is the receiving stacks' work, run inline by veth
-                    share = perf.share("net_rx_action")
-            out[f"linkem_{delay}ms_mbps"], out[f"linkem_{delay}ms_mbps_runs"] = statistics.median(mbps), mbps
-            out[f"linkem_{delay}ms_cpu_us_per_packet"] = statistics.median(cpu_pp)
-            out[f"linkem_{delay}ms_cpu_us_per_packet_runs"] = cpu_pp
-            out[f"linkem_{delay}ms_cpu_share_net_rx_softirq"] = share
-    out["ratio_0ms_vs_plain"] = out["linkem_0ms_mbps"] / out["plain_mbps"]
-    out["ratio_10ms_vs_plain"] = out["linkem_10ms_mbps"] / out["plain_mbps"]
+    for off in (False, True):
+        tag = "_offload" if off else ""
+        with _lab("plain", offload=off) as lab:
+            runs = [measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"] for _ in range(THROUGHPUT_REPS)]
+            out[f"plain{tag}_mbps"], out[f"plain{tag}_mbps_runs"] = statistics.median(runs), runs
+        with _lab("linkem", offload=off) as lab:
+            for delay in (0, 10):
+                key = f"linkem{tag}_{delay}ms"
+                lab.link.apply(_cond(delay_ms=delay))
+                mbps, cpu_pp, share = [], [], None
+                for rep in range(THROUGHPUT_REPS):
+                    cpu0, p0 = _linkem_cpu_and_packets(lab)
+                    # perf on the first run only: its sampling costs linkem a little CPU
+                    perf = _Perf(lab.state["linkem_pids"]["router"], IPERF_S - 1) if rep == 0 else None
+                    mbps.append(measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"])
+                    cpu1, p1 = _linkem_cpu_and_packets(lab)
+                    cpu_pp.append(1e6 * (cpu1 - cpu0) / max(p1 - p0, 1))
+                    if perf is not None:
+                        # share of linkem's CPU that is the receiving stacks' work, run inline by veth
+                        share = perf.share("net_rx_action")
+                out[f"{key}_mbps"], out[f"{key}_mbps_runs"] = statistics.median(mbps), mbps
+                out[f"{key}_cpu_us_per_packet"] = statistics.median(cpu_pp)
+                out[f"{key}_cpu_us_per_packet_runs"] = cpu_pp
+                out[f"{key}_cpu_share_net_rx_softirq"] = share
+                out[f"ratio{tag}_{delay}ms_vs_plain"] = out[f"{key}_mbps"] / out[f"plain{tag}_mbps"]
     return out
 
 
@@ -175,14 +181,17 @@ def _tcp_timestamps(lab, on: bool) -> None:
 
 
 def rate_accuracy() -> dict:
-    out: dict = {"linkem": {}, "linkem_no_tcp_timestamps": {}, "tbf": {}, "ceiling": CEILING}
-    with _lab("linkem") as lab:
-        for key, ts in (("linkem", True), ("linkem_no_tcp_timestamps", False)):
-            _tcp_timestamps(lab, ts)
-            for rate in RATES:
-                lab.link.apply(_cond(rate_mbit=rate))
-                gp = measure_iperf3(lab, IPERF_S)["goodput_mbps"]
-                out[key][str(rate)] = {"goodput_mbps": gp, "ratio": gp / rate, "of_ceiling": gp / rate / CEILING[key]}
+    out: dict = {"linkem": {}, "linkem_no_tcp_timestamps": {}, "linkem_offload": {}, "tbf": {}, "ceiling": CEILING}
+    for off in (False, True):
+        with _lab("linkem", offload=off) as lab:
+            runs = (("linkem_offload", True),) if off else (("linkem", True), ("linkem_no_tcp_timestamps", False))
+            for key, ts in runs:
+                _tcp_timestamps(lab, ts)
+                for rate in RATES:
+                    lab.link.apply(_cond(rate_mbit=rate))
+                    gp = measure_iperf3(lab, IPERF_S)["goodput_mbps"]
+                    out[key][str(rate)] = {"goodput_mbps": gp, "ratio": gp / rate,
+                                           "of_ceiling": gp / rate / CEILING[key]}
     with _lab("plain") as lab:
         for rate in RATES:
             burst = max(1600, int(rate * 1e6 / 8 / 250))          # 4 ms of bursts at the rate (>= 1 MTU)
@@ -207,15 +216,17 @@ def main(console: Console | None = None) -> dict:
     (RESULTS / "linkem.json").write_text(json.dumps(res, indent=2))
     tp, rt, ra = res["throughput"], res["rtt_error"], res["rate"]
     t = Table("measure", "value", "target", title="linkem benchmark (iperf3 TCP, ping)")
-    t.add_row("plain kernel forwarding", f"{tp['plain_mbps']:.0f} Mbit/s", "")
-    for d in (0, 10):
-        t.add_row(f"linkem, {d} ms one-way", f"{tp[f'linkem_{d}ms_mbps']:.0f} Mbit/s "
-                  f"({100 * tp[f'ratio_{d}ms_vs_plain']:.0f} % of plain)", ">= 1000 Mbit/s" if d == 10 else "")
-        cpu = tp[f"linkem_{d}ms_cpu_us_per_packet"]
-        share = tp.get(f"linkem_{d}ms_cpu_share_net_rx_softirq")
-        split = (f" ({share * cpu:.2f} us of it receiving stacks run inline, {(1 - share) * cpu:.2f} us linkem's own)"
-                 if share is not None else "")
-        t.add_row(f"CPU per packet, {d} ms", f"{cpu:.2f} us{split}", "<= 1 us")
+    for tag, label in (("", "offloads off"), ("_offload", "offloads on")):
+        t.add_row(f"plain kernel forwarding, {label}", f"{tp[f'plain{tag}_mbps']:.0f} Mbit/s", "")
+        for d in (0, 10):
+            key = f"linkem{tag}_{d}ms"
+            t.add_row(f"linkem, {d} ms one-way, {label}", f"{tp[f'{key}_mbps']:.0f} Mbit/s "
+                      f"({100 * tp[f'ratio{tag}_{d}ms_vs_plain']:.0f} % of plain)", ">= 1000 Mbit/s" if d == 10 else "")
+            cpu = tp[f"{key}_cpu_us_per_packet"]
+            share = tp.get(f"{key}_cpu_share_net_rx_softirq")
+            split = (f" ({share * cpu:.2f} us of it receiving stacks run inline, {(1 - share) * cpu:.2f} us linkem's own)"
+                     if share is not None else "")
+            t.add_row(f"CPU per wire packet, {d} ms, {label}", f"{cpu:.2f} us{split}", "<= 1 us")
     for d in (10, 50, 100):
         e = rt[f"{d}ms"]
         t.add_row(f"RTT error at {d} ms one-way", f"p50 {e['p50_error_ms']:+.3f} ms, p99 {e['p99_error_ms']:+.3f} ms "
@@ -224,7 +235,7 @@ def main(console: Console | None = None) -> dict:
         t.add_row(f"goodput/rate at {rate} Mbit/s",
                   "; ".join(f"{label} {100 * ra[k][rate]['ratio']:.1f} % (ceiling {100 * CEILING[k]:.1f})"
                             for k, label in (("linkem", "linkem"), ("linkem_no_tcp_timestamps", "no TCP timestamps"),
-                                             ("tbf", "tbf"))), ">= 97 %")
+                                             ("linkem_offload", "offloads on"), ("tbf", "tbf"))), ">= 97 %")
     console.print(t)
     console.print(f"CPU steal while measuring: {res['steal_pct']:.1f} % (time the host gave to other guests); "
                   f"throughput rows are medians of {tp['reps']} runs")
