@@ -130,3 +130,36 @@ def test_udp_gso_datagrams_arrive_whole_and_counted(lab):
     assert up["received"] == sent             # every datagram of every super-frame counted
     assert up["forwarded"] == got             # and what linkem says it sent is what arrived
     assert within(0.10, up["lost"], sent), up["lost"]
+
+
+OFFLOAD_PLAN = """
+name = "offload-run"
+protocols = ["h1", "h2", "h3"]
+repetitions = 1
+offload = true
+[[conditions]]
+name = "lossy"
+delay_ms = 5
+loss_pct = 0.5
+rate_mbit = 100
+[[workloads]]
+size = "1MB"
+count = 3
+"""
+
+
+def test_a_run_with_offloads_negotiates_and_delivers_every_byte(tmp_path, no_leftovers):
+    from conftest import run_qb
+    plan = tmp_path / "plan.toml"
+    plan.write_text(OFFLOAD_PLAN)
+    cp = run_qb("run", str(plan), "--out", str(tmp_path / "out"), "--no-report", timeout=600)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run_dir = next(d for d in (tmp_path / "out").iterdir() if d.is_dir())
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert sorted(r["protocol"] for r in rows) == ["h1", "h2", "h3"]
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["link"] == "linkem"
+        assert r["protocols"] == f"{r['protocol']}:3"          # what was negotiated, per request
+        assert r["bytes"] == 3 * 1_000_000
+    assert json.loads((run_dir / "meta.json").read_text())["lab"]["offload"] is True
