@@ -81,10 +81,19 @@ func (t *connTracker) claim(key any) (ci connInfo, first bool, ok bool) {
 	return *c, first, true
 }
 
+// count is the number of connections that carried a request. net/http may dial
+// a connection for a waiting request that another, freed connection then
+// serves; such a spare is opened but never used, and is not counted.
 func (t *connTracker) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.n
+	used := 0
+	for _, c := range t.byKey {
+		if c.claimed {
+			used++
+		}
+	}
+	return used
 }
 
 // client is one configured transport for the forced protocol.
