@@ -373,10 +373,7 @@ impl Dir {
                 }
             }
             if let Some(bit) = c.corrupt_bit {
-                let pos = payload_off as usize + (bit / 8) as usize;
-                if pos < f.len() {
-                    f[pos] ^= 1 << (bit % 8);
-                }
+                flip_bit(f, payload_off as usize, bit);
             }
             let len = frame.len() as u32;
             let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len, nseg: 1, big: false, wire: len };
@@ -423,7 +420,7 @@ impl Dir {
             }
             let (i, j) = (s0 as usize, self.scratch[e - 1].0 as usize + 1);
             let send_at = self.scratch[e - 1].1.send_at;
-            let corrupt = if e == k + 1 { c0.corrupt_bit } else { None };
+            let corrupt = c0.corrupt_bit; // a corrupted segment never starts a longer run
             let big = g.run_len(i, j) + VNET_HDR_LEN > SLOT;
             let alloc = if big { self.big.alloc() } else { self.pool.alloc() };
             let Some(slot) = alloc else {
@@ -433,18 +430,16 @@ impl Dir {
             };
             let buf = if big { self.big.slot(slot) } else { self.pool.slot(slot) };
             let len = g.write(frame, i, j, buf);
-            let f = &mut buf[VNET_HDR_LEN..VNET_HDR_LEN + len];
+            let (hdr, body) = buf.split_at_mut(VNET_HDR_LEN);
+            let f = &mut body[..len];
             rewrite(f, &self.egress_mac, &self.peer_mac, v6);
             if !tx_vnet || corrupt.is_some() {
                 let (start, off) = g.csum_location();
                 complete_partial_csum(f, start, off);
-                buf[..VNET_HDR_LEN].fill(0);
+                hdr.fill(0);
             }
             if let Some(bit) = corrupt {
-                let pos = g.l4off + (bit / 8) as usize;
-                if pos < len {
-                    buf[VNET_HDR_LEN + pos] ^= 1 << (bit % 8);
-                }
+                flip_bit(f, g.l4off, bit);
             }
             let wire = (len + (j - i - 1) * g.hlen) as u32;
             let p = Pkt { send_at, seq: self.seq, slot, len: len as u32, nseg: (j - i) as u16, big, wire };
@@ -453,6 +448,15 @@ impl Dir {
             k = e;
         }
         true
+    }
+}
+
+/// Corruption: flip bit `bit` of the IP payload starting at `payload_off`.
+#[inline]
+fn flip_bit(f: &mut [u8], payload_off: usize, bit: u32) {
+    let pos = payload_off + (bit / 8) as usize;
+    if pos < f.len() {
+        f[pos] ^= 1 << (bit % 8);
     }
 }
 

@@ -145,11 +145,8 @@ impl Gso {
             6
         };
         // CHECKSUM_PARTIAL: the field holds the folded pseudo-header sum.
-        let (addrs, proto) = if self.v6 {
-            (&f[ETH_HLEN + 8..ETH_HLEN + 40], if self.tcp { 6 } else { 17 })
-        } else {
-            (&f[ETH_HLEN + 12..ETH_HLEN + 20], if self.tcp { 6 } else { 17 })
-        };
+        let addrs = if self.v6 { &f[ETH_HLEN + 8..ETH_HLEN + 40] } else { &f[ETH_HLEN + 12..ETH_HLEN + 20] };
+        let proto = if self.tcp { 6 } else { 17 };
         let pseudo = csum_fold(csum_add(0, addrs) + proto + l4len as u64);
         f[l4 + csum_off..l4 + csum_off + 2].copy_from_slice(&pseudo.to_be_bytes());
         hdr.fill(0);
