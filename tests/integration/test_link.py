@@ -71,8 +71,11 @@ def test_jitter_distribution_ks(lab):
     # and a uniform jitter is *not* taken for a normal one
     lab.link.apply(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "uniform", "reorder": True}))
     rtts_u = pings(lab, 400, 0.01)
-    q = statistics.quantiles(rtts_u, n=100)
-    assert q[0] > 40 - 4.1 and q[98] < 40 + 4.5, (q[0], q[98])      # bounded on both sides
+    # bounded on both sides: nothing arrives before 40 - 4 ms; host scheduling only ever adds time, so a few
+    # late samples are allowed above 40 + 4 ms (a N(40, 4) jitter would put about 32 % of them outside)
+    assert min(rtts_u) > 40 - 4.1, min(rtts_u)
+    outside = [r for r in rtts_u if r > 40 + 4.5]
+    assert len(outside) <= 0.03 * len(rtts_u), sorted(outside)
     assert sstats.kstest([r - 0.1 for r in rtts_u], "uniform", args=(36, 8)).pvalue > 0.001
     assert sstats.kstest([r - 0.1 for r in rtts_u], "norm", args=(40, 4)).pvalue < 0.05
 
