@@ -10,6 +10,7 @@
 #            -- s0 198.18.201.2/24 server. Offloads TSO/GSO/GRO off, router
 #            ip_forward=0 while linkem runs (=1 only for the kernel baseline).
 # Env knobs: DUR (iperf3 seconds, default 8), LINKEM_ARGS (extra linkem flags),
+#            CC (endpoint TCP congestion control, default cubic),
 #            ONLY (comma list of bench sections: base,fwd0,fwd10,rate1g,rtt,rate),
 #            PINGS (probes per RTT point, default 1000), QUIET (1 = wait up to
 #            60 s for a >= 90 % idle machine before each measurement; rows
@@ -88,6 +89,8 @@ up() {
     for ns in $C $S; do
         # big enough socket buffers for 1 Gbit/s x 20 ms RTT
         ip netns exec $ns sysctl -qw net.ipv4.tcp_rmem="4096 131072 33554432" net.ipv4.tcp_wmem="4096 16384 33554432"
+        # CUBIC as in quicbench labs, whatever the host's default is (BBR would hide loss)
+        ip netns exec $ns sysctl -qw net.ipv4.tcp_congestion_control="${CC:-cubic}"
     done
     ip netns exec $R sysctl -qw net.ipv4.ip_forward=0
     # resolve neighbours once so the first measurements do not include ARP
