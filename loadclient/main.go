@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -177,6 +178,7 @@ type summary struct {
 	Errors           []summaryError `json:"errors"`
 	CPUUserS         float64        `json:"cpu_user_s"`
 	CPUSysS          float64        `json:"cpu_sys_s"`
+	CPUWaitS         *float64       `json:"cpu_wait_s"`
 	Versions         versionInfo    `json:"versions"`
 }
 
@@ -254,10 +256,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 
-	ru0 := rusage()
+	ru0, wait0 := rusage(), runQueueWait()
 	results := fetchAll(ctx, cfg, cl, man)
 	cl.close()
-	ru1 := rusage()
+	ru1, wait1 := rusage(), runQueueWait()
 
 	if reqOut != nil {
 		if err := writeRequests(reqOut, results); err != nil {
@@ -267,6 +269,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := summarize(cfg, results, cl.tracker.count())
 	s.CPUUserS = ru1.user - ru0.user
 	s.CPUSysS = ru1.sys - ru0.sys
+	if wait0 >= 0 && wait1 >= 0 {
+		w := math.Max(0, wait1-wait0)
+		s.CPUWaitS = &w
+	}
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(s); err != nil {
 		logf("writing summary: %v", err)
@@ -319,6 +325,35 @@ func summarize(cfg *config, results []*result, conns int) *summary {
 }
 
 type cpuTimes struct{ user, sys float64 }
+
+// runQueueWait returns the seconds this process's threads have spent runnable but waiting for a
+// CPU (the second field of /proc/self/task/*/schedstat), or -1 where the kernel does not say.
+func runQueueWait() float64 {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return -1
+	}
+	var ns int64
+	seen := false
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			ns += v
+			seen = true
+		}
+	}
+	if !seen {
+		return -1
+	}
+	return float64(ns) / 1e9
+}
 
 // rusage returns the CPU time used so far by this process.
 func rusage() cpuTimes {

@@ -265,7 +265,8 @@ def run_cmd(
     bound = [r for r in rows if r.get("cpu_bound")]
     if bound:
         where = sorted({f"{r['protocol']} {r['workload']} ({r.get('cpu_bound_by')})" for r in bound})
-        console.print(f"[yellow]{len(bound)} trial(s) CPU-bound (an endpoint used >= 90% of a core): "
+        console.print(f"[yellow]{len(bound)} trial(s) CPU-bound (an endpoint ran, or below the link's rate wanted, "
+                      ">= 90% of a core): "
                       + "; ".join(where[:6]) + ("; ..." if len(where) > 6 else "") + "[/]")
     if failed:
         console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")

@@ -215,6 +215,23 @@ class Condition(_Strict):
         rates = [d.rate_mbit for h in self.hops for d in (h.up, h.down) if d.rate_mbit]
         return min(rates) if rates else None
 
+    @property
+    def down_rate_mbit(self) -> float | None:
+        """The mean rate a download (server -> client) can get: the lowest over the hops of the
+        configured rate, less what spikes and off periods take. None without a rate (or with a trace)."""
+        rates = []
+        for h in self.hops:
+            d = h.down
+            if not d.rate_mbit:
+                continue
+            share = 1.0
+            if d.spikes:
+                share -= d.spikes.duration_ms / d.spikes.period_ms * (1 - d.spikes.rate_pct / 100)
+            if d.onoff:
+                share *= d.onoff.on_ms / (d.onoff.on_ms + d.onoff.off_ms)
+            rates.append(d.rate_mbit * share)
+        return min(rates) if rates else None
+
 
 def default_queue_packets(d: Direction, mtu: int = 1500) -> int:
     """Queue size when none is given: one BDP at the rate over max(2*delay, 20 ms), at least 64 packets."""

@@ -8,36 +8,65 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def process_sched_seconds(pid: int) -> tuple[float, float] | None:
+    """(on-CPU seconds, run-queue wait seconds) of a process so far, summed over its threads.
+
+    From the scheduler's nanosecond counters (/proc/PID/task/*/schedstat: run time, time spent
+    runnable but waiting for a CPU). None when the process or schedstat is gone.
+    """
+    run = wait = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return None
+    seen = False
+    for t in tasks:
+        try:
+            fields = (t / "schedstat").read_text().split()
+            run += int(fields[0])
+            wait += int(fields[1])
+            seen = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return (run / 1e9, wait / 1e9) if seen else None
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """On-CPU seconds of a process so far.
 
     Sums the scheduler's nanosecond run time of every thread (/proc/PID/task/*/schedstat);
     falls back to utime+stime (clock ticks) when schedstat is missing.
     """
-    base = Path(f"/proc/{pid}")
-    total_ns = 0
+    sched = process_sched_seconds(pid)
+    if sched and sched[0]:
+        return sched[0]
     try:
-        tasks = list((base / "task").iterdir())
-        for t in tasks:
-            try:
-                total_ns += int((t / "schedstat").read_text().split()[0])
-            except (OSError, IndexError, ValueError):
-                continue
-        if total_ns:
-            return total_ns / 1e9
-        fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except OSError:
         return None
 
 
 CPU_BOUND_THRESHOLD = 0.9  # of one core, during the transfer
+LINK_LIMITED_SHARE = 0.8   # of the configured rate: at or above it the link, not the CPU, set the pace
 
 
-def cpu_bound(cpu_s: float | None, duration_s: float | None) -> bool:
+def cpu_bound(cpu_s: float | None, duration_s: float | None, wait_s: float | None = None,
+              goodput_mbps: float | None = None, link_mbit: float | None = None) -> bool:
+    """Was an endpoint's CPU what limited the transfer?
+
+    Yes when it ran at least 90 % of a core. Also when it *wanted* that much, the time it ran plus
+    the time it was runnable but waited for a CPU (on a busy host, with client, server and link
+    emulator sharing few cores, the second replaces the first), unless the transfer reached 80 %
+    of the link's configured rate: then the link set the pace and the CPU kept up.
+    """
     if not cpu_s or not duration_s or duration_s <= 0:
         return False
-    return cpu_s / duration_s >= CPU_BOUND_THRESHOLD
+    if cpu_s / duration_s >= CPU_BOUND_THRESHOLD:
+        return True
+    wanted = (cpu_s + (wait_s or 0.0)) / duration_s
+    link_limited = bool(link_mbit and goodput_mbps is not None and goodput_mbps >= LINK_LIMITED_SHARE * link_mbit)
+    return wanted >= CPU_BOUND_THRESHOLD and not link_limited
 
 
 def group_members(pgid: int) -> list[int]:
@@ -56,16 +85,29 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
-def group_cpu_seconds(pgid: int) -> float | None:
-    """On-CPU seconds of a server: every live process of its group (nginx and Apache do their
-    work in forked workers) plus the children the leader already reaped."""
+def group_sched_seconds(pgid: int) -> tuple[float, float] | None:
+    """(on-CPU seconds, run-queue wait seconds) of a server: every live process of its group (nginx
+    and Apache do their work in forked workers); on-CPU time includes the children the leader
+    already reaped (their wait time is not kept by the kernel)."""
     members = group_members(pgid)
     if not members:
         return None
-    total = sum(process_cpu_seconds(p) or 0.0 for p in members)
+    run = wait = 0.0
+    for p in members:
+        sched = process_sched_seconds(p)
+        if sched:
+            run, wait = run + sched[0], wait + sched[1]
+        else:
+            run += process_cpu_seconds(p) or 0.0
     try:
         fields = Path(f"/proc/{pgid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[13]) + int(fields[14])) / CLK_TCK   # cutime + cstime
+        run += (int(fields[13]) + int(fields[14])) / CLK_TCK   # cutime + cstime
     except (OSError, IndexError, ValueError):
         pass
-    return total
+    return run, wait
+
+
+def group_cpu_seconds(pgid: int) -> float | None:
+    """On-CPU seconds of a server's process group (see group_sched_seconds)."""
+    sched = group_sched_seconds(pgid)
+    return sched[0] if sched else None

@@ -8,7 +8,7 @@ from typing import Any
 
 from .capture import Capture, finish_pcap
 from .clients.base import Client, Target
-from .cpu import cpu_bound, group_cpu_seconds
+from .cpu import cpu_bound, group_sched_seconds
 from .metrics import summarize_requests
 from .wire import analyze_pcap, write_timeseries
 from .plan import TrialOptions, TrialSpec
@@ -31,9 +31,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     options = options or TrialOptions()
     captures = _start_captures(target, trial_dir, options)
     try:
-        srv_cpu0 = group_cpu_seconds(server_pid) if server_pid else None
+        srv0 = group_sched_seconds(server_pid) if server_pid else None
         res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s, options)
-        srv_cpu1 = group_cpu_seconds(server_pid) if server_pid else None
+        srv1 = group_sched_seconds(server_pid) if server_pid else None
     finally:
         cap_counts = [c.stop() for c in captures]
     m = summarize_requests(res.requests)
@@ -44,19 +44,25 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
     duration = m.get("total_time_s")
-    server_cpu = (srv_cpu1 - srv_cpu0) if srv_cpu0 is not None and srv_cpu1 is not None else None
+    server_cpu = server_wait = None
+    if srv0 is not None and srv1 is not None:
+        server_cpu, server_wait = srv1[0] - srv0[0], max(0.0, srv1[1] - srv0[1])
     # the client reports its own CPU over the fetch window (process start-up excluded)
     summ = res.summary or {}
     client_cpu = (summ["cpu_user_s"] + summ["cpu_sys_s"]) if "cpu_user_s" in summ else res.cpu_s
+    client_wait = summ.get("cpu_wait_s")
     row.update({
         "wall_s": res.wall_s,
         "client_cpu_s": client_cpu,
         "client_process_cpu_s": res.cpu_s,
         "server_cpu_s": server_cpu,
+        "client_cpu_wait_s": client_wait,
+        "server_cpu_wait_s": server_wait,
         "client_cpu_pct": 100 * client_cpu / duration if client_cpu is not None and duration else None,
         "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
     })
-    bound_by = [who for who, cpu in (("client", client_cpu), ("server", server_cpu)) if cpu_bound(cpu, duration)]
+    bound_by = [who for who, cpu, wait in (("client", client_cpu, client_wait), ("server", server_cpu, server_wait))
+                if cpu_bound(cpu, duration, wait, m.get("goodput_mbps"), spec.condition.down_rate_mbit)]
     row["cpu_bound"] = bool(bound_by)
     row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error

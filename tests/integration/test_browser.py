@@ -133,6 +133,7 @@ def test_trial_row_of_a_page_load(served):
     assert row["page_connect_ms"] == row["page_handshake_ms"] > 0 and row["page_tls_ms"] is None
     assert row["connect_ms"] > 0 and row["tls_ms"] == 0
     assert row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0
+    assert row["client_cpu_wait_s"] >= 0 and row["server_cpu_wait_s"] >= 0
     json.dumps(row)                                                   # storable as one JSON line
     # --qlog keeps Chromium's net-log (it writes no qlog), --keylog its TLS secrets
     assert "QUIC_SESSION" in (wd / "trial" / "netlog.json").read_text()

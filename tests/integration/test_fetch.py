@@ -53,6 +53,8 @@ def test_trial_row_is_verified(served):
     assert row["status"] == "ok", row["error"]
     assert row["protocols"] == "h3:2" and row["bytes"] == 2_000_000
     assert row["goodput_mbps"] > 1 and row["server_cpu_s"] > 0 and row["client_cpu_s"] > 0
+    # run-queue waits: measured (from schedstat) for both ends, never negative
+    assert row["client_cpu_wait_s"] >= 0 and row["server_cpu_wait_s"] >= 0
     assert row["ttfb_ms"] is not None and row["connect_ms"] is not None
 
 

@@ -22,6 +22,14 @@ def test_two_hops():
     assert len(c.hops) == 2 and c.base_rtt_ms == 60
 
 
+def test_down_rate_is_the_slowest_hop_less_spikes_and_off_periods():
+    c = Condition.model_validate({"name": "x", "hops": [
+        {"rate_mbit": 100, "down": {"rate_mbit": 40, "spikes": {"period_ms": 1000, "duration_ms": 200, "rate_pct": 0}}},
+        {"rate_mbit": 50, "down": {"onoff": {"on_ms": 300, "off_ms": 100}}}]})
+    assert c.down_rate_mbit == pytest.approx(min(40 * 0.8, 50 * 0.75))
+    assert Condition.model_validate({"name": "y", "delay_ms": 5}).down_rate_mbit is None
+
+
 @pytest.mark.parametrize("data,needle", [
     ({"delay_ms": -1}, "delay_ms"),
     ({"loss_pct": 120}, "loss_pct"),

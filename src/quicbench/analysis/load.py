@@ -29,7 +29,7 @@ PROTOCOL_NAMES = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
 NUMERIC = ("seq", "size_bytes", "count", "parallel", "rep", "requests", "requests_ok", "bytes", "start_ns",
            "end_ns", "total_time_s", "goodput_mbps", "connections", "ttfb_ms", "connect_ms", "tls_ms",
            "request_ms_p50", "transfer_ms_p50", "wall_s", "client_cpu_s", "client_process_cpu_s", "server_cpu_s", "client_cpu_pct",
-           "server_cpu_pct", "hops", "started_at")
+           "server_cpu_pct", "client_cpu_wait_s", "server_cpu_wait_s", "hops", "started_at")
 # captures (wire.py) and browser page loads (clients/browser.py)
 CAPTURE_NUMERIC = ("wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down", "overhead_pct",
                    "tcp_retransmits", "quic_packets_up", "quic_packets_down", "wire_goodput_mbps", "capture_dropped")

@@ -168,7 +168,7 @@ class BrowserClient(Client):
         with open(trial_dir / "requests.jsonl", "w") as f:
             for r in requests:
                 f.write(json.dumps(r) + "\n")
-        summary = {k: page[k] for k in ("cpu_user_s", "cpu_sys_s") if page.get(k) is not None}
+        summary = {k: page[k] for k in ("cpu_user_s", "cpu_sys_s", "cpu_wait_s") if page.get(k) is not None}
         summary.update({"url": page.get("url"), "chromium": page.get("browser_version"),
                         "flags": page.get("flags"), "har_entries": page.get("har_entries")})
         (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -307,6 +307,12 @@ def tree_cpu() -> tuple[float, float]:
         total += process_cpu_seconds(pid) or 0.0
     ticks = user + sys_
     return (total * user / ticks, total * sys_ / ticks) if ticks > 0 and total > 0 else (user, sys_)
+
+
+def tree_cpu_wait() -> float:
+    """Seconds this process and its live descendants have spent runnable but waiting for a CPU."""
+    from ..cpu import process_sched_seconds
+    return sum((process_sched_seconds(pid) or (0.0, 0.0))[1] for pid in [os.getpid(), *_descendants(os.getpid())])
 
 
 class _Recorder:
@@ -525,7 +531,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
-            cpu0 = tree_cpu()
+            cpu0, wait0 = tree_cpu(), tree_cpu_wait()
             t0 = time.time()
             try:
                 page.goto(a["url"], wait_until="load", timeout=timeout_ms)
@@ -536,8 +542,9 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             while rec.pending() and time.time() < deadline:
                 page.wait_for_timeout(25)
             out["load_wall_s"] = time.time() - t0
-            cpu1 = tree_cpu()
+            cpu1, wait1 = tree_cpu(), tree_cpu_wait()
             out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
+            out["cpu_wait_s"] = max(0.0, wait1 - wait0)
             timing: dict[str, Any] = {}
             if out["error"] is None:
                 try:

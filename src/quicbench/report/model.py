@@ -136,8 +136,8 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
             out.append(f"Cells have n = {lo if lo == hi else f'{lo}–{hi}'} successful trials; the studies reviewers "
                        f"trust (Kakhki et al. IMC'17, Yu & Benson WWW'21) use 10–20.")
     if c["cpu_bound"]:
-        out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (client or server at ≥ 90 % of a "
-                   f"core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
+        out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (client or server ran, or below the "
+                   f"link's rate wanted, ≥ 90 % of a core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
     if len(run.condition_order) == 1:
         out.append("Only one network condition: Fig. 11 and the heatmaps have a single column.")
     if len(run.workloads) == 1:
