@@ -105,9 +105,3 @@ def group_sched_seconds(pgid: int) -> tuple[float, float] | None:
     except (OSError, IndexError, ValueError):
         pass
     return run, wait
-
-
-def group_cpu_seconds(pgid: int) -> float | None:
-    """On-CPU seconds of a server's process group (see group_sched_seconds)."""
-    sched = group_sched_seconds(pgid)
-    return sched[0] if sched else None
