@@ -288,15 +288,17 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
-def tree_cpu() -> tuple[float, float]:
-    """User and system CPU seconds of this process and every live descendant (driver, browser).
+def tree_cpu() -> tuple[float, float, float]:
+    """User CPU, system CPU and run-queue wait seconds of this process and every live descendant
+    (driver, browser).
 
-    The total is the scheduler's nanosecond run time (cpu.process_cpu_seconds); it is split into
-    user and system in the proportion of the processes' clock-tick counters.
+    CPU is the scheduler's nanosecond run time (cpu.process_sched_seconds), split into user and
+    system in the proportion of the processes' clock-tick counters; wait is the time they were
+    runnable but waited for a CPU.
     """
-    from ..cpu import process_cpu_seconds
+    from ..cpu import process_sched_seconds
     tick = os.sysconf("SC_CLK_TCK")
-    user = sys_ = total = 0.0
+    user = sys_ = total = wait = 0.0
     for pid in [os.getpid(), *_descendants(os.getpid())]:
         try:
             f = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
@@ -304,15 +306,12 @@ def tree_cpu() -> tuple[float, float]:
             continue
         user += int(f[11]) / tick
         sys_ += int(f[12]) / tick
-        total += process_cpu_seconds(pid) or 0.0
+        run, waited = process_sched_seconds(pid) or (0.0, 0.0)
+        total, wait = total + run, wait + waited
     ticks = user + sys_
-    return (total * user / ticks, total * sys_ / ticks) if ticks > 0 and total > 0 else (user, sys_)
-
-
-def tree_cpu_wait() -> float:
-    """Seconds this process and its live descendants have spent runnable but waiting for a CPU."""
-    from ..cpu import process_sched_seconds
-    return sum((process_sched_seconds(pid) or (0.0, 0.0))[1] for pid in [os.getpid(), *_descendants(os.getpid())])
+    if ticks > 0 and total > 0:
+        return total * user / ticks, total * sys_ / ticks, wait
+    return user, sys_, wait
 
 
 class _Recorder:
@@ -474,10 +473,10 @@ def _settle(page) -> float:
     """Wait until the freshly started browser is idle, so that its start-up work (processes,
     profile, component set-up) does not compete with the measured load for the CPU."""
     t0 = time.monotonic()
-    last = sum(tree_cpu())
+    last = sum(tree_cpu()[:2])
     while time.monotonic() - t0 < SETTLE_MAX:
         page.wait_for_timeout(SETTLE_WINDOW * 1000)
-        now = sum(tree_cpu())
+        now = sum(tree_cpu()[:2])
         if now - last < SETTLE_IDLE * SETTLE_WINDOW:
             break
         last = now
@@ -531,7 +530,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
-            cpu0, wait0 = tree_cpu(), tree_cpu_wait()
+            cpu0 = tree_cpu()
             t0 = time.time()
             try:
                 page.goto(a["url"], wait_until="load", timeout=timeout_ms)
@@ -542,9 +541,9 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             while rec.pending() and time.time() < deadline:
                 page.wait_for_timeout(25)
             out["load_wall_s"] = time.time() - t0
-            cpu1, wait1 = tree_cpu(), tree_cpu_wait()
+            cpu1 = tree_cpu()
             out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
-            out["cpu_wait_s"] = max(0.0, wait1 - wait0)
+            out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
             timing: dict[str, Any] = {}
             if out["error"] is None:
                 try:
