@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
@@ -38,6 +39,8 @@ def main() -> None:
     # a shell starts background jobs with SIGINT ignored: take it back, so Ctrl-C (or kill -INT)
     # always stops a run cleanly
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # 'kill -USR1 PID' prints every thread's stack to stderr: where a stuck run is stuck
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         rc = app(standalone_mode=False)
     except QuicbenchError as e:
@@ -211,6 +214,7 @@ def lab_down(name: Optional[str] = typer.Argument(None, help="Lab name."),
     from .lab import list_lab_states
     from .lab.base import load_lab
     from .lab.netns import orphan_namespaces
+    from .proc import run
     if not name and not all_:
         raise QuicbenchError("say which lab: 'quicbench lab down NAME' or 'quicbench lab down --all'")
     names = [s["name"] for s in list_lab_states()] if all_ else [name]
@@ -219,7 +223,7 @@ def lab_down(name: Optional[str] = typer.Argument(None, help="Lab name."),
         console.print(f"lab {n} removed")
     if all_:
         for ns in orphan_namespaces():
-            subprocess.run(["ip", "netns", "del", ns], check=False)
+            run(["ip", "netns", "del", ns], check=False)
             console.print(f"stray namespace {ns} removed")
 
 

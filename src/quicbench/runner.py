@@ -7,6 +7,7 @@ servers stopped) and leave the run resumable.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import platform
 import secrets
@@ -31,6 +32,8 @@ from .servers import server_class
 from .store import RunStore
 from .tls import LAB_HOSTNAME, make_tls
 from .trial import base_row, run_trial
+
+TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past this, dump stacks
 
 
 def host_facts() -> dict[str, Any]:
@@ -109,9 +112,14 @@ class Runner:
             self.console.print(f"[yellow]interrupted: resume with 'quicbench run PLAN --resume {self.store.dir}'[/]")
             raise
         finally:
-            for s in servers.values():
-                s.stop()
-            lab.down()
+            # teardown is bounded; should it still hang, the stacks on stderr say where
+            faulthandler.dump_traceback_later(TEARDOWN_WATCHDOG_S)
+            try:
+                for s in servers.values():
+                    s.stop()
+                lab.down()
+            finally:
+                faulthandler.cancel_dump_traceback_later()
         return self.store.rows()
 
     def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:

@@ -55,6 +55,24 @@ def wait_rows(run_dirs_parent: Path, n: int, timeout: float = 120) -> Path:
     raise AssertionError(f"fewer than {n} rows after {timeout}s")
 
 
+def communicate_or_stacks(p: subprocess.Popen, timeout: float) -> str:
+    """The process's output once it ends; if it does not end in time, fail with its stacks
+    (quicbench prints every thread's stack on SIGUSR1) and what it printed."""
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        exited = p.poll()          # not None: it ended, but something it started holds its stdout
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        p.kill()
+        try:
+            output = p.communicate(timeout=10)[0]
+        except subprocess.TimeoutExpired as e:   # something else holds its stdout open
+            output = (e.output or b"").decode(errors="replace") + "\n[stdout still open after the kill]"
+        raise AssertionError(f"no end of output {timeout}s after the signal (exit status then: {exited}); "
+                             f"its output and stacks:\n{output}")
+
+
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(PLAN)
@@ -91,7 +109,7 @@ def test_ctrl_c_cleans_up_and_resumes(tmp_path, no_leftovers):
     run_dir = wait_rows(out, 3)
     assert lab_namespaces() - others, "the run's lab was not up"
     p.send_signal(signal.SIGINT)
-    output, _ = p.communicate(timeout=60)
+    output = communicate_or_stacks(p, timeout=60)
     assert p.returncode == 130, output
     assert "resume with" in output
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"

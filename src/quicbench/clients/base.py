@@ -58,20 +58,33 @@ class Client(ABC):
 def run_measured(argv: Sequence[str], deadline_s: float, on_deadline: Callable[[subprocess.Popen], None] | None = None,
                  **popen: object) -> tuple[int, float, float, bool]:
     """Run a client process to its end: (exit code, CPU seconds from its rusage, wall seconds,
-    whether the deadline struck). At the deadline on_deadline(proc) runs (default: kill)."""
+    whether the deadline struck). At the deadline on_deadline(proc) runs (default: kill).
+
+    If the wait is interrupted (Ctrl-C, SIGTERM) on_deadline(proc) runs too and the client is
+    reaped before the exception goes on: nothing keeps loading the lab while it is torn down."""
     t0 = time.monotonic()
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, **popen)  # type: ignore[call-overload]
     struck = threading.Event()
 
+    stop = on_deadline or (lambda p: p.kill())
+
     def strike() -> None:
         struck.set()
-        (on_deadline or (lambda p: p.kill()))(proc)
+        stop(proc)
 
     killer = threading.Timer(deadline_s, strike)
-    killer.start()
+    killer.daemon = True      # never keeps the interpreter from exiting
     try:
+        killer.start()
         _, status, ru = os.wait4(proc.pid, 0)   # wait4: the child's own rusage, exact
-    finally:
+    except BaseException:
         killer.cancel()
+        stop(proc)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        raise
+    killer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, ru.ru_utime + ru.ru_stime, time.monotonic() - t0, struck.is_set()

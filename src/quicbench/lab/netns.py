@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -225,9 +224,9 @@ class NetnsLab(Lab):
                     pass
             deadline = time.monotonic() + wait
             while pids and time.monotonic() < deadline:
-                pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+                pids = [p for p in pids if _alive(p)]
                 time.sleep(0.01)
-        existing = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        existing = set(run(["ip", "netns", "list"], check=False).stdout.split())
         for node in self.nodes:
             if self.ns(node) in existing:
                 run(["ip", "netns", "del", self.ns(node)], check=False)
@@ -247,10 +246,19 @@ class NetnsLab(Lab):
         return lab
 
 
+def _alive(pid: int) -> bool:
+    """The process still runs (a zombie has exited; it only waits for its parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def orphan_namespaces() -> list[str]:
     """qb-* namespaces of labs that no state file describes (e.g. state lost with /run)."""
     known = {ns for st in list_lab_states() for ns in st.get("namespaces", {}).values()}
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    out = run(["ip", "netns", "list"], check=False).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     return [n for n in names if n.startswith(PREFIX) and n not in known
             and n.rsplit("-", 1)[-1] in ("client", "router", "router2", "server")]
