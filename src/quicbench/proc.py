@@ -9,6 +9,15 @@ from collections.abc import Sequence
 from .errors import QuicbenchError
 
 
+def process_alive(pid: int) -> bool:
+    """The process still runs (a zombie has exited; it only waits for its parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def run(cmd: Sequence[str], *, check: bool = True, timeout: float | None = 30,
         input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command, capture its output; raise QuicbenchError naming it on failure."""

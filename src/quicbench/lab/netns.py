@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import QuicbenchError
-from ..proc import run
+from ..proc import process_alive, run
 from .base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
                    state_lock)
 
@@ -224,7 +224,7 @@ class NetnsLab(Lab):
                     pass
             deadline = time.monotonic() + wait
             while pids and time.monotonic() < deadline:
-                pids = [p for p in pids if _alive(p)]
+                pids = [p for p in pids if process_alive(p)]
                 time.sleep(0.01)
         existing = set(run(["ip", "netns", "list"], check=False).stdout.split())
         for node in self.nodes:
@@ -244,15 +244,6 @@ class NetnsLab(Lab):
             from ..link import reattach_link
             lab.link = reattach_link(lab, state["link"])
         return lab
-
-
-def _alive(pid: int) -> bool:
-    """The process still runs (a zombie has exited; it only waits for its parent to reap it)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def orphan_namespaces() -> list[str]:

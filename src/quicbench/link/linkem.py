@@ -20,7 +20,7 @@ from typing import Any
 from ..conditions import Condition, Direction, Hop
 from ..errors import QuicbenchError
 from ..paths import find_binary
-from ..proc import run
+from ..proc import process_alive, run
 from .base import LinkEmulator, per_router as _per_router
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
@@ -76,7 +76,7 @@ class LinkemLink(LinkEmulator):
 
     def _running(self, node: str) -> int | None:
         pid = (self.lab.state.get("linkem_pids") or {}).get(node)
-        if pid and os.path.exists(f"/proc/{pid}"):
+        if pid and process_alive(pid):
             return pid
         return None
 
@@ -142,7 +142,7 @@ class LinkemLink(LinkEmulator):
             if pid:
                 os.kill(pid, signal.SIGTERM)
                 for _ in range(200):
-                    if not os.path.exists(f"/proc/{pid}"):
+                    if not process_alive(pid):
                         break
                     time.sleep(0.01)
                 self.lab.state.get("linkem_pids", {}).pop(r.node, None)
