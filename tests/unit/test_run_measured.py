@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from quicbench.clients.base import run_measured
+from quicbench.proc import process_alive
 
 
 class Interrupted(Exception):
@@ -20,17 +21,12 @@ def running_with(marker: str) -> list[int]:
     """Live (not zombie) processes whose command line holds marker."""
     pids = []
     for d in os.scandir("/proc"):
-        if not d.name.isdigit():
-            continue
         try:
-            with open(f"/proc/{d.name}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{d.name}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+            if d.name.isdigit() and marker.encode() in open(f"/proc/{d.name}/cmdline", "rb").read() \
+                    and process_alive(int(d.name)):
+                pids.append(int(d.name))
         except OSError:
             continue
-        if marker.encode() in cmd and state != "Z":
-            pids.append(int(d.name))
     return pids
 
 
