@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from collections.abc import Sequence
 
 from .errors import QuicbenchError
@@ -16,6 +17,16 @@ def process_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def wait_ended(pids: Sequence[int], timeout: float) -> list[int]:
+    """Wait up to timeout for the processes to end; return those still running."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if process_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+        alive = [p for p in alive if process_alive(p)]
+    return alive
 
 
 def run(cmd: Sequence[str], *, check: bool = True, timeout: float | None = 30,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import QuicbenchError
-from ..proc import process_alive, run
+from ..proc import run, wait_ended
 from .base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
                    state_lock)
 
@@ -222,10 +222,7 @@ class NetnsLab(Lab):
                     os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
-            deadline = time.monotonic() + wait
-            while pids and time.monotonic() < deadline:
-                pids = [p for p in pids if process_alive(p)]
-                time.sleep(0.01)
+            wait_ended(pids, wait)
         existing = set(run(["ip", "netns", "list"], check=False).stdout.split())
         for node in self.nodes:
             if self.ns(node) in existing:

@@ -20,7 +20,7 @@ from typing import Any
 from ..conditions import Condition, Direction, Hop
 from ..errors import QuicbenchError
 from ..paths import find_binary
-from ..proc import process_alive, run
+from ..proc import process_alive, run, wait_ended
 from .base import LinkEmulator, per_router as _per_router
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
@@ -141,8 +141,5 @@ class LinkemLink(LinkEmulator):
             pid = self._running(r.node)
             if pid:
                 os.kill(pid, signal.SIGTERM)
-                for _ in range(200):
-                    if not process_alive(pid):
-                        break
-                    time.sleep(0.01)
+                wait_ended([pid], 2.0)
                 self.lab.state.get("linkem_pids", {}).pop(r.node, None)
