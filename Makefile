@@ -46,7 +46,7 @@ test-rust:
 	cd linkem && cargo test --release --quiet
 
 bench: setup
-	$(PY) -m quicbench.bench
+	$(PY) tools/bench/bench.py
 
 clean:
 	rm -rf build $(VENV) linkem/target

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-QB = [sys.executable, "-m", "quicbench.cli"]
+QB = [sys.executable, "-m", "quicbench.cli.main"]
 
 
 def lab_namespaces() -> set[str]:

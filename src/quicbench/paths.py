@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .errors import QuicbenchError
+from quicbench.errors import QuicbenchError
 
 # src/quicbench/paths.py -> repository root (when run from a checkout)
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from .errors import QuicbenchError
+from quicbench.errors import QuicbenchError
 
 
 def process_alive(pid: int) -> bool:

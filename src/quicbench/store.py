@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import QuicbenchError
+from quicbench.errors import QuicbenchError
 
 
 def new_run_id() -> str:

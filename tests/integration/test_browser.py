@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from conftest import root_only
-from quicbench.clients.browser import (CHROMIUM, BrowserClient, chromium_flags, interpret, norm_proto)
-from quicbench.content import ContentSet, generate
-from quicbench.content_page import noise_png
-from quicbench.plan import Workload
+from quicbench.clients.browser.driver import (CHROMIUM, BrowserClient, chromium_flags, interpret, norm_proto)
+from quicbench.content.objects import ContentSet, generate
+from quicbench.content.page import noise_png
+from quicbench.model.plan import Workload
 
 needs_browser = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} missing: apt-get install chromium")
 
@@ -114,11 +114,11 @@ def test_gallery_page_over_each_protocol(served, proto):
 @root_only
 @needs_browser
 def test_trial_row_of_a_page_load(served):
-    from quicbench.conditions import Condition
-    from quicbench.plan import TrialSpec
-    from quicbench.trial import run_trial
+    from quicbench.model.conditions import Condition
+    from quicbench.model.plan import TrialSpec
+    from quicbench.run.trial import run_trial
     lab, server, target, wd = served
-    from quicbench.plan import TrialOptions
+    from quicbench.model.plan import TrialOptions
     spec = TrialSpec(0, Condition(name="none"), GALLERY, "h3", "caddy", 1)
     row = run_trial(spec, target, BrowserClient(), server.pid, wd / "trial", 30,
                     TrialOptions(qlog=True, keylog=True))

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import root_only
 from quicbench.clients import LoadClient, Target
-from quicbench.content import generate
+from quicbench.content.objects import generate
 from quicbench.lab import LabSpec, make_lab
-from quicbench.plan import Workload
+from quicbench.model.plan import Workload
 from quicbench.servers import CaddyServer
 from quicbench.tls import make_tls
 
@@ -44,9 +44,9 @@ def test_objects_over_each_protocol(served, proto):
 
 
 def test_trial_row_is_verified(served):
-    from quicbench.conditions import Condition
-    from quicbench.plan import TrialSpec
-    from quicbench.trial import run_trial
+    from quicbench.model.conditions import Condition
+    from quicbench.model.plan import TrialSpec
+    from quicbench.run.trial import run_trial
     lab, server, target, wd = served
     spec = TrialSpec(0, Condition(name="none"), Workload(size="1MB", count=2), "h3", "caddy", 1)
     row = run_trial(spec, target, LoadClient(), server.pid, wd / "trial", 30)

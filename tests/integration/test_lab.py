@@ -91,7 +91,7 @@ def test_cli_lab_lifecycle(no_leftovers):
 
 
 def test_exec_in_unknown_lab_is_a_clear_error():
-    p = subprocess.Popen([sys.executable, "-m", "quicbench.cli", "lab", "exec", "nosuch", "client"],
+    p = subprocess.Popen([sys.executable, "-m", "quicbench.cli.main", "lab", "exec", "nosuch", "client"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 2 and "no lab named 'nosuch'" in err

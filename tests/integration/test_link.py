@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sstats
 
 from conftest import root_only, run_qb
-from quicbench.calibrate import measure_iperf3
-from quicbench.conditions import Condition
+from quicbench.run.calibrate import measure_iperf3
+from quicbench.model.conditions import Condition
 from quicbench.lab import LabSpec, make_lab
 
 pytestmark = [pytest.mark.integration, root_only]

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from quicbench.conditions import Condition
+from quicbench.model.conditions import Condition
 from quicbench.link.linkem import FIX, hop_config
 from quicbench.paths import find_binary
 

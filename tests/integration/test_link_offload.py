@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import root_only
-from quicbench.calibrate import measure_iperf3
-from quicbench.conditions import Condition
+from quicbench.run.calibrate import measure_iperf3
+from quicbench.model.conditions import Condition
 from quicbench.lab import LabSpec, make_lab
 
 pytestmark = [pytest.mark.integration, root_only]

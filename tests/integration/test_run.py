@@ -162,7 +162,7 @@ def test_missing_binary(tmp_path, no_leftovers):
 
 def test_not_root(tmp_path):
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                        "import sys; sys.argv=['quicbench','lab','up']; from quicbench.cli import main; main()"],
+                        "import sys; sys.argv=['quicbench','lab','up']; from quicbench.cli.main import main; main()"],
                        capture_output=True, text=True, env=dict(os.environ, COLUMNS="200",
                                                                  QUICBENCH_STATE=str(tmp_path)))
     assert r.returncode == 2, r.stderr

@@ -10,10 +10,10 @@ import pytest
 
 from conftest import root_only
 from quicbench.clients import LoadClient, Target
-from quicbench.content import generate
+from quicbench.content.objects import generate
 from quicbench.errors import QuicbenchError
 from quicbench.lab import LabSpec, make_lab
-from quicbench.plan import Workload, plan_from_dict
+from quicbench.model.plan import Workload, plan_from_dict
 from quicbench.servers import SERVERS
 from quicbench.cpu import group_members
 from quicbench.tls import make_tls
@@ -73,7 +73,7 @@ def test_config_is_self_contained_and_valid(tmp_path, server):
     """The per-run config names only the run directory, the content and the TLS files
     (nothing of /etc), listens on the lab address and port given; Apache's passes -t."""
     import shutil
-    from quicbench.content import ContentSet
+    from quicbench.content.objects import ContentSet
     cls = SERVERS[server]
     tls = make_tls(tmp_path / "tls")
     (tmp_path / "content").mkdir()

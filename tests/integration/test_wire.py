@@ -8,13 +8,13 @@ import pytest
 
 from conftest import root_only
 from quicbench.clients import LoadClient, Target
-from quicbench.conditions import Condition
-from quicbench.content import generate
+from quicbench.model.conditions import Condition
+from quicbench.content.objects import generate
 from quicbench.lab import LabSpec, make_lab
-from quicbench.plan import TrialOptions, TrialSpec, Workload
+from quicbench.model.plan import TrialOptions, TrialSpec, Workload
 from quicbench.servers import CaddyServer
 from quicbench.tls import make_tls
-from quicbench.trial import run_trial
+from quicbench.run.trial import run_trial
 
 pytestmark = [pytest.mark.integration, root_only]
 

@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from quicbench.conditions import Condition, Direction, Hop, default_queue_packets
+from quicbench.model.conditions import Condition, Direction, Hop, default_queue_packets
 
 
 def test_symmetric_values_apply_to_each_direction():

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from quicbench.content import generate
-from quicbench.content_page import (INDEX_BYTES, MIN_PNG, N_RESOURCES, make_realistic_page, noise_png,
+from quicbench.content.objects import generate
+from quicbench.content.page import (INDEX_BYTES, MIN_PNG, N_RESOURCES, make_realistic_page, noise_png,
                                     page_resources)
 
 

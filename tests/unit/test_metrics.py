@@ -1,7 +1,7 @@
 import pytest
 
 from quicbench.cpu import cpu_bound
-from quicbench.metrics import goodput_mbps, summarize_requests
+from quicbench.run.metrics import goodput_mbps, summarize_requests
 
 MS = 1_000_000
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from quicbench.conditions import Condition
+from quicbench.model.conditions import Condition
 from quicbench.errors import QuicbenchError
 from quicbench.link.netem import netem_commands
 

@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from quicbench.errors import QuicbenchError
-from quicbench.plan import DEFAULT_PLAN, expand, load_plan, plan_from_dict
+from quicbench.model.plan import DEFAULT_PLAN, expand, load_plan, plan_from_dict
 
 
 def write(tmp_path, text):

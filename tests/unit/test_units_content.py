@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from quicbench.content import generate, object_bytes_iter
+from quicbench.content.objects import generate, object_bytes_iter
 from quicbench.errors import QuicbenchError
-from quicbench.units import parse_size, size_label
+from quicbench.model.units import parse_size, size_label
 
 
 @pytest.mark.parametrize("text,n", [("10KB", 10_000), ("100KB", 100_000), ("1MB", 1_000_000),

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import stats
-from .load import RunData
-from .tables import CELL_KEYS, Method, samples
+from quicbench.analysis import stats
+from quicbench.analysis.load import RunData
+from quicbench.analysis.tables import CELL_KEYS, Method, samples
 
 COMPARE_COLUMNS = ["condition", "workload", "protocol", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
                    "ci_low_b", "ci_high_b", "diff_pct", "p", "verdict", "in"]

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import QuicbenchError
-from ..units import size_label
-from .condition_params import condition_params
+from quicbench.errors import QuicbenchError
+from quicbench.model.units import size_label
+from quicbench.analysis.condition_params import condition_params
 
 PROTOCOL_ORDER = ("h1", "h2", "h3")
 PROTOCOL_NAMES = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}

@@ -7,8 +7,8 @@ from importlib import resources
 
 import pandas as pd
 
-from .condition_params import parse_delay_loss
-from .load import RunData
+from quicbench.analysis.condition_params import parse_delay_loss
+from quicbench.analysis.load import RunData
 
 SOURCE = ("Go-Quick final report (Fed4FIRE+, Eight Bells), Table 1: goodput in Mbit/s; "
           "no repetition count, spread or significance given")

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import stats
-from .load import OPTIONAL_NUMERIC, RunData
+from quicbench.analysis import stats
+from quicbench.analysis.load import OPTIONAL_NUMERIC, RunData
 
 # metric -> axis/table label with unit
 METRICS: dict[str, str] = {

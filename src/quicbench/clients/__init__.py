@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import QuicbenchError
-from .base import Client, ClientResult, Target
-from .browser import BrowserClient
-from .loadclient import LoadClient
+from quicbench.errors import QuicbenchError
+from quicbench.clients.base import Client, ClientResult, Target
+from quicbench.clients.browser.driver import BrowserClient
+from quicbench.clients.loadclient import LoadClient
 
 CLIENTS: dict[str, type[Client]] = {
     "qb-load": LoadClient,

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from ..content import ContentSet
-    from ..lab.base import Lab
-    from ..plan import TrialOptions, Workload
-    from ..tls import TlsMaterial
+    from quicbench.content.objects import ContentSet
+    from quicbench.lab.base import Lab
+    from quicbench.model.plan import TrialOptions, Workload
+    from quicbench.tls import TlsMaterial
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from ..paths import find_binary
-from .base import Client, ClientResult, Target, run_measured
+from quicbench.paths import find_binary
+from quicbench.clients.base import Client, ClientResult, Target, run_measured
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
 

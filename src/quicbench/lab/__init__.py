@@ -5,8 +5,8 @@ A backend implements :class:`quicbench.lab.base.Lab`; register it in ``BACKENDS`
 
 from __future__ import annotations
 
-from .base import Lab, LabSpec, NODE_NAMES, reap_dead_labs, list_lab_states
-from .netns import NetnsLab
+from quicbench.lab.base import Lab, LabSpec, NODE_NAMES, reap_dead_labs, list_lab_states
+from quicbench.lab.netns import NetnsLab
 
 BACKENDS: dict[str, type[Lab]] = {
     "netns": NetnsLab,
@@ -17,7 +17,7 @@ def make_lab(spec: LabSpec) -> Lab:
     try:
         cls = BACKENDS[spec.backend]
     except KeyError:
-        from ..errors import QuicbenchError
+        from quicbench.errors import QuicbenchError
         raise QuicbenchError(
             f"unknown lab backend '{spec.backend}': accepted: {', '.join(sorted(BACKENDS))}") from None
     return cls(spec)

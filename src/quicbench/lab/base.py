@@ -21,9 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..conditions import Condition
-from ..errors import QuicbenchError
-from ..paths import STATE_DIR
+from quicbench.model.conditions import Condition
+from quicbench.errors import QuicbenchError
+from quicbench.paths import STATE_DIR
 
 NODE_NAMES = ("client", "router", "router2", "server")
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -178,7 +178,7 @@ class Lab(ABC):
 
 
 def load_lab(name: str) -> Lab:
-    from . import BACKENDS
+    from quicbench.lab import BACKENDS
     path = labs_dir() / f"{name}.json"
     if not path.exists():
         known = [s["name"] for s in list_lab_states()]

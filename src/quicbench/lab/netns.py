@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import QuicbenchError
-from ..proc import run, wait_ended
-from .base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
+from quicbench.errors import QuicbenchError
+from quicbench.proc import run, wait_ended
+from quicbench.lab.base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
                    state_lock)
 
 MAX_SLOTS = 128
@@ -130,7 +130,7 @@ class NetnsLab(Lab):
         self._claim()
         try:
             self._create()
-            from ..link import attach_link
+            from quicbench.link import attach_link
             self.link = attach_link(self, conditions)
             self.state["link"] = self.link.describe()
             self.link.apply(self.spec.condition)
@@ -238,7 +238,7 @@ class NetnsLab(Lab):
         lab = cls(LabSpec.model_validate(state["spec"]))
         lab.state = state
         if state.get("link"):
-            from ..link import reattach_link
+            from quicbench.link import reattach_link
             lab.link = reattach_link(lab, state["link"])
         return lab
 

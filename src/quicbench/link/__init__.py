@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import QuicbenchError
-from .base import LinkEmulator
-from .linkem import LinkemLink
-from .netem import NetemLink
-from .plain import PlainForwarding
+from quicbench.errors import QuicbenchError
+from quicbench.link.base import LinkEmulator
+from quicbench.link.linkem import LinkemLink
+from quicbench.link.netem import NetemLink
+from quicbench.link.plain import PlainForwarding
 
 if TYPE_CHECKING:
-    from ..conditions import Condition
-    from ..lab.base import Lab
+    from quicbench.model.conditions import Condition
+    from quicbench.lab.base import Lab
 
 LINKS: dict[str, type[LinkEmulator]] = {
     "plain": PlainForwarding,

@@ -1,7 +1,7 @@
 """The link-emulator driver interface.
 
 A driver shapes the traffic crossing the lab's router hop(s) according to a
-:class:`~quicbench.conditions.Condition`. It must be reconstructible from what
+:class:`~quicbench.model.conditions.Condition`. It must be reconstructible from what
 ``describe()`` returns, so that another process (``quicbench lab set``) can change a
 running lab's condition.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..conditions import Condition, Hop
-from ..errors import QuicbenchError
+from quicbench.model.conditions import Condition, Hop
+from quicbench.errors import QuicbenchError
 
 if TYPE_CHECKING:
-    from ..lab.base import Lab
+    from quicbench.lab.base import Lab
 
 
 class LinkEmulator(ABC):

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..conditions import Condition, Direction, Hop
-from ..errors import QuicbenchError
-from ..paths import find_binary
-from ..proc import process_alive, run, wait_ended
-from .base import LinkEmulator, per_router as _per_router
+from quicbench.model.conditions import Condition, Direction, Hop
+from quicbench.errors import QuicbenchError
+from quicbench.paths import find_binary
+from quicbench.proc import process_alive, run, wait_ended
+from quicbench.link.base import LinkEmulator, per_router as _per_router
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
 

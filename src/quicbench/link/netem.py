@@ -11,11 +11,11 @@ never reorders when it also limits the rate: such conditions need linkem (`auto`
 
 from __future__ import annotations
 
-from ..conditions import Condition, Direction, default_queue_packets
-from ..errors import QuicbenchError
-from ..kernel import probe
-from ..proc import run
-from .base import LinkEmulator, per_router
+from quicbench.model.conditions import Condition, Direction, default_queue_packets
+from quicbench.errors import QuicbenchError
+from quicbench.kernel import probe
+from quicbench.proc import run
+from quicbench.link.base import LinkEmulator, per_router
 
 
 ETH_HEADER = 14

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..conditions import Condition
-from ..errors import QuicbenchError
-from .base import LinkEmulator
+from quicbench.model.conditions import Condition
+from quicbench.errors import QuicbenchError
+from quicbench.link.base import LinkEmulator
 
 
 class PlainForwarding(LinkEmulator):
@@ -29,5 +29,5 @@ class PlainForwarding(LinkEmulator):
             self.lab_sysctl(r.node, "net.ipv4.ip_forward=1")
 
     def lab_sysctl(self, node: str, kv: str) -> None:
-        from ..proc import run
+        from quicbench.proc import run
         run(self.lab.cmd(node, ["sysctl", "-q", "-w", kv]))

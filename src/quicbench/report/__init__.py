@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analysis.load import RunData, load_run
-from ..analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
-from ..analysis.tables import Method
-from ..errors import QuicbenchError
-from .exports import write_summary_csv, write_trials_parquet
+from quicbench.analysis.load import RunData, load_run
+from quicbench.analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
+from quicbench.analysis.tables import Method
+from quicbench.errors import QuicbenchError
+from quicbench.report.exports import write_summary_csv, write_trials_parquet
 
 FORMATS = ("html", "md")
 
@@ -45,21 +45,21 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch",
     """
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown report format '{fmt}', accepted: {', '.join(FORMATS)}")
-    from .model import build
+    from quicbench.report.model import build
     run = load_run(run_dir)
     model = build(run, _method(test, alpha, correction), figures=(fmt == "html"))
     write_summary_csv(model.summary, run.run_dir / "summary.csv")
     write_trials_parquet(run, run.run_dir / "trials.parquet")
     if fmt == "md":
-        from .markdown import render_markdown
+        from quicbench.report.markdown import render_markdown
         out = run.run_dir / "report.md"
         out.write_text(render_markdown(model), encoding="utf-8")
         return out
-    from .html import render_report
+    from quicbench.report.html import render_report
     out = run.run_dir / "report.html"
     out.write_text(render_report(model), encoding="utf-8")
     if figures_dir is not None:
-        from .plotting import save_pngs
+        from quicbench.report.plotting import save_pngs
         save_pngs([p for plots in model.plots.values() for p in plots], Path(figures_dir))
     return out
 
@@ -67,8 +67,8 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch",
 def report_markdown(run_dir: Path | str, *, test: str = "welch", alpha: float = ALPHA,
                     correction: str = "none") -> str:
     """The Markdown summary of a run (nothing written)."""
-    from .markdown import render_markdown
-    from .model import build
+    from quicbench.report.markdown import render_markdown
+    from quicbench.report.model import build
     return render_markdown(build(load_run(run_dir), _method(test, alpha, correction), figures=False))
 
 
@@ -78,11 +78,11 @@ def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, tes
     fmt="md" returns the Markdown."""
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown compare format '{fmt}', accepted: {', '.join(FORMATS)}")
-    from .compare import compare_context, write_compare_html
+    from quicbench.report.compare import compare_context, write_compare_html
     a, b = load_run(run_a), load_run(run_b)
     ctx = compare_context(a, b, _method(test, alpha, correction), figures=(fmt == "html"))
     if fmt == "md":
-        from .markdown import render_compare_markdown
+        from quicbench.report.markdown import render_compare_markdown
         return render_compare_markdown(ctx)
     return write_compare_html(ctx, a.run_dir / "compare.html")
 

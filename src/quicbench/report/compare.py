@@ -8,12 +8,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..analysis.compare import compare_cells, setup_differences
-from ..analysis.load import RunData
-from ..analysis.tables import Method
-from . import palette
-from .fmt import SimpleTable, ci, num, pct, pval
-from .plotting import Plot, new_figure, render, styled
+from quicbench.analysis.compare import compare_cells, setup_differences
+from quicbench.analysis.load import RunData
+from quicbench.analysis.tables import Method
+from quicbench.report import palette
+from quicbench.report.fmt import SimpleTable, ci, num, pct, pval
+from quicbench.report.plotting import Plot, new_figure, render, styled
 
 
 def compare_table(df: pd.DataFrame) -> SimpleTable:
@@ -84,7 +84,7 @@ def compare_context(a: RunData, b: RunData, method: Method, figures: bool = True
 
 
 def write_compare_html(ctx: dict[str, Any], path: Path) -> Path:
-    from .html import render_compare
+    from quicbench.report.html import render_compare
     path.write_text(render_compare(ctx), encoding="utf-8")
     return path
 

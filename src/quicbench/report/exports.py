@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.load import RunData
+from quicbench.analysis.load import RunData
 
 DERIVED_TRIAL_COLUMNS = ["row_index", "superseded", "used", "client_cpu_s_per_gb", "server_cpu_s_per_gb",
                          "cpu_s_per_gb", "wait_ms", "delay_ms", "loss_pct", "rate_mbit"]

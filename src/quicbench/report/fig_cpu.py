@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from ..analysis.load import RunData
-from . import palette
-from .plotting import Plot, new_figure, render, styled, workload_title
+from quicbench.analysis.load import RunData
+from quicbench.report import palette
+from quicbench.report.plotting import Plot, new_figure, render, styled, workload_title
 
 
 def cpu_per_gb(run: RunData, table: pd.DataFrame) -> Plot | None:

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..analysis.condition_params import PARAM_LABELS
-from ..analysis.load import RunData
-from . import palette
-from .plotting import Plot, grid_shape, hide_unused, new_figure, render, styled, workload_title
+from quicbench.analysis.condition_params import PARAM_LABELS
+from quicbench.analysis.load import RunData
+from quicbench.report import palette
+from quicbench.report.plotting import Plot, grid_shape, hide_unused, new_figure, render, styled, workload_title
 
 AXES = ("delay_ms", "rate_mbit", "loss_pct")
 HELD = ("delay_ms", "loss_pct", "rate_mbit", "jitter_ms", "spikes")

@@ -8,10 +8,10 @@ import math
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ..analysis.condition_params import parse_delay_loss
-from ..analysis.load import RunData
-from . import palette
-from .plotting import (Plot, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis, render, styled,
+from quicbench.analysis.condition_params import parse_delay_loss
+from quicbench.analysis.load import RunData
+from quicbench.report import palette
+from quicbench.report.plotting import (Plot, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis, render, styled,
                        workload_short, workload_title)
 
 

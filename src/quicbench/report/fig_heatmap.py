@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.colors import Normalize
 
-from ..analysis.condition_params import PARAM_LABELS, swept
-from ..analysis.load import RunData
-from ..analysis.tables import Method, pairwise
-from . import palette
-from .plotting import Plot, new_figure, render, styled, workload_title
+from quicbench.analysis.condition_params import PARAM_LABELS, swept
+from quicbench.analysis.load import RunData
+from quicbench.analysis.tables import Method, pairwise
+from quicbench.report import palette
+from quicbench.report.plotting import Plot, new_figure, render, styled, workload_title
 
 CLIP = 100.0
 

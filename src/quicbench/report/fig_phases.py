@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from ..analysis.load import RunData
-from . import palette
-from .plotting import Plot, grid_shape, hide_unused, new_figure, render, styled, workload_short
+from quicbench.analysis.load import RunData
+from quicbench.report import palette
+from quicbench.report.plotting import Plot, grid_shape, hide_unused, new_figure, render, styled, workload_short
 
 PHASES = ("connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from ..analysis.stats import finite as _finite
+from quicbench.analysis.stats import finite as _finite
 
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__
-from ..analysis.stats import TESTS
-from . import palette, views
-from .fmt import ci, num, p_is, pct, plural, pval
-from .model import SEED_NOTE, ReportModel
+from quicbench import __version__
+from quicbench.analysis.stats import TESTS
+from quicbench.report import palette, views
+from quicbench.report.fmt import ci, num, p_is, pct, plural, pval
+from quicbench.report.model import SEED_NOTE, ReportModel
 
 TEMPLATES = Path(__file__).parent / "templates"
 

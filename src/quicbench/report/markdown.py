@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..analysis.stats import TESTS
-from . import views
-from .fmt import plural
-from .model import SEED_NOTE, ReportModel
+from quicbench.analysis.stats import TESTS
+from quicbench.report import views
+from quicbench.report.fmt import plural
+from quicbench.report.model import SEED_NOTE, ReportModel
 
 
 def render_markdown(model: ReportModel) -> str:

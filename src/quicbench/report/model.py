@@ -10,15 +10,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import honesty
-from ..analysis.load import CAPTURE_NUMERIC, RunData
-from ..analysis.seed import SOURCE as SEED_SOURCE
-from ..analysis.seed import seed_best, seed_matches
-from ..analysis.stats import MIN_N
-from ..analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
-from . import fig_cpu, fig_cvart, fig_goodput, fig_heatmap, fig_phases
-from .plotting import Plot, workload_title
-from ..analysis.stats import finite as _f
+from quicbench.analysis import honesty
+from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
+from quicbench.analysis.seed import SOURCE as SEED_SOURCE
+from quicbench.analysis.seed import seed_best, seed_matches
+from quicbench.analysis.stats import MIN_N
+from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
+from quicbench.report import fig_cpu, fig_cvart, fig_goodput, fig_heatmap, fig_phases
+from quicbench.report.plotting import Plot, workload_title
+from quicbench.analysis.stats import finite as _f
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 

@@ -15,7 +15,7 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from . import palette
+from quicbench.report import palette
 
 WIDTH_IN = 10.0   # at DPI this is 1000 px: the report's content width
 DPI = 100

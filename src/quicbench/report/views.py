@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.tables import METRICS
-from .fmt import SimpleTable, ci, num, pct, pval
-from .model import ReportModel
-from .plotting import workload_title
+from quicbench.analysis.tables import METRICS
+from quicbench.report.fmt import SimpleTable, ci, num, pct, pval
+from quicbench.report.model import ReportModel
+from quicbench.report.plotting import workload_title
 
 
 def _wl(model: ReportModel, w: str) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import QuicbenchError
-from .base import NO_CACHE_HEADERS, Server
-from .apache import ApachePreforkServer, ApacheServer
-from .caddy import CaddyServer
-from .nginx import NginxServer
+from quicbench.errors import QuicbenchError
+from quicbench.servers.base import NO_CACHE_HEADERS, Server
+from quicbench.servers.apache import ApachePreforkServer, ApacheServer
+from quicbench.servers.caddy import CaddyServer
+from quicbench.servers.nginx import NginxServer
 
 SERVERS: dict[str, type[Server]] = {
     "caddy": CaddyServer,

@@ -31,11 +31,11 @@ import re
 import shutil
 from pathlib import Path
 
-from ..errors import QuicbenchError
-from ..paths import find_binary
-from ..proc import run
-from .base import NO_CACHE_HEADERS, Server
-from .nginx import H2_MAX_STREAMS, listen_address
+from quicbench.errors import QuicbenchError
+from quicbench.paths import find_binary
+from quicbench.proc import run
+from quicbench.servers.base import NO_CACHE_HEADERS, Server
+from quicbench.servers.nginx import H2_MAX_STREAMS, listen_address
 
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 RUN_AS = "65534"   # nobody / nogroup

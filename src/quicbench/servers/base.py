@@ -10,14 +10,14 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ..cpu import group_members
-from ..errors import QuicbenchError
-from ..proc import run
+from quicbench.cpu import group_members
+from quicbench.errors import QuicbenchError
+from quicbench.proc import run
 
 if TYPE_CHECKING:
-    from ..content import ContentSet
-    from ..lab.base import Lab
-    from ..tls import TlsMaterial
+    from quicbench.content.objects import ContentSet
+    from quicbench.lab.base import Lab
+    from quicbench.tls import TlsMaterial
 
 NO_CACHE_HEADERS = {
     # as Go-Quick's Apache: every response fetched anew

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import re
 
-from ..paths import find_binary
-from ..proc import run
-from .base import NO_CACHE_HEADERS, Server
+from quicbench.paths import find_binary
+from quicbench.proc import run
+from quicbench.servers.base import NO_CACHE_HEADERS, Server
 
 
 class CaddyServer(Server):

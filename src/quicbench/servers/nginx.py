@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 
-from ..paths import find_binary
-from ..proc import run
-from .base import NO_CACHE_HEADERS, Server
+from quicbench.paths import find_binary
+from quicbench.proc import run
+from quicbench.servers.base import NO_CACHE_HEADERS, Server
 
 # Requests one connection may carry before the server closes it: nginx's default (1000)
 # would break long h1/h2 workloads into several connections, which Caddy never does.

@@ -8,8 +8,8 @@ from typing import Annotated, Any, List, Optional
 import typer
 from pydantic import ValidationError
 
-from .conditions import DIRECTION_FIELDS, Condition
-from .errors import QuicbenchError
+from quicbench.model.conditions import DIRECTION_FIELDS, Condition
+from quicbench.errors import QuicbenchError
 
 Delay = Annotated[Optional[float], typer.Option("--delay", help="One-way delay in ms, each direction (RTT = 2x).")]
 Jitter = Annotated[Optional[float], typer.Option("--jitter", help="Delay jitter in ms.")]
@@ -55,5 +55,5 @@ def condition_from_flags(name: str = "cli", delay: float | None = None, jitter: 
     try:
         return Condition.model_validate({"name": name, "hops": [hop]})
     except ValidationError as e:
-        from .cli import format_validation_error
+        from quicbench.cli.main import format_validation_error
         raise QuicbenchError(format_validation_error(e, "condition")) from None

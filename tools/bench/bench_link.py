@@ -31,11 +31,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from .calibrate import measure_iperf3
-from .conditions import Condition
-from .cpu import process_cpu_seconds
-from .lab import LabSpec, make_lab
-from .proc import run
+from quicbench.run.calibrate import measure_iperf3
+from quicbench.model.conditions import Condition
+from quicbench.cpu import process_cpu_seconds
+from quicbench.lab import LabSpec, make_lab
+from quicbench.proc import run
 
 IPERF_S = 5.0
 THROUGHPUT_REPS = 3
@@ -63,7 +63,7 @@ def _rtts(lab, count: int, interval: float) -> list[float]:
 
     import dpkt
 
-    from .capture import Capture
+    from quicbench.run.capture import Capture
     with tempfile.TemporaryDirectory(prefix="qb-bench-") as tmp:
         cap = Capture(lab, "client", "eth0", lab.address("server"), Path(tmp) / "ping.pcap")
         cap.start()
@@ -205,7 +205,7 @@ def rate_accuracy() -> dict:
 
 
 def main(console: Console | None = None) -> dict:
-    from .bench import RESULTS
+    from bench import RESULTS
     console = console or Console()
     t0, steal0 = time.time(), _steal_ticks()
     res = {"throughput": throughput(), "rtt_error": rtt_error(), "rate": rate_accuracy(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import QuicbenchError
+from quicbench.errors import QuicbenchError
 
 _UNITS = {"": 1, "B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3,
           "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}

@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import QuicbenchError
-from .paths import cache_dir
-from .units import size_label
+from quicbench.errors import QuicbenchError
+from quicbench.paths import cache_dir
+from quicbench.model.units import size_label
 
 GENERATOR = "quicbench-content/2"
 # Go-Quick's page sizes (getFiles, appendix C): index{n}.html for these n that fit.
@@ -49,7 +49,7 @@ def object_bytes_iter(seed: int, size: int):
     downloads them in full (Chromium stops downloading an <img> it cannot decode), as
     Go-Quick's test images were real JPEGs. Smaller objects are raw SHAKE-256 bytes.
     """
-    from .content_page import MIN_PNG, noise_png_iter
+    from quicbench.content.page import MIN_PNG, noise_png_iter
     if size >= MIN_PNG:
         yield from noise_png_iter(f"quicbench-content/{seed}/{size}", size)
         return
@@ -118,7 +118,7 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
             listing.append(f'<li>{html.escape(label)}: {count} objects; pages '
                            + " ".join(f'<a href="{label}/index{n}.html">{n}</a>' for n in pages) + "</li>")
         if realistic_page:
-            from .content_page import make_realistic_page
+            from quicbench.content.page import make_realistic_page
             files += make_realistic_page(tmp / "realistic", seed)
             listing.append('<li><a href="realistic/index.html">realistic page</a></li>')
         (tmp / "index.html").write_text(

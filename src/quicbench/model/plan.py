@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .conditions import Condition
-from .errors import QuicbenchError
-from .units import parse_size, size_label
+from quicbench.model.conditions import Condition
+from quicbench.errors import QuicbenchError
+from quicbench.model.units import parse_size, size_label
 
 PROTOCOLS = ("h1", "h2", "h3")
 H2_MAX_PARALLEL = 250   # streams per h2 connection the servers allow (Caddy/Go, nginx and Apache as set up)
@@ -123,7 +123,7 @@ class Plan(_Strict):
         dupw = {n for n in labels if labels.count(n) > 1}
         if dupw:
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
-        from .clients import CLIENTS
+        from quicbench.clients import CLIENTS
         if "h2" in self.protocols:
             for w in self.workloads:
                 if w.kind == "objects" and w.parallelism > H2_MAX_PARALLEL:
@@ -135,7 +135,7 @@ class Plan(_Strict):
             if self.client_for(w) not in CLIENTS:
                 raise ValueError(f"workloads: {w.label} needs client '{self.client_for(w)}', "
                                  f"accepted clients: {', '.join(sorted(CLIENTS))}")
-        from .servers import SERVERS, servers_for
+        from quicbench.servers import SERVERS, servers_for
         for proto in self.protocols:
             for srv in self.server_options(proto):
                 if srv not in SERVERS:
@@ -270,7 +270,7 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as e:
-        from .cli import format_validation_error
+        from quicbench.cli.main import format_validation_error
         raise QuicbenchError(format_validation_error(e, source)) from None
 
 

@@ -6,12 +6,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .capture import Capture, finish_pcap
-from .clients.base import Client, Target
-from .cpu import cpu_bound, group_sched_seconds
-from .metrics import summarize_requests
-from .wire import analyze_pcap, write_timeseries
-from .plan import TrialOptions, TrialSpec
+from quicbench.run.capture import Capture, finish_pcap
+from quicbench.clients.base import Client, Target
+from quicbench.cpu import cpu_bound, group_sched_seconds
+from quicbench.run.metrics import summarize_requests
+from quicbench.run.wire import analyze_pcap, write_timeseries
+from quicbench.model.plan import TrialOptions, TrialSpec
 
 
 def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:

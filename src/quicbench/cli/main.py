@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
-from . import condflags as cf
-from .errors import QuicbenchError
+from quicbench import __version__
+from quicbench.cli import condflags as cf
+from quicbench.errors import QuicbenchError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compare HTTP/1.1, HTTP/2 and HTTP/3 under emulated network conditions.")
@@ -82,7 +82,7 @@ def require_root() -> None:
 
 
 def _reap() -> None:
-    from .lab import reap_dead_labs
+    from quicbench.lab import reap_dead_labs
     for name in reap_dead_labs():
         err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")
 
@@ -103,7 +103,7 @@ def lab_up(
     """Create a lab that stays up until `quicbench lab down NAME` (condition flags optional)."""
     require_root()
     _reap()
-    from .lab import LabSpec, make_lab
+    from quicbench.lab import LabSpec, make_lab
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
                            condition=cond))
@@ -121,7 +121,7 @@ def lab_set(
 ) -> None:
     """Change a running lab's condition (unspecified values go back to none)."""
     require_root()
-    from .lab.base import load_lab
+    from quicbench.lab.base import load_lab
     lab = load_lab(name)
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     lab.link.apply(cond)
@@ -148,8 +148,8 @@ def link_calibrate(
     require_root()
     _reap()
     import secrets
-    from .calibrate import calibrate
-    from .lab import LabSpec, make_lab
+    from quicbench.run.calibrate import calibrate
+    from quicbench.lab import LabSpec, make_lab
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     with make_lab(LabSpec(name=f"c{secrets.token_hex(3)}", link=link, condition=cond)) as lab:
         res = calibrate(lab, cond, pings=pings, iperf_seconds=seconds)
@@ -176,7 +176,7 @@ def link_calibrate(
 @lab_app.command("status")
 def lab_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List running labs: names, namespaces, addresses, link."""
-    from .lab import list_lab_states
+    from quicbench.lab import list_lab_states
     states = list_lab_states()
     if as_json:
         print(json.dumps([{k: v for k, v in s.items()} for s in states], indent=2))
@@ -198,7 +198,7 @@ def lab_exec(ctx: typer.Context, name: str = typer.Argument(..., help="Lab name.
              node: str = typer.Argument(..., help="client, router, router2 or server.")) -> None:
     """Run any command inside a node: quicbench lab exec NAME client -- ping -c3 SERVER."""
     require_root()
-    from .lab.base import load_lab
+    from quicbench.lab.base import load_lab
     lab = load_lab(name)
     argv = [a for a in ctx.args if a != "--"] or [os.environ.get("SHELL", "/bin/sh")]
     env = dict(os.environ, QB_LAB=name, QB_NODE=node, QB_SERVER=lab.address("server"),
@@ -211,10 +211,10 @@ def lab_down(name: Optional[str] = typer.Argument(None, help="Lab name."),
              all_: bool = typer.Option(False, "--all", help="Remove every lab, and stray qb-* namespaces.")) -> None:
     """Remove a lab (or all labs) with everything that runs inside."""
     require_root()
-    from .lab import list_lab_states
-    from .lab.base import load_lab
-    from .lab.netns import orphan_namespaces
-    from .proc import run
+    from quicbench.lab import list_lab_states
+    from quicbench.lab.base import load_lab
+    from quicbench.lab.netns import orphan_namespaces
+    from quicbench.proc import run
     if not name and not all_:
         raise QuicbenchError("say which lab: 'quicbench lab down NAME' or 'quicbench lab down --all'")
     names = [s["name"] for s in list_lab_states()] if all_ else [name]
@@ -238,7 +238,7 @@ def _parse_only(only: list[str]) -> dict[str, list[str]]:
 
 
 def _load_plan(plan: Optional[Path]):
-    from .plan import DEFAULT_PLAN, load_plan, plan_from_dict
+    from quicbench.model.plan import DEFAULT_PLAN, load_plan, plan_from_dict
     return load_plan(plan) if plan else plan_from_dict(DEFAULT_PLAN, source="default plan")
 
 
@@ -261,7 +261,7 @@ def run_cmd(
         return
     require_root()
     _reap()
-    from .runner import start_run, summary_table
+    from quicbench.run.runner import start_run, summary_table
     store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed)
     rows = store.rows()
     console.print(summary_table(rows))
@@ -275,7 +275,7 @@ def run_cmd(
     if failed:
         console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
     if report:
-        from .report import write_report
+        from quicbench.report import write_report
         try:
             console.print(f"report: {write_report(store.dir)}")
         except Exception as e:  # noqa: BLE001 - a report error must not spoil a finished run
@@ -285,7 +285,7 @@ def run_cmd(
 
 
 def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
-    from .plan import expand
+    from quicbench.model.plan import expand
     trials = expand(p, reps=reps, only=only_map)
     t = Table(title=f"plan {p.name}: {len(trials)} trials")
     for col in ("#", "condition", "workload", "protocol", "server", "rep"):
@@ -296,7 +296,7 @@ def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
     console.print(t)
     if len(trials) > 200:
         console.print(f"... and {len(trials) - 200} more")
-    from .estimate import estimate_seconds
+    from quicbench.model.estimate import estimate_seconds
     secs = estimate_seconds(p, trials)
     console.print(f"{len(trials)} trials, {len(p.conditions)} condition(s); estimated duration "
                   f"{secs / 60:.1f} min")
@@ -317,7 +317,7 @@ def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)
 @app.command("doctor")
 def doctor_cmd() -> None:
     """Check kernel features and binaries, with the fix for each missing piece."""
-    from .doctor import checks
+    from quicbench.cli.doctor import checks
     t = Table("check", "status", "detail / fix")
     bad = 0
     for name, ok, detail in checks():
@@ -336,7 +336,7 @@ def report_cmd(
     holm: bool = typer.Option(False, "--holm", help="Holm correction across the comparisons."),
 ) -> None:
     """Write the report of a run: Table 1, Figs. 11/12, heatmaps, CVart views, honesty panel."""
-    from .report import report_markdown, write_report
+    from quicbench.report import report_markdown, write_report
     correction = "holm" if holm else "none"
     if fmt == "md":
         print(report_markdown(run_dir, test=test, correction=correction))
@@ -354,7 +354,7 @@ def compare_cmd(
     test: str = typer.Option("welch", "--test", help="welch or mwu."),
 ) -> None:
     """The same cells of two runs side by side, with differences and significance."""
-    from .report import compare_runs
+    from quicbench.report import compare_runs
     out = compare_runs(run_a, run_b, fmt, test=test)
     if fmt == "md":
         print(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .plan import Plan, TrialSpec
+from quicbench.model.plan import Plan, TrialSpec
 
 TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
 PAGE_OVERHEAD_S = 3.0        # browser start, settle and close per page load (measured: docs/browser.md)

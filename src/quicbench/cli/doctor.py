@@ -6,8 +6,8 @@ import os
 import shutil
 import subprocess
 
-from .kernel import probe
-from .paths import bin_dir
+from quicbench.kernel import probe
+from quicbench.paths import bin_dir
 
 BINARIES = [
     # (binary, needed for, fix)
@@ -66,7 +66,7 @@ def checks() -> list[tuple[str, bool, str]]:
         out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
     except ImportError:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
-    from .servers import SERVERS
+    from quicbench.servers import SERVERS
     for sname, cls in sorted(SERVERS.items()):
         try:
             ver = cls.version()

@@ -2,7 +2,7 @@
 
 One page load = one child process, run in the lab's client namespace:
 
-    ip netns exec qb-<lab>-client python -m quicbench.clients.browser --args-json '{...}'
+    ip netns exec qb-<lab>-client python -m quicbench.clients.browser.driver --args-json '{...}'
 
 The child launches ``/usr/bin/chromium`` (never a downloaded browser) through Playwright with a
 fresh profile (cold cache, no connection or QUIC session carried from one load to the next),
@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import Client, ClientResult, Target, run_measured
+from quicbench.clients.base import Client, ClientResult, Target, run_measured
 
 CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
 INSTALL_HINT = "apt-get install chromium (Debian's package; quicbench never uses a downloaded browser)"
 PLAYWRIGHT_HINT = "pip install playwright (the Python package only: never 'playwright install')"
 # the child's command (python -m would import this module twice: once via quicbench.clients)
-CHILD = "import sys; from quicbench.clients.browser import main; sys.exit(main())"
+CHILD = "import sys; from quicbench.clients.browser.driver import main; sys.exit(main())"
 
 # Chromium's names of the application protocols -> quicbench's
 _PROTO = {"h3": "h3", "http/1.1": "h1", "http/1.0": "h1", "h2": "h2", "spdy/3.1": "h2", "quic": "h3"}
@@ -86,7 +86,7 @@ class BrowserClient(Client):
 
     @staticmethod
     def executable() -> str:
-        from ..errors import QuicbenchError
+        from quicbench.errors import QuicbenchError
         if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
             raise QuicbenchError(f"missing browser '{CHROMIUM}': {INSTALL_HINT}")
         try:
@@ -296,7 +296,7 @@ def tree_cpu() -> tuple[float, float, float]:
     system in the proportion of the processes' clock-tick counters; wait is the time they were
     runnable but waited for a CPU.
     """
-    from ..cpu import process_sched_seconds
+    from quicbench.cpu import process_sched_seconds
     tick = os.sysconf("SC_CLK_TCK")
     user = sys_ = total = wait = 0.0
     for pid in [os.getpid(), *_descendants(os.getpid())]:
@@ -570,7 +570,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m quicbench.clients.browser",
+    ap = argparse.ArgumentParser(prog="python -m quicbench.clients.browser.driver",
                                  description="one page load in Chromium (run by the browser client driver)")
     ap.add_argument("--args-json", required=True)
     ns = ap.parse_args(argv)

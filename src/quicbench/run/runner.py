@@ -22,16 +22,16 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 from rich.table import Table
 
-from . import __version__
-from .clients import Target, client_class
-from .content import generate
-from .errors import QuicbenchError
-from .lab import LabSpec, make_lab
-from .plan import Plan, TrialSpec, expand, plan_from_dict
-from .servers import server_class
-from .store import RunStore
-from .tls import LAB_HOSTNAME, make_tls
-from .trial import base_row, run_trial
+from quicbench import __version__
+from quicbench.clients import Target, client_class
+from quicbench.content.objects import generate
+from quicbench.errors import QuicbenchError
+from quicbench.lab import LabSpec, make_lab
+from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
+from quicbench.servers import server_class
+from quicbench.store import RunStore
+from quicbench.tls import LAB_HOSTNAME, make_tls
+from quicbench.run.trial import base_row, run_trial
 
 TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past this, dump stacks
 
@@ -147,7 +147,7 @@ class Runner:
 
     def _calibrate(self, lab, condition, console) -> None:
         """Measure the condition once per run (kept across resumes) and warn when it is off."""
-        from .calibrate import calibrate
+        from quicbench.run.calibrate import calibrate
         done = self.store.read_meta().get("calibration", {})
         if condition.name in done:
             return

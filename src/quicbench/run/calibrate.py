@@ -17,9 +17,9 @@ import subprocess
 import time
 from typing import Any
 
-from .conditions import Condition
-from .lab.base import Lab
-from .proc import run
+from quicbench.model.conditions import Condition
+from quicbench.lab.base import Lab
+from quicbench.proc import run
 
 
 def round_trip_loss(c: Condition) -> float:

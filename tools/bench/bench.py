@@ -2,7 +2,7 @@
 
 - trial overhead: lab up, server start/stop and the fixed cost of a trial once the lab is up
   (client start, handshakes, bookkeeping: a trial's wall time minus its transfer time);
-- link emulator (when linkem is built): see quicbench.bench_link.
+- link emulator (when linkem is built): see bench_link.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .clients import LoadClient, Target
-from .conditions import Condition
-from .content import generate
-from .lab import LabSpec, make_lab
-from .paths import REPO_ROOT
-from .plan import TrialSpec, Workload
-from .servers import CaddyServer
-from .tls import make_tls
-from .trial import run_trial
+from quicbench.clients import LoadClient, Target
+from quicbench.model.conditions import Condition
+from quicbench.content.objects import generate
+from quicbench.lab import LabSpec, make_lab
+from quicbench.paths import REPO_ROOT
+from quicbench.model.plan import TrialSpec, Workload
+from quicbench.servers import CaddyServer
+from quicbench.tls import make_tls
+from quicbench.run.trial import run_trial
 
 RESULTS = REPO_ROOT / "bench" / "results"
 
@@ -90,7 +90,7 @@ def main() -> None:
                   f"{1000 * v['fixed_overhead_s_p50']:.1f}", f"{1000 * v['fixed_overhead_s_max']:.1f}")
     console.print(t)
     try:
-        from .bench_link import main as link_main
+        from bench_link import main as link_main
     except ImportError:
         console.print("link emulator benchmark: not available")
     else:

@@ -14,9 +14,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from .errors import QuicbenchError
-from .lab.base import Lab
-from .paths import find_binary
+from quicbench.errors import QuicbenchError
+from quicbench.lab.base import Lab
+from quicbench.paths import find_binary
 
 SNAPLEN = 128
 BUFFER_KIB = 65536   # a 64 MiB ring: multi-Gbit/s bursts on the veth must not overflow it
