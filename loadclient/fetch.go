@@ -109,6 +109,15 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 		return r
 	}
 
+	s, release, err := cl.acquire()
+	if err != nil {
+		r.Error, r.endNs = ptr(err.Error()), nowNs()
+		return r
+	}
+	// Deferred first so that it runs after the body is closed: per-object
+	// then closes the request's connection before the worker takes the next.
+	defer release()
+
 	// Trace hooks may run on transport goroutines: they only touch these.
 	var mu sync.Mutex
 	var conn *connInfo
@@ -118,7 +127,7 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 		GotConn: func(info httptrace.GotConnInfo) {
 			var key any = info.Conn
 			if cl.proto == "h3" { // http3 hands out a fresh wrapper each time
-				key = nil
+				key = s
 			}
 			if ci, first, ok := cl.tracker.claim(key); ok {
 				mu.Lock()
@@ -138,7 +147,7 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 	req.Header.Set("User-Agent", userAgent)
 
 	r.StartNs = ptr(nowNs())
-	resp, err := cl.rt.RoundTrip(req)
+	resp, err := s.rt.RoundTrip(req)
 	headersNs := nowNs()
 	mu.Lock()
 	if conn != nil {
@@ -191,6 +200,8 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 	}
 
 	switch {
+	case cl.policy.kind == policyPerObject && r.ConnReused != nil && *r.ConnReused:
+		r.Error = ptr("connection reused under per-object policy")
 	case got != cfg.proto:
 		r.Error = ptr(fmt.Sprintf("protocol mismatch: requested %s, got %s", cfg.proto, got))
 	case readErr != nil:

@@ -44,6 +44,7 @@ type config struct {
 	pathTemplate string
 	count        int
 	parallel     int
+	connections  connPolicy
 	manifestFile string
 	requestsFile string
 	timeout      time.Duration
@@ -59,13 +60,44 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
+// policyKind is how requests are mapped onto connections (--connections).
+type policyKind int
+
+const (
+	policyShared    policyKind = iota // h2/h3: one connection; h1: up to P, reused
+	policyPerObject                   // a new connection (full handshake) per request
+	policyPool                        // at most n connections, requests spread over them
+)
+
+type connPolicy struct {
+	kind policyKind
+	n    int    // pool size, policyPool only
+	name string // as given on the command line
+}
+
+// parsePolicy parses --connections: shared | per-object | pool:N (N >= 1).
+func parsePolicy(s string) (connPolicy, error) {
+	switch s {
+	case "shared":
+		return connPolicy{kind: policyShared, name: s}, nil
+	case "per-object":
+		return connPolicy{kind: policyPerObject, name: s}, nil
+	}
+	if digits, ok := strings.CutPrefix(s, "pool:"); ok && digits != "" && strings.Trim(digits, "0123456789") == "" {
+		if n, err := strconv.Atoi(digits); err == nil && n >= 1 {
+			return connPolicy{kind: policyPool, n: n, name: s}, nil
+		}
+	}
+	return connPolicy{}, usagef("invalid --connections %q (accepted values: shared, per-object, pool:N with N >= 1)", s)
+}
+
 // parseArgs parses and validates args. It returns flag.ErrHelp after printing
 // the usage text for -h/--help.
 func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("qb-load", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported by run() as one line
-	var base string
+	var base, connections string
 	fs.StringVar(&c.proto, "proto", "", "protocol to force: h1 | h2 | h3 (required)")
 	fs.StringVar(&base, "base-url", "https://www.quicbench.test", "scheme+host[:port]; host is used for SNI, Host/:authority and cert verification")
 	fs.StringVar(&c.connect, "connect", "", "IP:PORT to send every TCP/UDP connection to, whatever the host resolves to")
@@ -74,6 +106,7 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	fs.StringVar(&c.pathTemplate, "path-template", "/100KB/obj-{i}.bin", "request path; {i} is replaced by the request number 1..N")
 	fs.IntVar(&c.count, "count", 1, "number of requests N (>= 1)")
 	fs.IntVar(&c.parallel, "parallel", 1, "max requests in flight P (>= 1)")
+	fs.StringVar(&connections, "connections", "shared", "connection policy: shared | per-object | pool:N (N >= 1)")
 	fs.StringVar(&c.manifestFile, "manifest", "", "JSON manifest {\"files\":[{path,size,sha256}]} to verify bodies against")
 	fs.StringVar(&c.requestsFile, "requests", "", "write one JSON line per request to this file")
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "overall deadline (Go duration)")
@@ -122,6 +155,9 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	if c.parallel < 1 {
 		return nil, usagef("invalid --parallel %d (accepted: integer >= 1)", c.parallel)
 	}
+	if c.connections, err = parsePolicy(connections); err != nil {
+		return nil, err
+	}
 	if c.timeout <= 0 {
 		return nil, usagef("invalid --timeout %v (accepted: positive Go duration, e.g. 60s)", c.timeout)
 	}
@@ -165,6 +201,7 @@ func versions() versionInfo {
 // summary is the single JSON object printed on stdout.
 type summary struct {
 	ProtoRequested   string         `json:"proto_requested"`
+	ConnectionPolicy string         `json:"connection_policy"`
 	ProtosNegotiated map[string]int `json:"protos_negotiated"`
 	Requests         int            `json:"requests"`
 	OK               int            `json:"ok"`
@@ -287,6 +324,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func summarize(cfg *config, results []*result, conns int) *summary {
 	s := &summary{
 		ProtoRequested:   cfg.proto,
+		ConnectionPolicy: cfg.connections.name,
 		ProtosNegotiated: map[string]int{},
 		Requests:         len(results),
 		Connections:      conns,

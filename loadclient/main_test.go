@@ -123,7 +123,7 @@ func TestDownloadEachProtocol(t *testing.T) {
 				t.Fatalf("exit %d, stderr:\n%s\nsummary: %s", r.code, r.stderr, r.stdout)
 			}
 			s := r.sum
-			if s.ProtoRequested != proto || s.ProtosNegotiated[proto] != n || len(s.ProtosNegotiated) != 1 ||
+			if s.ProtoRequested != proto || s.ConnectionPolicy != "shared" || s.ProtosNegotiated[proto] != n || len(s.ProtosNegotiated) != 1 ||
 				s.Requests != n || s.OK != n || s.Failed != 0 || s.Bytes != n*64000 || len(s.Errors) != 0 {
 				t.Errorf("unexpected summary: %s", r.stdout)
 			}

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// QUIC flow-control windows for h3 (see README.md, "Connection policy").
+// QUIC flow-control windows for h3 (see README.md, "Transports").
 // They mirror Go's HTTP/2 client (4 MiB per stream) and give the connection
 // enough room for P parallel streams, so flow control is not what limits
 // throughput on emulated high-BDP paths.
@@ -44,12 +44,13 @@ type connInfo struct {
 
 // connTracker assigns small ids to connections and remembers their
 // handshake timings. Connections are registered by our dial functions and
-// looked up by identity in httptrace's GotConn.
+// looked up in httptrace's GotConn: h1/h2 by the *tls.Conn, h3 by the slot
+// that dialed it (http3 hands GotConn a fresh wrapper each time, and each h3
+// slot holds one QUIC connection at a time).
 type connTracker struct {
-	mu      sync.Mutex
-	byKey   map[any]*connInfo
-	current *connInfo // h3: the most recently dialed QUIC connection
-	n       int
+	mu    sync.Mutex
+	conns []*connInfo       // every connection established, in order
+	byKey map[any]*connInfo // h3: a slot's most recent connection
 }
 
 func newConnTracker() *connTracker { return &connTracker{byKey: map[any]*connInfo{}} }
@@ -57,22 +58,18 @@ func newConnTracker() *connTracker { return &connTracker{byKey: map[any]*connInf
 func (t *connTracker) add(key any, connectStart, connectDone, tlsDone int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.n++
-	ci := &connInfo{id: t.n, connectStart: connectStart, connectDone: connectDone, tlsDone: tlsDone}
+	ci := &connInfo{id: len(t.conns) + 1, connectStart: connectStart, connectDone: connectDone, tlsDone: tlsDone}
+	t.conns = append(t.conns, ci)
 	t.byKey[key] = ci
-	t.current = ci
 }
 
-// claim returns the connection for key (nil key: the current h3 connection)
-// and whether this is its first request. The first request of a connection
-// reports the connection's connect/TLS phases.
+// claim returns the connection for key and whether this is its first
+// request. The first request of a connection reports the connection's
+// connect/TLS phases.
 func (t *connTracker) claim(key any) (ci connInfo, first bool, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.current
-	if key != nil {
-		c = t.byKey[key]
-	}
+	c := t.byKey[key]
 	if c == nil {
 		return connInfo{}, false, false
 	}
@@ -88,7 +85,7 @@ func (t *connTracker) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	used := 0
-	for _, c := range t.byKey {
+	for _, c := range t.conns {
 		if c.claimed {
 			used++
 		}
@@ -96,12 +93,105 @@ func (t *connTracker) count() int {
 	return used
 }
 
-// client is one configured transport for the forced protocol.
+// slot is one HTTP transport. The h2 and h3 transports used here hold one
+// connection each (h2: StrictMaxConcurrentStreams; h3: one per host), so for
+// them a slot is a connection; the h1 transport pools up to MaxConnsPerHost
+// connections itself.
+type slot struct {
+	rt       http.RoundTripper
+	close    func() // closes the transport and every connection it opened
+	inflight int    // requests currently using the slot, guarded by client.mu
+}
+
+// client maps requests onto connections according to the --connections policy.
 type client struct {
 	proto   string
-	rt      http.RoundTripper
+	policy  connPolicy
 	tracker *connTracker
-	close   func()
+	newSlot func() (*slot, error)
+	// maxSlots bounds the slots of shared and pool policies: 1 for h1 (its
+	// transport pools connections itself) and for shared, N for h2/h3 pool:N.
+	maxSlots int
+	finish   func() // after all slots are closed (flushes qlog files)
+
+	mu    sync.Mutex
+	slots []*slot
+}
+
+// acquire returns the slot request should use and the function that
+// releases it once the response body has been read and closed.
+//
+// per-object: a new transport, closed on release, so the request runs on a
+// connection of its own. shared/pool: the least-loaded slot (fewest requests
+// in flight, lowest index on ties); a new slot, i.e. a new connection, is
+// created only while every existing one is busy and fewer than maxSlots exist.
+func (c *client) acquire() (*slot, func(), error) {
+	if c.policy.kind == policyPerObject {
+		s, err := c.newSlot()
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.close, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *slot
+	for _, s := range c.slots {
+		if best == nil || s.inflight < best.inflight {
+			best = s
+		}
+	}
+	if (best == nil || best.inflight > 0) && len(c.slots) < c.maxSlots {
+		s, err := c.newSlot()
+		if err != nil {
+			return nil, nil, err
+		}
+		c.slots = append(c.slots, s)
+		best = s
+	}
+	best.inflight++
+	return best, func() {
+		c.mu.Lock()
+		best.inflight--
+		c.mu.Unlock()
+	}, nil
+}
+
+// close closes every shared/pool slot and their connections.
+func (c *client) close() {
+	c.mu.Lock()
+	slots := c.slots
+	c.slots = nil
+	c.mu.Unlock()
+	for _, s := range slots {
+		s.close()
+	}
+	if c.finish != nil {
+		c.finish()
+	}
+}
+
+// connSet remembers the TCP+TLS connections a transport opened so that they
+// can be closed deterministically: CloseIdleConnections alone can race with
+// the transport returning a just-finished connection to its idle pool.
+type connSet struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (s *connSet) add(c net.Conn) {
+	s.mu.Lock()
+	s.conns = append(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
 }
 
 func loadCA(file string) (*x509.CertPool, error) {
@@ -116,79 +206,112 @@ func loadCA(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newClient builds the transport for cfg.proto. roots nil means system roots.
+// newClient prepares the transports for cfg.proto and cfg.connections; no
+// connection is opened before the first request. roots nil means system roots.
 func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(string, ...any)) (*client, error) {
 	tlsConf := &tls.Config{
 		ServerName:         cfg.baseURL.Hostname(),
 		RootCAs:            roots,
 		InsecureSkipVerify: cfg.insecure,
-		ClientSessionCache: nil, // every connection does a full handshake
+		// No session cache: no session resumption and no 0-RTT, every
+		// connection (whatever the policy) does a full handshake.
+		ClientSessionCache: nil,
 	}
 	if keylog != nil {
 		tlsConf.KeyLogWriter = keylog
 	}
-	cl := &client{proto: cfg.proto, tracker: newConnTracker()}
+	pol := cfg.connections
+	cl := &client{proto: cfg.proto, policy: pol, tracker: newConnTracker(), maxSlots: 1}
+	if pol.kind == policyPool && cfg.proto != "h1" {
+		cl.maxSlots = pol.n
+	}
 	d := &dialer{connect: cfg.connect, tracker: cl.tracker}
 
 	switch cfg.proto {
 	case "h1":
 		tlsConf.NextProtos = []string{"http/1.1"}
-		tr := &http.Transport{
-			DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				return d.dialTLS(ctx, addr, tlsConf, "h1")
-			},
-			MaxConnsPerHost:     cfg.parallel,
-			MaxIdleConnsPerHost: cfg.parallel,
-			DisableCompression:  true,
-			// A non-nil empty map disables HTTP/2.
-			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+		maxConns := cfg.parallel // shared: up to P connections, reused
+		switch pol.kind {
+		case policyPool:
+			maxConns = pol.n
+		case policyPerObject:
+			maxConns = 1 // the transport serves one request only
 		}
-		cl.rt, cl.close = tr, tr.CloseIdleConnections
+		cl.newSlot = func() (*slot, error) {
+			conns := &connSet{}
+			tr := &http.Transport{
+				DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+					c, err := d.dialTLS(ctx, addr, tlsConf, "h1")
+					if err == nil {
+						conns.add(c)
+					}
+					return c, err
+				},
+				MaxConnsPerHost:     maxConns,
+				MaxIdleConnsPerHost: maxConns,
+				DisableCompression:  true,
+				// A non-nil empty map disables HTTP/2.
+				TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
+			}
+			return &slot{rt: tr, close: func() { tr.CloseIdleConnections(); conns.closeAll() }}, nil
+		}
 	case "h2":
 		tlsConf.NextProtos = []string{"h2"}
-		tr := &http2.Transport{
-			TLSClientConfig:            tlsConf,
-			DisableCompression:         true,
-			StrictMaxConcurrentStreams: true, // queue on the one connection, never dial a second
-			DialTLSContext: func(ctx context.Context, _, addr string, c *tls.Config) (net.Conn, error) {
-				return d.dialTLS(ctx, addr, c, "h2")
-			},
+		cl.newSlot = func() (*slot, error) {
+			conns := &connSet{}
+			tr := &http2.Transport{
+				TLSClientConfig:            tlsConf,
+				DisableCompression:         true,
+				StrictMaxConcurrentStreams: true, // queue on the slot's one connection, never dial a second
+				DialTLSContext: func(ctx context.Context, _, addr string, c *tls.Config) (net.Conn, error) {
+					conn, err := d.dialTLS(ctx, addr, c, "h2")
+					if err == nil {
+						conns.add(conn)
+					}
+					return conn, err
+				},
+			}
+			return &slot{rt: tr, close: func() { tr.CloseIdleConnections(); conns.closeAll() }}, nil
 		}
-		cl.rt, cl.close = tr, tr.CloseIdleConnections
 	case "h3":
-		udp, err := net.ListenUDP("udp", nil)
-		if err != nil {
-			return nil, fmt.Errorf("h3: opening UDP socket: %w", err)
-		}
-		qtr := &quic.Transport{Conn: udp}
-		qconf := &quic.Config{
-			InitialStreamReceiveWindow:     quicInitialStreamWindow,
-			MaxStreamReceiveWindow:         quicMaxStreamWindow,
-			InitialConnectionReceiveWindow: quicInitialConnWindow,
-			MaxConnectionReceiveWindow:     quicMaxConnWindow,
-			KeepAlivePeriod:                10 * time.Second, // as http3's default config
-		}
 		var qlogs *qlogFiles
 		if cfg.qlogDir != "" {
 			qlogs = &qlogFiles{dir: cfg.qlogDir, logf: logf}
-			qconf.Tracer = qlogs.tracer
+			cl.finish = func() { qlogs.wait(2 * time.Second) }
 		}
-		tr := &http3.Transport{
-			TLSClientConfig:    tlsConf,
-			QUICConfig:         qconf,
-			DisableCompression: true,
-			Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
-				return d.dialQUIC(ctx, qtr, addr, tc, qc)
-			},
-		}
-		cl.rt = tr
-		cl.close = func() {
-			tr.Close() // closes the QUIC connection(s)
-			qtr.Close()
-			udp.Close()
-			if qlogs != nil {
-				qlogs.wait(2 * time.Second)
+		// Each slot has its own UDP socket, as separate clients would.
+		cl.newSlot = func() (*slot, error) {
+			udp, err := net.ListenUDP("udp", nil)
+			if err != nil {
+				return nil, fmt.Errorf("h3: opening UDP socket: %w", err)
 			}
+			qtr := &quic.Transport{Conn: udp}
+			qconf := &quic.Config{
+				InitialStreamReceiveWindow:     quicInitialStreamWindow,
+				MaxStreamReceiveWindow:         quicMaxStreamWindow,
+				InitialConnectionReceiveWindow: quicInitialConnWindow,
+				MaxConnectionReceiveWindow:     quicMaxConnWindow,
+				KeepAlivePeriod:                10 * time.Second, // as http3's default config
+			}
+			if qlogs != nil {
+				qconf.Tracer = qlogs.tracer
+			}
+			s := &slot{}
+			tr := &http3.Transport{
+				TLSClientConfig:    tlsConf,
+				QUICConfig:         qconf,
+				DisableCompression: true,
+				Dial: func(ctx context.Context, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+					return d.dialQUIC(ctx, qtr, s, addr, tc, qc)
+				},
+			}
+			s.rt = tr
+			s.close = func() {
+				tr.Close() // closes the QUIC connection (waits until it is closed)
+				qtr.Close()
+				udp.Close()
+			}
+			return s, nil
 		}
 	}
 	return cl, nil
@@ -255,7 +378,8 @@ func (d *dialer) dialTLS(ctx context.Context, addr string, conf *tls.Config, wan
 
 // dialQUIC is http3.Transport's Dial hook. QUIC merges the transport and TLS
 // handshakes: connect_done = tls_done = handshake complete.
-func (d *dialer) dialQUIC(ctx context.Context, qtr *quic.Transport, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+// The connection is registered under key (its slot).
+func (d *dialer) dialQUIC(ctx context.Context, qtr *quic.Transport, key any, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 	target, err := d.target(ctx, addr)
 	if err != nil {
 		return nil, err
@@ -270,7 +394,7 @@ func (d *dialer) dialQUIC(ctx context.Context, qtr *quic.Transport, addr string,
 		return nil, fmt.Errorf("QUIC handshake with %s: %w", target, err)
 	}
 	done := nowNs()
-	d.tracker.add(conn, start, done, done)
+	d.tracker.add(key, start, done, done)
 	return conn, nil
 }
 

@@ -8,6 +8,7 @@
 package testsrv
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -29,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 )
 
@@ -98,10 +100,31 @@ func SHA256(path string) string {
 }
 
 // Stats counts distinct client connections, keyed by protocol and remote
-// address (all streams of one h2/h3 connection share the remote address).
+// address (all streams of one h2/h3 connection share the remote address),
+// and the connections accepted per transport.
 type Stats struct {
-	mu    sync.Mutex
-	conns map[string]map[string]bool // proto -> remote addr
+	mu       sync.Mutex
+	conns    map[string]map[string]bool // proto -> remote addr
+	accepted map[string]int             // "tcp" / "quic" -> connections accepted
+}
+
+// Accepted returns the number of connections accepted over network ("tcp":
+// TCP connections, h1 and h2; "quic": QUIC connections), whether or not they
+// carried a request. Unlike Conns it does not depend on client ports being
+// distinct.
+func (s *Stats) Accepted(network string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted[network]
+}
+
+func (s *Stats) accept(network string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accepted == nil {
+		s.accepted = map[string]int{}
+	}
+	s.accepted[network]++
 }
 
 // Conns returns the number of distinct connections seen for proto
@@ -213,6 +236,9 @@ type Options struct {
 	Addr   string // listen address, default 127.0.0.1:0
 	H1Only bool   // TCP server offers ALPN http/1.1 only
 	NoH3   bool   // do not start the HTTP/3 server
+	// Delay holds every response back this long, so that requests overlap
+	// even when loopback transfers are fast.
+	Delay time.Duration
 }
 
 // Start starts the servers with cert. With port 0 the TCP port is random and
@@ -223,6 +249,16 @@ func Start(cert tls.Certificate, o Options) (*Server, error) {
 	}
 	stats := &Stats{}
 	h := Handler(stats)
+	if o.Delay > 0 {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(o.Delay):
+			case <-r.Context().Done():
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
 	for attempt := 0; ; attempt++ {
 		ln, err := net.Listen("tcp", o.Addr)
 		if err != nil {
@@ -248,12 +284,20 @@ func Start(cert tls.Certificate, o Options) (*Server, error) {
 			Handler:   h,
 			Protocols: protos,
 			TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}},
+			ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
+				stats.accept("tcp")
+				return ctx
+			},
 		}
 		go s.tcp.ServeTLS(ln, "", "")
 		if udp != nil {
 			s.h3 = &http3.Server{
 				Handler:   h,
 				TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}}),
+				ConnContext: func(ctx context.Context, _ *quic.Conn) context.Context {
+					stats.accept("quic")
+					return ctx
+				},
 			}
 			go s.h3.Serve(udp)
 		}
