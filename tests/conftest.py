@@ -36,3 +36,9 @@ def run_qb(*args: str, env=None, timeout=300, **kw) -> subprocess.CompletedProce
 
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+def fetch(client, target, protocol, workload, trial_dir, timeout_s, options=None):
+    """One transfer through a client driver, as the trial hands it over."""
+    from quicbench.clients.base import FetchRequest
+    return client.fetch(FetchRequest(target, protocol, workload, trial_dir, timeout_s, options))

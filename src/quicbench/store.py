@@ -1,35 +1,150 @@
-"""The result store: one directory per run.
+"""The result store: one directory per run, its layout, and the one writer that may change it.
 
-runs/<run-id>/meta.json      the plan, versions, host, lab and link: the data describes itself
-runs/<run-id>/trials.jsonl   one row per finished trial (ok or failed), appended and fsynced
-runs/<run-id>/trials/<n>/    per-trial files: requests.jsonl, client.log, summary.json
+runs/<run-id>/meta.json            the plan, versions, host, lab, link, conditions, format version
+                                   and the columns table: the data describes itself
+runs/<run-id>/trials.jsonl         one row per finished trial (ok or failed), appended whole and fsynced
+runs/<run-id>/trials/<nnnnn>/      per-trial files: requests.jsonl, client.log, summary.json, ...
+runs/<run-id>/tls/                 the run's CA and server certificate, made once
+runs/<run-id>/servers/<name>/      server configs and logs
+runs/<run-id>/run.lock             held (flock) by the process writing the run
+
+Every path of a run directory is spelled here (RunLayout); readers and writers use it.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quicbench.errors import QuicbenchError
+from quicbench.errors import EnvironmentFault, QuicbenchError
+from quicbench.model import columns
+from quicbench.model.columns import FORMAT_VERSION
 
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
+@dataclass(frozen=True)
+class RunLayout:
+    """Every path of a run directory."""
+    dir: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    @property
+    def meta(self) -> Path:
+        return self.dir / "meta.json"
+
+    @property
+    def trials(self) -> Path:
+        return self.dir / "trials.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "run.lock"
+
+    @property
+    def tls(self) -> Path:
+        return self.dir / "tls"
+
+    def server(self, name: str) -> Path:
+        return self.dir / "servers" / name
+
+    def trial(self, seq: int) -> Path:
+        return self.dir / "trials" / f"{int(seq):05d}"
+
+    def timeseries(self, seq: int) -> Path:
+        return self.trial(seq) / "timeseries.json"
+
+    def report(self, fmt: str = "html") -> Path:
+        return self.dir / f"report.{fmt}"
+
+
+@dataclass
+class JsonlRead:
+    rows: list[dict[str, Any]]
+    torn: list[int]          # 1-based line numbers that are not a JSON object (a torn write)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; lines that are not one (torn writes) are skipped."""
+    return read_jsonl_checked(path).rows
+
+
+def read_jsonl_checked(path: Path) -> JsonlRead:
+    if not path.exists():
+        return JsonlRead([], [])
+    rows, torn = [], []
+    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            torn.append(n)
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            torn.append(n)
+    return JsonlRead(rows, torn)
+
+
+def read_meta(layout: RunLayout) -> dict[str, Any]:
+    """meta.json, upgraded to FORMAT_VERSION; a newer format is refused with a clear message."""
+    if not layout.meta.exists():
+        return {}
+    try:
+        meta = json.loads(layout.meta.read_text())
+    except json.JSONDecodeError as e:
+        raise QuicbenchError(f"{layout.meta}: not valid JSON ({e})") from None
+    return upgrade_meta(meta, str(layout.meta))
+
+
+def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, Any]:
+    version = meta.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise QuicbenchError(f"{source}: result format version {version} is newer than this quicbench "
+                             f"reads ({FORMAT_VERSION}): upgrade quicbench to read it")
+    if version < 2:
+        # format 1 stored the plan but neither the columns table nor the conditions' headline values
+        meta = dict(meta)
+        meta.setdefault("columns", columns.describe())
+        meta["format_version"] = FORMAT_VERSION
+        meta["upgraded_from"] = version
+    return meta
+
+
 class RunStore:
+    """The writer of a run directory. ``acquire()`` makes it the only one."""
+
     def __init__(self, directory: Path):
-        self.dir = Path(directory)
+        self.layout = RunLayout(Path(directory))
+        self.dir = self.layout.dir
+        self._lock_fd: int | None = None
 
     @classmethod
     def create(cls, out: Path, run_id: str | None = None) -> "RunStore":
-        d = Path(out) / (run_id or new_run_id())
-        d.mkdir(parents=True, exist_ok=False)
-        return cls(d)
+        out = Path(out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            d = out / (run_id or new_run_id())
+            d.mkdir(exist_ok=False)
+        except OSError as e:
+            raise QuicbenchError(f"--out {out}: cannot create a run directory there ({e.strerror})") from None
+        store = cls(d)
+        store.acquire()
+        return store
 
     @classmethod
     def open(cls, directory: Path) -> "RunStore":
@@ -38,49 +153,111 @@ class RunStore:
             raise QuicbenchError(f"'{d}' is not a quicbench run directory (no meta.json)")
         return cls(d)
 
+    # -- one writer ------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Hold the run's lock for the life of this process; refuse if another process holds it."""
+        fd = os.open(self.layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise QuicbenchError(f"run directory '{self.dir}' is being written by {holder}: "
+                                 f"wait for it to end or stop it, then resume") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()} (quicbench run)\n".encode(), 0)
+        self._lock_fd = fd
+
+    def reserve_space(self, nbytes: int = 256 * 1024) -> None:
+        """Set aside space that a full disk gives back: the run can still mark itself interrupted."""
+        p = self.dir / ".reserve"
+        try:
+            with open(p, "wb") as f:
+                f.write(b"\0" * nbytes)
+        except OSError:
+            p.unlink(missing_ok=True)
+
+    def free_reserve(self) -> None:
+        (self.dir / ".reserve").unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     @property
     def run_id(self) -> str:
-        return self.dir.name
+        return self.layout.run_id
 
     @property
     def trials_path(self) -> Path:
-        return self.dir / "trials.jsonl"
+        return self.layout.trials
 
     # -- meta ------------------------------------------------------------------------
     def read_meta(self) -> dict[str, Any]:
-        p = self.dir / "meta.json"
-        return json.loads(p.read_text()) if p.exists() else {}
+        return read_meta(self.layout)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         tmp = self.dir / "meta.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=2, default=str))
-        os.replace(tmp, self.dir / "meta.json")
+        data = json.dumps(meta, indent=2, default=str).encode()
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.layout.meta)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise _disk_fault(e, self.layout.meta) from None
 
     def update_meta(self, **fields: Any) -> None:
         self.write_meta({**self.read_meta(), **fields})
 
     # -- trials ----------------------------------------------------------------------
     def append(self, row: dict[str, Any]) -> None:
-        """Append one row atomically: a single write of one line, then fsync."""
+        """Append one row whole, then fsync; on a short or failed write the file is cut back
+        to where it was, so no torn row is left, and the error says why."""
+        problems = columns.check_row(row)
+        if problems:
+            raise ValueError(f"row {row.get('key')!r} does not fit the columns table: {'; '.join(problems)}")
         line = (json.dumps(row, default=str, separators=(",", ":")) + "\n").encode()
         fd = os.open(self.trials_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
-            os.fsync(fd)
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "write returned 0")
+                    view = view[n:]
+                os.fsync(fd)
+            except OSError as e:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+                raise _disk_fault(e, self.trials_path) from None
         finally:
             os.close(fd)
 
     def rows(self) -> list[dict[str, Any]]:
-        """All complete rows; a torn last line (killed mid-write) is ignored."""
-        if not self.trials_path.exists():
-            return []
-        out = []
-        for line in self.trials_path.read_bytes().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        """All complete rows; a torn line (killed mid-write) is skipped."""
+        return read_jsonl(self.trials_path)
 
     def trial_dir(self, seq: int) -> Path:
-        return self.dir / "trials" / f"{seq:05d}"
+        """An empty directory for a trial; files of an earlier attempt are kept aside, named."""
+        d = self.layout.trial(seq)
+        if d.exists() and any(d.iterdir()):
+            k = 1
+            while d.with_name(f"{d.name}.attempt-{k}").exists():
+                k += 1
+            d.rename(d.with_name(f"{d.name}.attempt-{k}"))
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+def _disk_fault(e: OSError, path: Path) -> QuicbenchError:
+    if e.errno == errno.ENOSPC:
+        return EnvironmentFault(f"disk full writing {path}: free space, then resume the run")
+    return EnvironmentFault(f"cannot write {path}: {e.strerror or e}")

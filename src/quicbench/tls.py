@@ -81,3 +81,14 @@ def make_tls(directory: Path, hostname: str = LAB_HOSTNAME, ips: list[str] | tup
     _write_key(directory / "ca-key.pem", ca_key)
     return TlsMaterial(ca_cert=directory / "ca.pem", cert=directory / "cert.pem",
                        key=directory / "key.pem", hostname=hostname, spki_sha256_b64=spki_sha256_b64(leaf))
+
+
+def load_or_make_tls(directory: Path, hostname: str = LAB_HOSTNAME,
+                     ips: list[str] | tuple[str, ...] = ()) -> TlsMaterial:
+    """The run's TLS material: made once, then read back (a resumed run keeps its certificates)."""
+    cert_path = directory / "cert.pem"
+    if (directory / "ca.pem").exists() and cert_path.exists() and (directory / "key.pem").exists():
+        leaf = x509.load_pem_x509_certificates(cert_path.read_bytes())[0]
+        return TlsMaterial(ca_cert=directory / "ca.pem", cert=cert_path, key=directory / "key.pem",
+                           hostname=hostname, spki_sha256_b64=spki_sha256_b64(leaf))
+    return make_tls(directory, hostname, ips)

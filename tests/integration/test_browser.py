@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import root_only
-from quicbench.clients.browser.driver import (CHROMIUM, BrowserClient, chromium_flags, interpret, norm_proto)
+from conftest import root_only, fetch
+from quicbench.clients.browser.driver import CHROMIUM, BrowserClient, chromium_flags
+from quicbench.clients.browser.page_metrics import interpret, norm_proto
 from quicbench.content.objects import ContentSet, generate
 from quicbench.content.page import noise_png
 from quicbench.model.plan import Workload
@@ -77,7 +78,7 @@ def _browser_processes(marker: str = "qb-browser-profile-") -> list[str]:
 @needs_browser
 def test_gallery_page_over_each_protocol(served, proto):
     lab, server, target, wd = served
-    res = BrowserClient().fetch(target, proto, GALLERY, wd / proto, timeout_s=30)
+    res = fetch(BrowserClient(), target, proto, GALLERY, wd / proto, timeout_s=30)
     assert res.error is None, res.error
     assert res.returncode == 0
     reqs = res.requests
@@ -149,14 +150,14 @@ def test_forced_h3_with_quic_blocked_fails_loudly(served):
             f"  udp dport {target.port} drop;\n }}\n}}\n"
     subprocess.run(lab.cmd("server", ["nft", "-f", "-"]), input=table, text=True, check=True)
     try:
-        res = BrowserClient().fetch(target, "h3", GALLERY, wd / "h3-blocked", timeout_s=15)
+        res = fetch(BrowserClient(), target, "h3", GALLERY, wd / "h3-blocked", timeout_s=15)
         assert res.error, "a forced h3 load without QUIC must fail, never report another protocol"
         assert "h3" in res.error
         assert "failed" in res.error or "mismatch" in res.error
         assert not any(r.get("proto") in ("h1", "h2") and not r.get("error") for r in res.requests) \
             or "protocol mismatch" in res.error
         # h2 still works on the same server: the failure is QUIC's, not the lab's
-        ok = BrowserClient().fetch(target, "h2", GALLERY, wd / "h2-while-blocked", timeout_s=15)
+        ok = fetch(BrowserClient(), target, "h2", GALLERY, wd / "h2-while-blocked", timeout_s=15)
         assert ok.error is None, ok.error
     finally:
         subprocess.run(lab.cmd("server", ["nft", "delete", "table", "inet", "qbtest_noquic"]), check=True)
@@ -176,7 +177,7 @@ def test_realistic_page_loads_125_requests(tmp_path):
         with CaddyServer(lab, tmp_path / "caddy", content, tls):
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
                             content=content)
-            res = BrowserClient().fetch(target, "h2", Workload(kind="page", page="realistic"), tmp_path / "t",
+            res = fetch(BrowserClient(), target, "h2", Workload(kind="page", page="realistic"), tmp_path / "t",
                                         timeout_s=60)
     assert res.error is None, res.error
     assert len(res.requests) == 125 and {r["proto"] for r in res.requests} == {"h2"}
@@ -218,7 +219,7 @@ def test_a_request_over_another_protocol_fails_the_trial():
             "metrics": {"page_requests": 3}}
     reqs, extra, err = interpret(page, "h3", None)
     assert err and "protocol mismatch: requested h3" in err and "/p/obj-2.bin: h2" in err
-    assert extra["protocol_mismatches"] == ["/p/obj-2.bin: h2"]
+    assert json.loads(extra["protocol_mismatches"]) == ["/p/obj-2.bin: h2"]
     _, extra, err = interpret(page | {"requests": page["requests"][:2]}, "h3", None)
     assert err is None and "protocol_mismatches" not in extra
 

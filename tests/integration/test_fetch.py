@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import root_only
+from conftest import root_only, fetch
 from quicbench.clients import LoadClient, Target
 from quicbench.content.objects import generate
 from quicbench.lab import LabSpec, make_lab
@@ -30,7 +30,7 @@ def served(tmp_path_factory):
 def test_objects_over_each_protocol(served, proto):
     lab, server, target, wd = served
     w = Workload(size="100KB", count=6, parallel=3)
-    res = LoadClient().fetch(target, proto, w, wd / proto, timeout_s=30)
+    res = fetch(LoadClient(), target, proto, w, wd / proto, timeout_s=30)
     assert res.error is None and res.returncode == 0
     assert len(res.requests) == 6
     assert {r["proto"] for r in res.requests} == {proto}

@@ -35,14 +35,14 @@ def lab():
 
 
 def test_rtt_through_configured_delay(lab):
-    lab.link.apply(cond(delay_ms=20))
+    lab.set_condition(cond(delay_ms=20))
     rtts = pings(lab, 100, 0.01)
     assert len(rtts) == 100
     assert abs(statistics.median(rtts) - 40.0) < 0.5
 
 
 def test_loss_ratio_within_binomial_interval_and_directions_independent(lab):
-    lab.link.apply(cond(up={"loss_pct": 10}))
+    lab.set_condition(cond(up={"loss_pct": 10}))
     lab.link.reset()
     n = 1000
     rtts = pings(lab, n, 0.002)
@@ -55,21 +55,21 @@ def test_loss_ratio_within_binomial_interval_and_directions_independent(lab):
 
 
 def test_rate_within_tolerance(lab):
-    lab.link.apply(cond(rate_mbit=20, delay_ms=5))
+    lab.set_condition(cond(rate_mbit=20, delay_ms=5))
     gp = measure_iperf3(lab, seconds=3)["goodput_mbps"]
     # the rate counts IP bytes: TCP payload (1448 of every 1500 bytes) is at most 96.5 % of it
     assert 0.90 * 20 <= gp <= 20 * 1448 / 1500 * 1.01, gp
 
 
 def test_jitter_distribution_ks(lab):
-    lab.link.apply(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "normal", "reorder": True}))
+    lab.set_condition(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "normal", "reorder": True}))
     rtts = pings(lab, 400, 0.01)
     assert len(rtts) == 400
     # RTT = 20 ms up + 20 ms + N(0, 4 ms) down (+ ~0.1 ms of stack time)
     res = sstats.kstest([r - 0.1 for r in rtts], "norm", args=(40, 4))
     assert res.pvalue > 0.001, res
     # and a uniform jitter is *not* taken for a normal one
-    lab.link.apply(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "uniform", "reorder": True}))
+    lab.set_condition(cond(delay_ms=20, down={"jitter_ms": 4, "jitter_dist": "uniform", "reorder": True}))
     rtts_u = pings(lab, 400, 0.01)
     # bounded on both sides: nothing arrives before 40 - 4 ms; host scheduling only ever adds time, so a few
     # late samples are allowed above 40 + 4 ms (a N(40, 4) jitter would put about 32 % of them outside)
@@ -81,7 +81,7 @@ def test_jitter_distribution_ks(lab):
 
 
 def test_spikes_visible_in_throughput_series(lab):
-    lab.link.apply(cond(rate_mbit=20, spikes={"period_ms": 1000, "duration_ms": 300, "rate_pct": 5}))
+    lab.set_condition(cond(rate_mbit=20, spikes={"period_ms": 1000, "duration_ms": 300, "rate_pct": 5}))
     out = subprocess.run(lab.cmd("server", ["iperf3", "-s", "-1", "-D"]), capture_output=True)
     assert out.returncode == 0
     import time
@@ -97,7 +97,7 @@ def test_spikes_visible_in_throughput_series(lab):
 
 
 def test_queue_drops_when_overfilled(lab):
-    lab.link.apply(cond(rate_mbit=5, queue={"packets": 20}))
+    lab.set_condition(cond(rate_mbit=5, queue={"packets": 20}))
     lab.link.reset()
     subprocess.run(lab.cmd("server", ["iperf3", "-s", "-1", "-D"]), capture_output=True)
     import time
@@ -119,7 +119,7 @@ def test_lab_up_with_condition_flags_and_bad_values(no_leftovers):
     finally:
         run_qb("lab", "down", "t-flags")
     for args, needle in ((["--loss", "120"], "loss_pct"), (["--jitter-dist", "cauchy"], "jitter_dist"),
-                         (["--delay", "-3"], "delay_ms"), (["--trace", "/nonexistent"], "cannot read trace"),
+                         (["--delay", "-3"], "delay_ms"), (["--trace", "/nonexistent"], "trace file '/nonexistent' not found"),
                          (["--up", "colour=red"], "unknown field 'colour'")):
         r = run_qb("lab", "up", "--name", "t-bad", "--link", "linkem", *args)
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)

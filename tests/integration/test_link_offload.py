@@ -43,7 +43,7 @@ def test_offloads_are_on_and_linkem_knows(lab):
 
 
 def test_tcp_super_frames_are_cut_per_wire_packet(lab):
-    lab.link.apply(cond(delay_ms=1, down={"loss_pct": 0.1}))
+    lab.set_condition(cond(delay_ms=1, down={"loss_pct": 0.1}))
     lab.link.reset()
     res = measure_iperf3(lab, seconds=3)          # server -> client: the "down" direction
     assert res.get("goodput_mbps", 0) > 20, res
@@ -59,7 +59,7 @@ def test_tcp_super_frames_are_cut_per_wire_packet(lab):
 
 
 def test_rate_paces_each_segment(lab):
-    lab.link.apply(cond(rate_mbit=20, delay_ms=5))
+    lab.set_condition(cond(rate_mbit=20, delay_ms=5))
     gp = measure_iperf3(lab, seconds=3)["goodput_mbps"]
     # as without offloads: at most 1448 of every 1500 IP bytes are TCP payload
     assert 0.90 * 20 <= gp <= 20 * 1448 / 1500 * 1.01, gp
@@ -110,7 +110,7 @@ def settle(lab):
 
 
 def test_udp_gso_datagrams_arrive_whole_and_counted(lab):
-    lab.link.apply(cond(delay_ms=2, up={"loss_pct": 10}))
+    lab.set_condition(cond(delay_ms=2, up={"loss_pct": 10}))
     settle(lab)
     server = lab.address("server")
     rx = subprocess.Popen(lab.cmd("server", [sys.executable, "-c", RECEIVER, server]), stdout=subprocess.PIPE,

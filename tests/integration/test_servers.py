@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from conftest import root_only
+from conftest import root_only, fetch
 from quicbench.clients import LoadClient, Target
 from quicbench.content.objects import generate
 from quicbench.errors import QuicbenchError
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model.plan import Workload, plan_from_dict
+from quicbench.run.preflight import check_plan
 from quicbench.servers import SERVERS
 from quicbench.cpu import group_members
 from quicbench.tls import make_tls
@@ -33,8 +34,10 @@ def pgrep_f(pattern: str) -> list[str]:
 
 # -- plan validation (no lab needed) ----------------------------------------------------
 def _plan(servers: dict, protocols=("h1", "h2", "h3")):
-    return plan_from_dict({"protocols": list(protocols), "servers": servers,
+    plan = plan_from_dict({"protocols": list(protocols), "servers": servers,
                            "workloads": [{"size": "100KB", "count": 2}]})
+    check_plan(plan)
+    return plan
 
 
 def test_registry_protocols():
@@ -129,7 +132,7 @@ def _target(lab_env, port):
 def test_serves_objects(lab_env, running, server, proto):
     wd = lab_env[3]
     w = Workload(size="100KB", count=6, parallel=3)
-    res = LoadClient().fetch(_target(lab_env, PORTS[server]), proto, w, wd / "fetch" / f"{server}-{proto}",
+    res = fetch(LoadClient(), _target(lab_env, PORTS[server]), proto, w, wd / "fetch" / f"{server}-{proto}",
                              timeout_s=30)
     assert res.error is None and res.returncode == 0, res.error
     assert len(res.requests) == 6
@@ -149,7 +152,7 @@ def test_long_workload_keeps_its_connections(lab_env, running, server, proto):
     server's limit the load client stalls, golang/go#70809), without stalls."""
     wd = lab_env[3]
     w = Workload(size="20KB", count=300, parallel=2) if proto == "h1" else Workload(size="20KB", count=200)
-    res = LoadClient().fetch(_target(lab_env, PORTS[server]), proto, w, wd / "long" / f"{server}-{proto}",
+    res = fetch(LoadClient(), _target(lab_env, PORTS[server]), proto, w, wd / "long" / f"{server}-{proto}",
                              timeout_s=20)
     assert res.error is None and len(res.requests) == w.count
     assert all(r["sha256_ok"] and r["proto"] == proto for r in res.requests)
@@ -214,10 +217,24 @@ def test_stop_leaves_no_process(lab_env, server):
         pgids.append(srv.pid)
         _wait_workers(srv.pid)
         assert group_pids(pgids[0]) == set()
-        res = LoadClient().fetch(_target(lab_env, 3443), "h1", Workload(size="100KB", count=2),
+        res = fetch(LoadClient(), _target(lab_env, 3443), "h1", Workload(size="100KB", count=2),
                                  wd / "fetch" / f"restart-{server}", timeout_s=20)
         assert res.error is None and all(r["sha256_ok"] for r in res.requests)
     finally:
         srv.stop()
     assert all(group_pids(g) == set() for g in pgids)
     assert pgrep_f(str(sdir)) == []
+
+
+@pytest.mark.parametrize("server", ["caddy", "nginx", "apache"])
+def test_every_server_binds_only_the_lab_address(lab_env, tmp_path, server):
+    """A server listens on the lab's server address, not on every address of its node."""
+    lab, content, tls, wd = lab_env
+    srv = SERVERS[server](lab, tmp_path / server, content, tls, port=4443)
+    with srv:
+        out = subprocess.run(lab.cmd("server", ["ss", "-Hln", "-tu", "sport = :4443"]),
+                             capture_output=True, text=True).stdout
+    local = {line.split()[4] for line in out.splitlines() if line.strip()}
+    kinds = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert local == {f"{lab.address('server')}:4443"}, out
+    assert kinds == ({"tcp", "udp"} if "h3" in SERVERS[server].protocols else {"tcp"})

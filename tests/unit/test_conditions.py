@@ -40,7 +40,10 @@ def test_down_rate_is_the_slowest_hop_less_spikes_and_off_periods():
     ({"rate_mbit": 10, "queue": {"packets": 10, "bytes": 20000}}, "exactly one"),
     ({"rate_overhead_bytes": 14}, "rate_overhead_bytes needs rate_mbit"),
     ({"rate_mbit": 10, "rate_overhead_bytes": -14}, "rate_overhead_bytes"),
-    ({"trace": "/nonexistent/file.trace"}, "cannot read trace file"),
+    ({"trace": "/nonexistent/file.trace"}, "trace file '/nonexistent/file.trace' not found"),
+    ({"name": "a|b"}, "without '|'"),
+    ({"name": ""}, "at least 1 character"),
+    ({"delay_ms": 5, "colour": 1}, "unknown key 'colour'; accepted: up, down, delay_ms"),
     ({"delay": 5}, "delay"),
     ({"hops": [{}, {}, {}]}, "hops"),
 ])
@@ -56,8 +59,23 @@ def test_trace_validation(tmp_path):
     assert Direction(trace=good).trace == good.resolve()
     bad = tmp_path / "bad.trace"
     bad.write_text("1\n2\nx\n")
-    with pytest.raises(ValidationError, match="entry 3 'x'"):
+    with pytest.raises(ValidationError, match="line 3 is not a millisecond timestamp"):
         Direction(trace=bad)
+
+
+def test_trace_errors_never_echo_the_file(tmp_path):
+    """A plan's trace may point at any file (../../etc/shadow): errors name it, never show its content."""
+    secret = tmp_path / "secret"
+    secret.write_text("root:*:19000:0:99999:7:::\n")
+    with pytest.raises(ValidationError) as e:
+        Direction(trace=secret)
+    assert "root:" not in str(e.value) and "line 1 is not a millisecond timestamp" in str(e.value)
+    binary = tmp_path / "binary"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(ValidationError, match="not a mahimahi trace"):
+        Direction(trace=binary)
+    with pytest.raises(ValidationError, match="not found"):
+        Direction(trace=tmp_path)
 
 
 def test_default_queue_is_a_bdp():

@@ -5,6 +5,14 @@ import pytest
 
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import DEFAULT_PLAN, expand, load_plan, plan_from_dict
+from quicbench.run.preflight import check_plan
+
+
+def load_checked(p):
+    """A plan as `quicbench run` takes it: the model's checks, then the drivers'."""
+    plan = load_plan(p)
+    check_plan(plan, str(p))
+    return plan
 
 
 def write(tmp_path, text):
@@ -51,18 +59,25 @@ def test_only_and_reps():
     ('[[workloads]]\nsize = "1MB"\nparallel = 0', "parallel must be at least 1"),
     ('repetitions = 0\n[[workloads]]\nsize = "1MB"', "repetitions"),
     ('protocols = []\n[[workloads]]\nsize = "1MB"', "protocols"),
-    ('colour = "red"\n[[workloads]]\nsize = "1MB"', "colour: Extra inputs are not permitted"),
+    ('colour = "red"\n[[workloads]]\nsize = "1MB"', "unknown key 'colour'; accepted: name, description, protocols"),
     ('', "workloads: Field required"),
     ('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "a"\n[[conditions]]\nname = "a"', "names must be unique"),
     ('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "a"\nloss_pct = 101', "conditions.0"),
     ('[servers]\nh3 = "nosuch"\n[[workloads]]\nsize = "1MB"', "servers.h3: unknown server 'nosuch'"),
     ('[[workloads]\nsize = "1MB"', "not valid TOML"),
     ('offload = true\ncapture = true\n[[workloads]]\nsize = "1MB"', "capture with offload = false"),
+    ('link = "wormhole"\n[[workloads]]\nsize = "1MB"', "link: unknown link emulator 'wormhole', accepted: auto"),
+    ('tcp_cc = "warp"\n[[workloads]]\nsize = "1MB"', "tcp_cc: 'warp' is not available in this kernel; accepted:"),
+    ('client = "curl"\n[[workloads]]\nsize = "1MB"', "needs client 'curl', accepted clients: browser, qb-load"),
+    ('[[workloads]]\nsize = "1MB"\nconnections = "pool:0"', "connections must be one of shared, per-object or pool:N"),
+    ('[[workloads]]\nsize = "1MB"\nconnections = "pool:x"', "connections must be one of"),
+    ('[[workloads]]\nsize = "1MB"\nconnections = "many"', "connections must be one of"),
+    ('[[workloads]]\nkind = "page"\nconnections = "per-object"', "a page load lets the browser manage"),
 ])
 def test_bad_plans_name_file_and_field(tmp_path, body, needle):
     p = write(tmp_path, body)
     with pytest.raises(QuicbenchError) as e:
-        load_plan(p)
+        load_checked(p)
     assert str(p) in str(e.value) or "not valid TOML" in str(e.value)
     assert needle in str(e.value)
 
@@ -83,10 +98,48 @@ def test_server_sweep_expands_per_protocol():
     only = expand(plan, only={"server": ["nginx"]})
     assert {t.server for t in only} == {"nginx"}
     with pytest.raises(QuicbenchError, match="servers.h3: nginx cannot serve h3; servers that can: caddy"):
-        plan_from_dict({**DEFAULT_PLAN, "servers": {"h3": ["caddy", "nginx"]}})
+        check_plan(plan_from_dict({**DEFAULT_PLAN, "servers": {"h3": ["caddy", "nginx"]}}))
 
 
 def test_h2_parallelism_beyond_server_streams_rejected():
     with pytest.raises(QuicbenchError, match="parallel <= 250"):
         plan_from_dict({"workloads": [{"size": "10KB", "count": 300}]})
     plan_from_dict({"protocols": ["h1", "h3"], "workloads": [{"size": "10KB", "count": 300}]})
+
+
+def test_connection_policies_label_and_expand():
+    plan = plan_from_dict({"workloads": [{"size": "1MB", "count": 4, "connections": "per-object"},
+                                         {"size": "1MB", "count": 4, "connections": "pool:2"},
+                                         {"size": "1MB", "count": 4}]})
+    assert [w.label for w in plan.workloads] == ["4x1MB/p4/per-object", "4x1MB/p4/pool2", "4x1MB/p4"]
+    assert len({t.key for t in expand(plan)}) == len(expand(plan)) == 3 * 3 * 3
+
+
+def test_every_preset_loads_and_expands():
+    """Every plan file in plans/ is valid, passes the driver checks and expands (as Flent tests its .conf)."""
+    from pathlib import Path
+    presets = sorted((Path(__file__).resolve().parents[2] / "plans").glob("*.toml"))
+    assert len(presets) >= 7
+    for path in presets:
+        plan = load_checked(path)
+        trials = expand(plan)
+        assert trials and len({t.key for t in trials}) == len(trials), path.name
+
+
+def test_trace_paths_resolve_relative_to_the_plan(tmp_path, monkeypatch):
+    (tmp_path / "plans").mkdir()
+    (tmp_path / "plans" / "t.trace").write_text("1\n2\n3\n")
+    p = tmp_path / "plans" / "p.toml"
+    p.write_text('[[workloads]]\nsize = "1MB"\n[[conditions]]\nname = "t"\ntrace = "t.trace"\n')
+    monkeypatch.chdir(tmp_path)
+    plan = load_plan(p)
+    assert plan.conditions[0].hops[0].down.trace == (tmp_path / "plans" / "t.trace").resolve()
+
+
+def test_binary_and_oversized_plan_files_are_clear_errors(tmp_path):
+    b = tmp_path / "b.toml"
+    b.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(QuicbenchError, match="not a TOML plan"):
+        load_plan(b)
+    with pytest.raises(QuicbenchError, match="not found"):
+        load_plan(tmp_path)

@@ -59,8 +59,10 @@ def independent_cells(run_dir: Path) -> pd.DataFrame:
     ok = final[(final["status"] == "ok") & final["goodput_mbps"].notna()]
     g = ok.groupby(["condition", "workload", "protocol"])["goodput_mbps"]
     out = pd.DataFrame({"mean": g.mean(), "sd": g.std(ddof=1), "n": g.count(), "median": g.median()})
-    half = st.t.ppf(0.975, out["n"] - 1) * out["sd"] / np.sqrt(out["n"])
-    out["ci_low"], out["ci_high"] = out["mean"] - half, out["mean"] + half
+    # goodput's interval is the log-t one: Student-t on ln(goodput), exponentiated (geometric mean's CI)
+    logs = ok.assign(lg=np.log(ok["goodput_mbps"])).groupby(["condition", "workload", "protocol"])["lg"]
+    half = st.t.ppf(0.975, out["n"] - 1) * logs.std(ddof=1) / np.sqrt(out["n"])
+    out["ci_low"], out["ci_high"] = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
     fails = final.assign(failed=final["status"] != "ok").groupby(["condition", "workload", "protocol"])["failed"]
     out["n_failed"] = fails.sum().reindex(out.index).fillna(0)
     out["n_trials"] = fails.count().reindex(out.index)
@@ -393,3 +395,31 @@ def test_fixture_is_reproducible(tmp_path):
         assert (d / f).read_text() == (FIXTURES / "goquick-small" / f).read_text()
     run = load_run(d)
     assert run.condition_order == ["0_0", "25_1", "100_4"] and run.protocols == ["h1", "h2", "h3"]
+
+
+def test_goodput_intervals_stay_positive_and_a_mean_above_its_interval_is_marked(tmp_path):
+    def row(i, proto, goodput):
+        return {"key": f"c|w|{proto}|r{i}", "condition": "c", "workload": "4x1MB/p4", "protocol": proto, "rep": i,
+                "status": "ok", "goodput_mbps": goodput, "bytes": 4_000_000, "size_bytes": 1_000_000, "count": 4,
+                "parallel": 4}
+    wide = [20.0, 60.0, 290.0]                        # n = 3: Student-t's interval would reach below zero
+    stalls = [100.0 + i for i in range(15)] + [0.01] * 5   # n = 20, five stalled trials: very unequal
+    rows = [row(i, "h1", g) for i, g in enumerate(wide)] + [row(i, "h2", g) for i, g in enumerate(stalls)]
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "x", "plan": {"name": "spread"}}))
+    html = write_report(tmp_path).read_text()
+    s = pd.read_csv(tmp_path / "summary.csv").set_index("protocol")
+    assert st.t.interval(0.95, 2, loc=np.mean(wide), scale=st.sem(wide))[0] < 0
+    for p, x in (("h1", wide), ("h2", stalls)):
+        lg = np.log(x)
+        lo, hi = st.t.interval(0.95, len(x) - 1, loc=lg.mean(), scale=st.sem(lg))
+        assert s.loc[p, "goodput_mbps_ci_low"] == pytest.approx(np.exp(lo)) and np.exp(lo) > 0
+        assert s.loc[p, "goodput_mbps_ci_high"] == pytest.approx(np.exp(hi))
+    assert s.loc["h2", "goodput_mbps_mean"] > s.loc["h2", "goodput_mbps_ci_high"]   # the mean lies above it
+    assert s.loc["h1", "goodput_mbps_ci_low"] < s.loc["h1", "goodput_mbps_mean"] < s.loc["h1", "goodput_mbps_ci_high"]
+    md = report_markdown(tmp_path)
+    line = next(l for l in md.splitlines() if l.startswith("| c |"))
+    h1, h2 = [c.strip() for c in line.split("|")[2:4]]
+    assert "†" in h2 and "†" not in h1 and "† the mean lies above the interval" in md
+    assert "geometric mean" in md and "† marks a mean that lies above its interval" in html
+    assert html.count('class="above"') == 1

@@ -126,3 +126,64 @@ def test_pct_diff_and_method_text():
     text = stats.method_text("welch", 0.01, "none", n_tests=20)
     assert "Welch" in text and "p < 0.01" in text and "no multiple-comparison correction" in text and "0.2" in text
     assert "Holm" in stats.method_text("mwu", 0.01, "holm", n_tests=5) and "Mann-Whitney" in stats.method_short("mwu")
+
+
+# -- intervals of positive quantities (log-t: the geometric mean's) ---------------------------------
+@pytest.mark.parametrize("n", [5, 10])
+def test_log_ci_covers_the_lognormal_median_95_percent(n):
+    # the log-t interval targets the geometric mean exp(mu), the median of a log-normal
+    rng = np.random.default_rng(2000 + n)
+    sims, mu, sigma = 2000, math.log(100.0), 0.6
+    hits = 0
+    for _ in range(sims):
+        lo, hi = stats.log_ci(rng.lognormal(mu, sigma, n))
+        hits += lo <= math.exp(mu) <= hi
+    # binomial sd of the coverage is 0.0049: [0.93, 0.97] is +-4 sd
+    assert 0.93 <= hits / sims <= 0.97
+
+
+def test_log_ci_is_the_t_interval_of_the_logs():
+    x = [12.0, 30.0, 7.5, 55.0]
+    y = np.log(x)
+    half = st.t.ppf(0.975, 3) * y.std(ddof=1) / 2
+    assert stats.log_ci(x) == pytest.approx((math.exp(y.mean() - half), math.exp(y.mean() + half)))
+    assert stats.positive_ci(x) == stats.log_ci(x)
+    lo, hi = stats.log_ci(x)
+    assert lo < st.gmean(x) < hi
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_positive_interval_never_below_zero_where_student_t_is(n):
+    rng = np.random.default_rng(40 + n)
+    below_t = 0
+    for _ in range(500):
+        x = rng.lognormal(0, 3.0, n) * 100   # spreads of orders of magnitude
+        lo, hi = stats.positive_ci(x)
+        assert 0 < lo <= hi and math.isfinite(hi)
+        below_t += stats.ci(x)[0] < 0
+    assert below_t > 100   # the Student-t interval does go below zero on these samples
+    # the report's example: n = 3, Student-t gives about -107 .. 353 Mbit/s
+    x = [20.0, 60.0, 290.0]
+    assert stats.ci(x)[0] < 0 and stats.positive_ci(x)[0] > 0
+    s = stats.summarize(x, positive=True)
+    assert (s.ci_low, s.ci_high) == stats.positive_ci(x) and s.mean == pytest.approx(370 / 3)
+
+
+def test_positive_interval_degenerate_inputs():
+    # fewer than 2 values: no interval
+    assert all(math.isnan(v) for v in stats.log_ci([5.0]))
+    assert all(math.isnan(v) for v in stats.positive_ci([5.0, None, float("nan")]))
+    assert all(math.isnan(v) for v in stats.positive_ci([]))
+    # all equal: a zero-width interval at the value, exactly
+    assert stats.log_ci([3.7, 3.7, 3.7]) == (3.7, 3.7)
+    assert stats.positive_ci([3.7, 3.7]) == (3.7, 3.7)
+    # a value <= 0: no log interval; positive_ci falls back to Student-t with the lower bound at 0
+    assert all(math.isnan(v) for v in stats.log_ci([0.0, 1.0, 2.0]))
+    assert all(math.isnan(v) for v in stats.log_ci([-1.0, 1.0, 2.0]))
+    lo, hi = stats.positive_ci([0.0, 1.0, 2.0])
+    assert lo == 0.0 and hi == pytest.approx(stats.ci([0.0, 1.0, 2.0])[1])
+    assert stats.positive_ci([0.0, 0.0, 0.0]) == (0.0, 0.0)
+    assert stats.positive_ci([5.0, 6.0, 7.0]) == stats.log_ci([5.0, 6.0, 7.0])
+    # summarize uses it only when asked
+    assert stats.summarize([1.0, 2.0, 3.0]).ci_low == pytest.approx(stats.ci([1.0, 2.0, 3.0])[0])
+    assert stats.interval([1.0, 2.0, 3.0], positive=True) == stats.log_ci([1.0, 2.0, 3.0])

@@ -65,7 +65,7 @@ def _rtts(lab, count: int, interval: float) -> list[float]:
 
     from quicbench.run.capture import Capture
     with tempfile.TemporaryDirectory(prefix="qb-bench-") as tmp:
-        cap = Capture(lab, "client", "eth0", lab.address("server"), Path(tmp) / "ping.pcap")
+        cap = Capture(lab, "client", lab.interface("client", "server"), lab.address("server"), Path(tmp) / "ping.pcap")
         cap.start()
         try:
             run(lab.cmd("client", ["ping", "-n", "-q", "-c", str(count), "-i", str(interval), lab.address("server")]),
@@ -90,7 +90,7 @@ def _rtts(lab, count: int, interval: float) -> list[float]:
 
 
 def _linkem_cpu_and_packets(lab) -> tuple[float, int]:
-    pid = lab.state["linkem_pids"]["router"]
+    pid = lab.link.pids["router"]
     st = lab.link.stats()["router"]
     return process_cpu_seconds(pid) or 0.0, st["up"]["forwarded"] + st["down"]["forwarded"]
 
@@ -140,12 +140,12 @@ def throughput() -> dict:
         with _lab("linkem", offload=off) as lab:
             for delay in (0, 10):
                 key = f"linkem{tag}_{delay}ms"
-                lab.link.apply(_cond(delay_ms=delay))
+                lab.set_condition(_cond(delay_ms=delay))
                 mbps, cpu_pp, share = [], [], None
                 for rep in range(THROUGHPUT_REPS):
                     cpu0, p0 = _linkem_cpu_and_packets(lab)
                     # perf on the first run only: its sampling costs linkem a little CPU
-                    perf = _Perf(lab.state["linkem_pids"]["router"], IPERF_S - 1) if rep == 0 else None
+                    perf = _Perf(lab.link.pids["router"], IPERF_S - 1) if rep == 0 else None
                     mbps.append(measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"])
                     cpu1, p1 = _linkem_cpu_and_packets(lab)
                     cpu_pp.append(1e6 * (cpu1 - cpu0) / max(p1 - p0, 1))
@@ -166,7 +166,7 @@ def rtt_error() -> dict:
         base = statistics.median(_rtts(lab, 50, 0.01))          # the stack's own RTT, no emulation
         out["stack_rtt_ms"] = base
         for delay in (10, 50, 100):
-            lab.link.apply(_cond(delay_ms=delay))
+            lab.set_condition(_cond(delay_ms=delay))
             rtts = _rtts(lab, 200, 0.01)
             errs = sorted(r - 2 * delay for r in rtts)
             q = statistics.quantiles(errs, n=100)
@@ -188,7 +188,7 @@ def rate_accuracy() -> dict:
             for key, ts in runs:
                 _tcp_timestamps(lab, ts)
                 for rate in RATES:
-                    lab.link.apply(_cond(rate_mbit=rate))
+                    lab.set_condition(_cond(rate_mbit=rate))
                     gp = measure_iperf3(lab, IPERF_S)["goodput_mbps"]
                     out[key][str(rate)] = {"goodput_mbps": gp, "ratio": gp / rate,
                                            "of_ceiling": gp / rate / CEILING[key]}
@@ -196,7 +196,7 @@ def rate_accuracy() -> dict:
         for rate in RATES:
             burst = max(1600, int(rate * 1e6 / 8 / 250))          # 4 ms of bursts at the rate (>= 1 MTU)
             limit = max(3000, int(rate * 1e6 / 8 * 0.02))          # 20 ms of queue, as linkem's default
-            for dev in ("to-client", "to-server"):
+            for dev in (lab.interface("router", "client"), lab.interface("router", "server")):
                 run(lab.cmd("router", ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate}mbit",
                                        "burst", str(burst), "limit", str(limit)]))
             gp = measure_iperf3(lab, IPERF_S)["goodput_mbps"]

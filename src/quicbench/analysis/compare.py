@@ -3,13 +3,14 @@ and whether it is significant; plus what differs in how the runs were made."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from quicbench.analysis import stats
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import CELL_KEYS, Method, samples
+from quicbench.analysis.tables import CELL_KEYS, POSITIVE_METRICS, Method, samples
 
 COMPARE_COLUMNS = ["condition", "workload", "protocol", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
                    "ci_low_b", "ci_high_b", "diff_pct", "p", "verdict", "in"]
@@ -31,7 +32,9 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                 if k not in cells_a and k not in cells_b:
                     continue
                 xa, xb = sa.get(k), sb.get(k)
-                s_a, s_b = stats.summarize(xa if xa is not None else []), stats.summarize(xb if xb is not None else [])
+                pos = metric in POSITIVE_METRICS
+                s_a = stats.summarize(xa if xa is not None else [], positive=pos)
+                s_b = stats.summarize(xb if xb is not None else [], positive=pos)
                 where = "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a else "B only")
                 row: dict[str, Any] = {
                     "condition": c, "workload": w, "protocol": p,
@@ -71,3 +74,35 @@ def setup_differences(a: RunData, b: RunData) -> list[tuple[str, str, str]]:
         if va.get(k) != vb.get(k):
             out.append((f"version {k}", str(va.get(k)), str(vb.get(k))))
     return out
+
+
+@dataclass
+class CompareData:
+    """Everything `quicbench compare` shows: the cells of both runs, counts, notes, set-up differences."""
+    run_a: str
+    run_b: str
+    dir_a: str
+    dir_b: str
+    frame: pd.DataFrame                      # compare_cells(): one row per cell (COMPARE_COLUMNS)
+    setup_diffs: list[tuple[str, str, str]]  # (what, run A, run B)
+    method_text: str
+    n_tested: int
+    n_sig: int
+    protocols: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def build_compare_data(a: RunData, b: RunData, method: Method = Method()) -> CompareData:
+    df = compare_cells(a, b, method)
+    tested = df[df["verdict"].isin([stats.SIGNIFICANT, stats.NOT_SIGNIFICANT])]
+    notes = []
+    only_a, only_b = int((df["in"] == "A only").sum()), int((df["in"] == "B only").sum())
+    if only_a or only_b:
+        notes.append(f"{only_a} cells only in A and {only_b} only in B are listed without a test.")
+    small = int((df["verdict"] == stats.N_TOO_SMALL).sum())
+    if small:
+        notes.append(f"{small} cells have fewer than {method.min_n} successful trials in a run: no claim is made.")
+    return CompareData(run_a=a.run_id, run_b=b.run_id, dir_a=str(a.run_dir), dir_b=str(b.run_dir), frame=df,
+                       setup_diffs=setup_differences(a, b), method_text=method.text(len(tested)),
+                       n_tested=len(tested), n_sig=int((tested["verdict"] == stats.SIGNIFICANT).sum()),
+                       protocols=list(dict.fromkeys([*a.protocols, *b.protocols])), notes=notes)

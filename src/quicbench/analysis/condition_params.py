@@ -1,10 +1,9 @@
-"""Numbers behind condition names: delay, loss, rate, jitter, spikes, from the plan in meta.json.
+"""Numbers behind condition names: delay, loss, rate, jitter, spikes.
 
-Plan conditions come as ``{name, hops: [{up: {...}, down: {...}}]}`` (the stored plan), as a
-single-hop shorthand ``{name, delay_ms, loss_pct, rate_mbit, spikes}``, or a hop given without
-up/down (symmetric). Values are taken from the server -> client (down) direction, which carries
-the payload: delays and jitter add over hops, losses combine, the rate is the bottleneck. A
-name like ``12.5_0.5`` (Go-Quick's delay_loss) fills delay and loss when the plan is silent.
+They are the condition model's headline values (``Condition.headline``), which the runner
+stores in meta.json["conditions"]. Runs written before that (format 1) have only the plan:
+its conditions are read back through the same model. A name like ``12.5_0.5`` (Go-Quick's
+delay_loss) fills delay and loss when neither says anything.
 """
 
 from __future__ import annotations
@@ -14,6 +13,9 @@ import re
 from typing import Any, Iterable
 
 import pandas as pd
+from pydantic import ValidationError
+
+from quicbench.model.conditions import Condition
 
 PARAMS = ("delay_ms", "loss_pct", "rate_mbit", "jitter_ms", "spikes")
 PARAM_LABELS = {
@@ -32,44 +34,32 @@ def parse_delay_loss(name: str) -> tuple[float, float] | None:
     return (float(m.group(1)), float(m.group(2))) if m else None
 
 
-def _direction(hop: dict[str, Any], which: str) -> dict[str, Any]:
-    if not isinstance(hop, dict):
-        return {}
-    common = {k: v for k, v in hop.items() if k not in ("up", "down")}
-    own = hop.get(which) or {}
-    return {**common, **own} if isinstance(own, dict) else common
+def _headlines(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Condition name -> headline values, from meta.json (format 2) or from its plan (format 1)."""
+    stored = meta.get("conditions")
+    if isinstance(stored, dict) and stored:
+        return {name: {k: (math.nan if v is None and k in PARAMS + ("rtt_ms",) else v) for k, v in h.items()}
+                for name, h in stored.items() if isinstance(h, dict)}
+    out = {}
+    for c in ((meta.get("plan") or {}).get("conditions") or []):
+        if not isinstance(c, dict):
+            continue
+        try:
+            out[c.get("name")] = Condition.model_validate(_without_trace(c)).headline()
+        except ValidationError:
+            continue
+    return out
 
 
-def _loss(d: dict[str, Any]) -> float | None:
-    """Random loss in %, 0 when none; None for a loss model with no single percentage."""
-    loss = d.get("loss")
-    if isinstance(loss, dict) and loss:
-        if loss.get("model", "random") == "random":
-            return float(loss.get("pct") or 0.0)
-        return None
-    return float(d.get("loss_pct") or 0.0)
-
-
-def params_of(cond: dict[str, Any]) -> dict[str, Any]:
-    """delay_ms, loss_pct, rate_mbit, jitter_ms, spikes, rtt_ms of one plan condition dict."""
-    hops = cond.get("hops")
-    if not hops:
-        hops = [{k: v for k, v in cond.items() if k != "name"}]
-    downs = [_direction(h, "down") for h in hops]
-    ups = [_direction(h, "up") for h in hops]
-    delay = sum(float(d.get("delay_ms") or 0.0) for d in downs)
-    delay_up = sum(float(d.get("delay_ms") or 0.0) for d in ups)
-    losses = [_loss(d) for d in downs]
-    loss = None if any(l is None for l in losses) else 100.0 * (1 - math.prod(1 - l / 100 for l in losses))
-    rates = [float(d["rate_mbit"]) for d in downs + ups if d.get("rate_mbit")]
-    return {
-        "delay_ms": delay,
-        "loss_pct": round(loss, 9) if loss is not None else math.nan,
-        "rate_mbit": min(rates) if rates else math.nan,
-        "jitter_ms": sum(float(d.get("jitter_ms") or 0.0) for d in downs),
-        "spikes": any(bool(d.get("spikes")) for d in downs + ups),
-        "rtt_ms": delay + delay_up,
-    }
+def _without_trace(c: dict[str, Any]) -> dict[str, Any]:
+    """A stored condition whose trace file is gone still has headline values: drop the path."""
+    def strip(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: strip(v) for k, v in d.items() if k != "trace"}
+        if isinstance(d, list):
+            return [strip(v) for v in d]
+        return d
+    return strip(c)
 
 
 def condition_params(meta: dict[str, Any], names: Iterable[str]) -> pd.DataFrame:
@@ -78,22 +68,22 @@ def condition_params(meta: dict[str, Any], names: Iterable[str]) -> pd.DataFrame
     Order: by delay, then loss, then rate (fast first), then the plan's order; conditions the
     plan does not describe (and whose name does not parse) keep their first-seen order after.
     """
-    plan_conds = {c.get("name"): c for c in ((meta.get("plan") or {}).get("conditions") or [])
-                  if isinstance(c, dict)}
-    plan_order = list(plan_conds)
+    heads = _headlines(meta)
+    plan_order = [c.get("name") for c in ((meta.get("plan") or {}).get("conditions") or [])
+                  if isinstance(c, dict)] or list(heads)
     names = list(dict.fromkeys([*plan_order, *names]))
     rows = []
     for i, name in enumerate(names):
         row: dict[str, Any] = {"condition": name, "known": False, "plan_index": i}
-        if name in plan_conds:
-            row.update(params_of(plan_conds[name]), known=True)
+        if name in heads:
+            row.update({k: heads[name].get(k) for k in (*PARAMS, "rtt_ms")}, known=True)
         else:
             dl = parse_delay_loss(name)
             if dl:
                 row.update(delay_ms=dl[0], loss_pct=dl[1], rate_mbit=math.nan, jitter_ms=0.0,
                            spikes=False, rtt_ms=2 * dl[0], known=True)
         rows.append(row)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=["condition", "known", "plan_index"]) if not rows else pd.DataFrame(rows)
     for c in (*PARAMS, "rtt_ms"):
         if c not in df:
             df[c] = math.nan

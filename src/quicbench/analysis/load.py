@@ -8,7 +8,6 @@ off) are present as empty columns, so nothing downstream needs to ask.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,46 +17,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quicbench.errors import QuicbenchError
-from quicbench.model.units import size_label
 from quicbench.analysis.condition_params import condition_params
+from quicbench.errors import QuicbenchError
+from quicbench.model import columns
+from quicbench.model.units import size_label
+from quicbench.store import RunLayout, read_jsonl_checked, read_meta
 
 PROTOCOL_ORDER = ("h1", "h2", "h3")
 PROTOCOL_NAMES = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
 
-# numeric columns of trials.jsonl (issue 1-4) and of later issues (captures, browser)
-NUMERIC = ("seq", "size_bytes", "count", "parallel", "rep", "requests", "requests_ok", "bytes", "start_ns",
-           "end_ns", "total_time_s", "goodput_mbps", "connections", "ttfb_ms", "connect_ms", "tls_ms",
-           "request_ms_p50", "transfer_ms_p50", "wall_s", "client_cpu_s", "client_process_cpu_s", "server_cpu_s", "client_cpu_pct",
-           "server_cpu_pct", "client_cpu_wait_s", "server_cpu_wait_s", "hops", "started_at")
-# captures (wire.py) and browser page loads (clients/browser.py)
-CAPTURE_NUMERIC = ("wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down", "overhead_pct",
-                   "tcp_retransmits", "quic_packets_up", "quic_packets_down", "wire_goodput_mbps", "capture_dropped")
-PAGE_NUMERIC = ("page_load_ms", "load_event_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "page_ttfb_ms",
-                "page_response_start_ms", "page_handshake_ms", "page_connect_ms", "page_tls_ms", "page_weight_bytes",
-                "page_body_bytes", "page_requests", "page_connections")
+# column groups from the columns table (quicbench.model.columns): the one row schema
+_NUMERIC_TYPES = ("int", "float")
+NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "trial" and c.type in _NUMERIC_TYPES)
+CAPTURE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "capture" and c.type in _NUMERIC_TYPES)
+PAGE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "page" and c.type in _NUMERIC_TYPES)
 OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC
 # integer columns keep exact values (start_ns/end_ns exceed float64's 2^53) as nullable Int64
-INTEGER = ("seq", "size_bytes", "count", "parallel", "rep", "requests", "requests_ok", "bytes", "start_ns", "end_ns",
-           "connections", "hops", "wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down",
-           "tcp_retransmits", "quic_packets_up", "quic_packets_down", "capture_dropped", "page_weight_bytes",
-           "page_body_bytes", "page_requests", "page_connections")
-TEXT = ("key", "run_id", "condition", "condition_desc", "protocol", "server", "client", "workload", "status",
-        "error", "protocols", "cpu_bound_by", "link", "tcp_cc", "page_protocol")
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for line in path.read_bytes().splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line (the run was killed mid-write)
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
+INTEGER = tuple(c.name for c in columns.COLUMNS if c.type == "int" and c.group != "passthrough")
+TEXT = tuple(c.name for c in columns.COLUMNS if c.type == "text" and c.group != "passthrough")
+BOOLEAN = tuple(c.name for c in columns.COLUMNS if c.type == "bool")
 
 
 def _workload_label(r: pd.Series) -> str:
@@ -90,7 +68,7 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, dtype=object)  # object first: no float rounding of nanosecond stamps
     if df.empty:
         df = pd.DataFrame(columns=["key"])
-    known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + ("warmup", "cpu_bound"))
+    known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + BOOLEAN)
     for c in df.columns:
         if c not in known:
             df[c] = df[c].infer_objects()
@@ -105,7 +83,7 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         if c not in df:
             df[c] = None
         df[c] = df[c].astype(object).where(df[c].notna(), None)
-    for c in ("warmup", "cpu_bound"):
+    for c in BOOLEAN:
         df[c] = df[c].map(lambda v: bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v))
                           else False).astype(bool) if c in df else False
     df["protocol"] = df["protocol"].fillna("?")
@@ -201,19 +179,24 @@ def load_run(run_dir: Path | str) -> RunData:
     d = Path(run_dir)
     if not d.is_dir():
         raise QuicbenchError(f"'{d}' is not a directory")
-    meta_path, trials_path = d / "meta.json", d / "trials.jsonl"
-    if not meta_path.exists() and not trials_path.exists():
+    layout = RunLayout(d)
+    if not layout.meta.exists() and not layout.trials.exists():
         raise QuicbenchError(f"'{d}' is not a quicbench run directory (no meta.json, no trials.jsonl)")
     notes = []
     meta: dict[str, Any] = {}
-    if meta_path.exists():
+    if layout.meta.exists():
         try:
-            meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as e:
-            notes.append(f"meta.json is not valid JSON ({e}); run metadata is missing")
+            meta = read_meta(layout)
+        except QuicbenchError as e:
+            if "newer" in str(e):
+                raise
+            notes.append(f"meta.json is not valid JSON; run metadata is missing ({e})")
     else:
         notes.append("meta.json is missing: no plan, versions or host facts")
-    rows = _read_jsonl(trials_path) if trials_path.exists() else []
-    if not trials_path.exists():
+    read = read_jsonl_checked(layout.trials)
+    if not layout.trials.exists():
         notes.append("trials.jsonl is missing: the run recorded no trial")
-    return RunData(d, meta, frame_from_rows(rows), notes)
+    if read.torn:
+        notes.append(f"trials.jsonl has {len(read.torn)} unreadable line(s) (line {', '.join(map(str, read.torn[:5]))}): "
+                     f"a write was torn; those trials are missing and a resume runs them again")
+    return RunData(d, meta, frame_from_rows(read.rows), notes)

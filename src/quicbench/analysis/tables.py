@@ -56,6 +56,16 @@ OPTIONAL_METRICS: dict[str, str] = {
     "page_connections": "page connections",
 }
 assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
+# goodputs and times (latencies): positive values, skewed to the right, so their 95 % intervals are
+# log-t intervals (stats.positive_ci: the geometric mean's, never below zero). CPU costs keep the
+# Student-t interval of the mean: what matters is their mean, they are pooled over conditions (large
+# n), and CPU-bound trials make them bimodal, where the geometric mean is far below the mean.
+POSITIVE_METRICS = frozenset({
+    "goodput_mbps", "wire_goodput_mbps", "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms",
+    "transfer_ms_p50", "request_ms_p50", "page_load_ms", "load_event_ms", "dom_content_loaded_ms",
+    "first_contentful_paint_ms", "page_ttfb_ms", "page_response_start_ms", "page_handshake_ms", "page_connect_ms",
+    "page_tls_ms",
+})
 
 CELL_KEYS = ["condition", "workload", "protocol"]
 GOODPUT_STATS = ("mean", "sd", "ci_low", "ci_high", "median", "min", "max")
@@ -170,11 +180,11 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
             "n_trials": len(g), "n_failed": int((g["status"] != "ok").sum()), "n": len(used),
             "n_cpu_bound": int(used["cpu_bound"].sum()),
         }
-        s = stats.summarize(used["goodput_mbps"])
+        s = stats.summarize(used["goodput_mbps"], positive=True)
         row.update({f"goodput_mbps_{k}": getattr(s, k) for k in GOODPUT_STATS})
         for m in [*(m for m in METRICS if m != "goodput_mbps"), *optional_metrics(run)]:
             x = stats.clean(used[m])
-            lo, hi = stats.ci(x)
+            lo, hi = stats.interval(x, positive=m in POSITIVE_METRICS)
             row.update({f"{m}_mean": float(x.mean()) if x.size else math.nan, f"{m}_ci_low": lo, f"{m}_ci_high": hi})
         b = best.loc[(c, w)] if (c, w) in best.index else None
         row["cell_best"] = b["cell_best"] if b is not None else None
@@ -215,11 +225,3 @@ def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: st
         row.update(p=r.p, verdict=r.verdict, significant=r.significant)
     return pd.DataFrame(rows, columns=["condition", "workload", "a", "b", "mean_a", "mean_b", "n_a", "n_b",
                                        "diff_pct", "p", "verdict", "significant"])
-
-
-def relative_to_best_size(summary: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 12's numbers: each mean goodput as % of the same protocol's best workload, per condition."""
-    s = summary[["condition", "workload", "protocol", "size_bytes", "goodput_mbps_mean"]].copy()
-    best = s.groupby(["condition", "protocol"])["goodput_mbps_mean"].transform("max")
-    s["pct_of_best"] = 100 * s["goodput_mbps_mean"] / best
-    return s

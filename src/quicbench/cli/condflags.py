@@ -9,7 +9,7 @@ import typer
 from pydantic import ValidationError
 
 from quicbench.model.conditions import DIRECTION_FIELDS, Condition
-from quicbench.errors import QuicbenchError
+from quicbench.errors import QuicbenchError, format_validation_error
 
 Delay = Annotated[Optional[float], typer.Option("--delay", help="One-way delay in ms, each direction (RTT = 2x).")]
 Jitter = Annotated[Optional[float], typer.Option("--jitter", help="Delay jitter in ms.")]
@@ -55,5 +55,4 @@ def condition_from_flags(name: str = "cli", delay: float | None = None, jitter: 
     try:
         return Condition.model_validate({"name": name, "hops": [hop]})
     except ValidationError as e:
-        from quicbench.cli.main import format_validation_error
         raise QuicbenchError(format_validation_error(e, "condition")) from None

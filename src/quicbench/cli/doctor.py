@@ -67,10 +67,33 @@ def checks() -> list[tuple[str, bool, str]]:
     except ImportError:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
     from quicbench.servers import SERVERS
-    for sname, cls in sorted(SERVERS.items()):
+    for sname, cls in SERVERS.items():
         try:
-            ver = cls.version()
+            ver = cls.version_text()
             out.append((f"server {sname}", True, f"{ver}; serves {', '.join(sorted(cls.protocols))}"))
         except Exception as e:  # noqa: BLE001
             out.append((f"server {sname}", False, str(e)))
     return out
+
+
+def doctor_cmd() -> None:
+    """Check kernel features and binaries, with the fix for each missing piece."""
+    from rich.table import Table
+
+    from quicbench.cli.app import console
+    t = Table("check", "status", "detail / fix")
+    bad = 0
+    for name, ok, detail in checks():
+        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+        bad += not ok
+    console.print(t)
+    if bad:
+        raise SystemExit(1)
+
+
+def _register() -> None:
+    from quicbench.cli.app import app
+    app.command("doctor")(doctor_cmd)
+
+
+_register()

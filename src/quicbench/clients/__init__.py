@@ -1,23 +1,12 @@
-"""Client drivers. Register a new one in ``CLIENTS``."""
+"""Client drivers: what fetches a workload from the lab's server. Register a new one in ``CLIENTS``."""
 
 from __future__ import annotations
 
-from quicbench.errors import QuicbenchError
-from quicbench.clients.base import Client, ClientResult, Target
+from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient
 from quicbench.clients.loadclient import LoadClient
+from quicbench.registry import Registry
 
-CLIENTS: dict[str, type[Client]] = {
-    "qb-load": LoadClient,
-    "browser": BrowserClient,
-}
+CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient])
 
-
-def client_class(name: str) -> type[Client]:
-    try:
-        return CLIENTS[name]
-    except KeyError:
-        raise QuicbenchError(f"unknown client '{name}': accepted: {', '.join(sorted(CLIENTS))}") from None
-
-
-__all__ = ["Client", "ClientResult", "Target", "CLIENTS", "client_class", "BrowserClient"]
+__all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient"]

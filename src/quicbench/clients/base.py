@@ -30,25 +30,55 @@ class Target:
     content: "ContentSet"
 
 
+@dataclass(frozen=True)
+class FetchRequest:
+    """One trial's transfer, as the runner hands it to a client driver."""
+    target: Target
+    protocol: str
+    workload: "Workload"
+    trial_dir: Path
+    timeout_s: float
+    options: "TrialOptions | None" = None
+
+
 @dataclass
 class ClientResult:
+    """What a client reports of one transfer.
+
+    cpu_s is the client's CPU over the transfer itself (process start-up excluded where the
+    client measures its own), cpu_wait_s the time it was runnable but waited for a CPU, and
+    process_cpu_s the whole client process's CPU (from its rusage).
+    """
     requests: list[dict[str, Any]]
     summary: dict[str, Any]
-    cpu_s: float | None
+    process_cpu_s: float | None
     wall_s: float
     returncode: int
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_s: float | None = None
+    cpu_wait_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.cpu_s is None:
+            s = self.summary or {}
+            self.cpu_s = (s["cpu_user_s"] + s["cpu_sys_s"]) if "cpu_user_s" in s else self.process_cpu_s
+            if self.cpu_wait_s is None:
+                self.cpu_wait_s = s.get("cpu_wait_s")
 
 
 class Client(ABC):
+    """A client driver: name, protocols, available(), version(), fetch()."""
     name: ClassVar[str]
     protocols: ClassVar[frozenset[str]]
 
     @abstractmethod
-    def fetch(self, target: Target, protocol: str, workload: "Workload", trial_dir: Path,
-              timeout_s: float, options: "TrialOptions | None" = None) -> ClientResult:
+    def fetch(self, req: FetchRequest) -> ClientResult:
         """Run one trial's transfer; never raise for a failed transfer, report it in .error."""
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
 
     @classmethod
     def version(cls) -> dict[str, str]:

@@ -7,7 +7,9 @@ import subprocess
 from pathlib import Path
 
 from quicbench.paths import find_binary
-from quicbench.clients.base import Client, ClientResult, Target, run_measured
+from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
+from quicbench.errors import QuicbenchError
+from quicbench.store import read_jsonl
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
 
@@ -15,10 +17,18 @@ FIX = "build it with 'make setup' (Go module in loadclient/)"
 class LoadClient(Client):
     name = "qb-load"
     protocols = frozenset({"h1", "h2", "h3"})
+    connection_policies = ("shared", "per-object", "pool")
 
     @staticmethod
     def binary() -> str:
         return find_binary("qb-load", FIX)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            return True, cls.binary()
+        except QuicbenchError as e:
+            return False, str(e)
 
     @classmethod
     def version(cls) -> dict[str, str]:
@@ -36,12 +46,14 @@ class LoadClient(Client):
                 "--ca", str(target.tls.ca_cert),
                 "--path-template", target.content.path_template(workload.size_bytes),
                 "--count", str(workload.count), "--parallel", str(workload.parallelism),
+                "--connections", workload.connections,
                 "--manifest", str(target.content.manifest_path),
                 "--requests", str(trial_dir / "requests.jsonl"),
                 "--timeout", f"{timeout_s:g}s"]
 
-    def fetch(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
-              options=None) -> ClientResult:
+    def fetch(self, req: FetchRequest) -> ClientResult:
+        target, protocol, workload, trial_dir, timeout_s, options = (
+            req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
         trial_dir.mkdir(parents=True, exist_ok=True)
         extra = []
         if options is not None and options.qlog and protocol == "h3":
@@ -52,7 +64,7 @@ class LoadClient(Client):
         with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
             # hard stop a little after the client's own deadline
             returncode, cpu, wall, _ = run_measured(argv, timeout_s + 10, stdout=out, stderr=log)
-        requests = _read_jsonl(trial_dir / "requests.jsonl")
+        requests = read_jsonl(trial_dir / "requests.jsonl")
         try:
             summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
         except json.JSONDecodeError:
@@ -65,19 +77,6 @@ class LoadClient(Client):
             else:
                 tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
                 error = f"qb-load exit code {returncode}" + (f": {tail[0]}" if tail else "")
-        return ClientResult(requests=requests, summary=summary, cpu_s=cpu, wall_s=wall,
+        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
                             returncode=returncode, error=error)
 
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out

@@ -5,22 +5,15 @@ A backend implements :class:`quicbench.lab.base.Lab`; register it in ``BACKENDS`
 
 from __future__ import annotations
 
-from quicbench.lab.base import Lab, LabSpec, NODE_NAMES, reap_dead_labs, list_lab_states
+from quicbench.lab.base import NODE_NAMES, Lab, LabSpec, list_lab_states, load_lab, reap_dead_labs
 from quicbench.lab.netns import NetnsLab
+from quicbench.registry import Registry
 
-BACKENDS: dict[str, type[Lab]] = {
-    "netns": NetnsLab,
-}
+BACKENDS: Registry[type[Lab]] = Registry("lab backend", [NetnsLab])
 
 
 def make_lab(spec: LabSpec) -> Lab:
-    try:
-        cls = BACKENDS[spec.backend]
-    except KeyError:
-        from quicbench.errors import QuicbenchError
-        raise QuicbenchError(
-            f"unknown lab backend '{spec.backend}': accepted: {', '.join(sorted(BACKENDS))}") from None
-    return cls(spec)
+    return BACKENDS.get(spec.backend)(spec)
 
 
-__all__ = ["Lab", "LabSpec", "NODE_NAMES", "BACKENDS", "make_lab", "reap_dead_labs", "list_lab_states"]
+__all__ = ["Lab", "LabSpec", "NODE_NAMES", "BACKENDS", "make_lab", "load_lab", "reap_dead_labs", "list_lab_states"]

@@ -15,15 +15,16 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quicbench.model.conditions import Condition
 from quicbench.errors import QuicbenchError
+from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
+from quicbench.model.conditions import Condition
 from quicbench.paths import STATE_DIR
+from quicbench.proc import process_alive
 
 NODE_NAMES = ("client", "router", "router2", "server")
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -42,6 +43,7 @@ class LabSpec(BaseModel):
     offload: bool = False
     condition: Condition = Condition()
     persistent: bool = False  # a lab from `lab up` lives until `lab down`; others die with their owner
+    run_dir: str | None = None  # the run directory of the run that owns the lab
 
     @field_validator("name")
     @classmethod
@@ -49,19 +51,6 @@ class LabSpec(BaseModel):
         if not LAB_NAME_RE.match(v):
             raise ValueError(f"lab name '{v}' must be 1-16 characters of a-z, 0-9 and '-'")
         return v
-
-
-@dataclass(frozen=True)
-class RouterPorts:
-    """What a link emulator needs to know about one router hop."""
-    node: str          # "router" or "router2"
-    netns: str
-    if_client: str     # interface towards the client (side A, "up" traffic enters here)
-    if_server: str     # interface towards the server (side B)
-    peer_mac_client: str
-    peer_mac_server: str
-    ip_client: str
-    ip_server: str
 
 
 def labs_dir() -> Path:
@@ -96,9 +85,11 @@ def owner_token() -> dict[str, int]:
 
 
 def owner_alive(owner: dict[str, int] | None) -> bool:
+    """The process that created the lab still runs (the same process, not a reused pid; a zombie
+    has exited)."""
     if not owner:
         return False
-    return _proc_start_time(owner["pid"]) == owner["start"]
+    return _proc_start_time(owner["pid"]) == owner["start"] and process_alive(owner["pid"])
 
 
 def list_lab_states() -> list[dict[str, Any]]:
@@ -112,24 +103,100 @@ def list_lab_states() -> list[dict[str, Any]]:
 
 
 class Lab(ABC):
-    """A client, router(s) and server; commands run inside any node."""
+    """A client, router(s) and server; commands run inside any node.
+
+    The base class owns the life cycle and the link: a backend creates and removes its nodes
+    (``_create``, ``_destroy``) and says how to reach them (``cmd``, ``address``, ``routers``,
+    ``interface``); the base attaches the link emulator to the routers, applies conditions and
+    keeps the state file that other processes (``lab set``, the reaper) read.
+    """
+    name: ClassVar[str]                       # the backend's name in BACKENDS
+    protocols: ClassVar[frozenset[str]] = frozenset({"h1", "h2", "h3"})
 
     def __init__(self, spec: LabSpec):
         self.spec = spec
         self.name = spec.name
         self.state: dict[str, Any] = {}
-        self.link = None  # a quicbench.link.LinkEmulator once up
-
-    # -- lifecycle -------------------------------------------------------------------
-    @abstractmethod
-    def up(self, conditions: list | None = None) -> None: ...
-
-    @abstractmethod
-    def down(self) -> None: ...
+        self.link: LinkEmulator | None = None
 
     @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        return {}
+
+    # -- what a backend writes --------------------------------------------------------
     @abstractmethod
-    def from_state(cls, state: dict[str, Any]) -> "Lab": ...
+    def _claim(self) -> None:
+        """Reserve the lab's name and addresses and record the state file, before creating anything."""
+
+    @abstractmethod
+    def _create(self) -> None:
+        """Create the nodes and the links between them (the state file exists already)."""
+
+    @abstractmethod
+    def _destroy(self) -> None:
+        """Stop everything inside the nodes and remove them; safe on a half-created lab."""
+
+    # -- lifecycle -------------------------------------------------------------------
+    def up(self, conditions: list[Condition] | None = None) -> None:
+        """Create the lab and start its link with the spec's condition; conditions (default: the
+        spec's) let link 'auto' pick one driver for all of them."""
+        self._claim()
+        try:
+            self._create()
+            cls = resolve_link(self.spec.link, conditions or [self.spec.condition], self.spec.offload)
+            self.link = cls(self.routers(), self, self.run_dir, self.spec.offload)
+            self.set_condition(self.spec.condition, status="up")
+        except BaseException:
+            self.down()
+            raise
+
+    def down(self) -> None:
+        """Stop the link and everything in the lab, remove it; safe to call more than once."""
+        if self.link is not None:
+            try:
+                self.link.stop()
+            except Exception:  # noqa: BLE001 - the nodes go below anyway
+                pass
+        self._destroy()
+        for p in (self.state_path, self.state_path.with_suffix(".tmp")):
+            p.unlink(missing_ok=True)
+        if (self.state_path.parent / self.name).exists():
+            import shutil
+            shutil.rmtree(self.state_path.parent / self.name, ignore_errors=True)
+
+    def set_condition(self, condition: Condition, status: str | None = None) -> None:
+        """Apply a condition on the running link and record it (and what the link keeps)."""
+        assert self.link is not None, "the lab is not up"
+        self.link.apply(condition)
+        self.spec.condition = condition
+        self.state["link"] = self.link.describe()
+        if status:
+            self.state["status"] = status
+        self.save_state()
+
+    @property
+    def link_name(self) -> str | None:
+        return self.link.name if self.link is not None else (self.state.get("link") or {}).get("name")
+
+    def kill_node_processes(self, node: str) -> None:
+        """SIGKILL every process running inside node (the trial's client, when the lab failed)."""
+
+    def link_fault(self) -> str | None:
+        """None while the link emulation runs, else what is wrong with it."""
+        return self.link.alive() if self.link is not None else None
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Lab":
+        lab = cls(LabSpec.model_validate(state["spec"]))
+        lab.state = state
+        if state.get("link"):
+            lab.link = LINKS.get(state["link"]["name"])(lab.routers(), lab, lab.run_dir, lab.spec.offload,
+                                                       described=state["link"])
+        return lab
 
     def __enter__(self) -> "Lab":
         self.up()
@@ -153,6 +220,10 @@ class Lab(ABC):
 
     @abstractmethod
     def routers(self) -> list[RouterPorts]: ...
+
+    @abstractmethod
+    def interface(self, node: str, towards: str) -> str:
+        """The name of node's interface that faces its neighbour towards 'client' or 'server'."""
 
     @property
     def run_dir(self) -> Path:
@@ -178,13 +249,13 @@ class Lab(ABC):
 
 
 def load_lab(name: str) -> Lab:
-    from quicbench.lab import BACKENDS
+    from quicbench.lab import BACKENDS   # the registry lists the backends defined beside this module
     path = labs_dir() / f"{name}.json"
     if not path.exists():
         known = [s["name"] for s in list_lab_states()]
         raise QuicbenchError(f"no lab named '{name}': running labs: {', '.join(known) or 'none'}")
     state = json.loads(path.read_text())
-    return BACKENDS[state["backend"]].from_state(state)
+    return BACKENDS.get(state["backend"]).from_state(state)
 
 
 def reap_dead_labs() -> list[str]:

@@ -17,12 +17,11 @@ import shlex
 import signal
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from quicbench.errors import QuicbenchError
 from quicbench.proc import run, wait_ended
-from quicbench.lab.base import (Lab, LabSpec, RouterPorts, list_lab_states, owner_alive, owner_token,
-                   state_lock)
+from quicbench.lab.base import Lab, list_lab_states, owner_alive, owner_token, state_lock
+from quicbench.link import RouterPorts
 
 MAX_SLOTS = 128
 PREFIX = "qb-"
@@ -47,22 +46,29 @@ def segment_net(slot: int, seg: int) -> str:
 
 
 class NetnsLab(Lab):
-    def __init__(self, spec: LabSpec):
-        super().__init__(spec)
+    name = "netns"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if os.geteuid() != 0:
+            return False, "network namespaces need root: run as root or with sudo"
+        return True, "Linux network namespaces and veth pairs on this host"
 
     # -- naming and addressing --------------------------------------------------------
     def ns(self, node: str) -> str:
         return f"{PREFIX}{self.name}-{node}"
 
+    def interface(self, node: str, towards: str) -> str:
+        self.check_node(node)
+        if node in ("client", "server"):
+            return "eth0"
+        return "to-client" if towards == "client" else "to-server"
+
     def _segments(self) -> list[tuple[str, str, str, str]]:
         """(left node, left ifname, right node, right ifname) for each segment, client first."""
         chain = self.nodes
-        segs = []
-        for left, right in zip(chain, chain[1:]):
-            lif = "eth0" if left == "client" else "to-server"
-            rif = "eth0" if right == "server" else "to-client"
-            segs.append((left, lif, right, rif))
-        return segs
+        return [(left, self.interface(left, "server"), right, self.interface(right, "client"))
+                for left, right in zip(chain, chain[1:])]
 
     def _plan_addresses(self, slot: int) -> dict[str, dict[str, str]]:
         addrs: dict[str, dict[str, str]] = {n: {} for n in self.nodes}
@@ -88,10 +94,10 @@ class NetnsLab(Lab):
             if not node.startswith("router"):
                 continue
             left, right = nodes[idx - 1], nodes[idx + 1]
-            lif = "eth0" if left == "client" else "to-server"
-            rif = "eth0" if right == "server" else "to-client"
+            lif, rif = self.interface(left, "server"), self.interface(right, "client")
             out.append(RouterPorts(
-                node=node, netns=self.ns(node), if_client="to-client", if_server="to-server",
+                node=node, netns=self.ns(node), if_client=self.interface(node, "client"),
+                if_server=self.interface(node, "server"),
                 peer_mac_client=self.state["macs"][left][lif], peer_mac_server=self.state["macs"][right][rif],
                 ip_client=self.state["addresses"][node]["to-client"],
                 ip_server=self.state["addresses"][node]["to-server"]))
@@ -100,6 +106,10 @@ class NetnsLab(Lab):
     # -- lifecycle --------------------------------------------------------------------
     def _claim(self) -> None:
         """Reserve the name and an address slot, recording the lab before creating anything."""
+        ok, why = self.available()
+        if not ok:
+            raise QuicbenchError(f"lab backend netns: {why}")
+        self._check_cc()
         with state_lock():
             slots = set()
             for st in list_lab_states():
@@ -122,23 +132,6 @@ class NetnsLab(Lab):
                           "addresses": self._plan_addresses(slot)}
             self.save_state()
 
-    def up(self, conditions: list | None = None) -> None:
-        """Create the lab; conditions (default: the spec's) let link 'auto' pick a driver for all."""
-        if os.geteuid() != 0:
-            raise QuicbenchError("quicbench labs need root (network namespaces): run as root or with sudo")
-        self._check_cc()
-        self._claim()
-        try:
-            self._create()
-            from quicbench.link import attach_link
-            self.link = attach_link(self, conditions)
-            self.state["link"] = self.link.describe()
-            self.link.apply(self.spec.condition)
-            self.state["status"] = "up"
-            self.save_state()
-        except BaseException:
-            self.down()
-            raise
 
     def _check_cc(self) -> None:
         avail = open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
@@ -201,20 +194,21 @@ class NetnsLab(Lab):
         links = json.loads(run(["ip", "-n", self.ns(node), "-j", "link", "show"]).stdout)
         return {l["ifname"]: l["address"] for l in links if l["ifname"] != "lo"}
 
-    def pids(self) -> list[int]:
+    def pids(self, nodes: Sequence[str] | None = None) -> list[int]:
         pids: list[int] = []
-        for node in self.nodes:
+        for node in nodes or self.nodes:
             cp = run(["ip", "netns", "pids", self.ns(node)], check=False)
             pids += [int(p) for p in cp.stdout.split()]
         return pids
 
-    def down(self) -> None:
-        """Stop everything in the lab and remove it; safe to call more than once."""
-        if self.link is not None:
+    def kill_node_processes(self, node: str) -> None:
+        for pid in self.pids([node]):
             try:
-                self.link.stop()
-            except Exception:  # noqa: BLE001 - the namespaces go below anyway
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
                 pass
+
+    def _destroy(self) -> None:
         for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 1.0)):
             pids = self.pids()
             for pid in pids:
@@ -227,20 +221,6 @@ class NetnsLab(Lab):
         for node in self.nodes:
             if self.ns(node) in existing:
                 run(["ip", "netns", "del", self.ns(node)], check=False)
-        for p in (self.state_path, self.state_path.with_suffix(".tmp")):
-            p.unlink(missing_ok=True)
-        if (self.state_path.parent / self.name).exists():
-            import shutil
-            shutil.rmtree(self.state_path.parent / self.name, ignore_errors=True)
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "NetnsLab":
-        lab = cls(LabSpec.model_validate(state["spec"]))
-        lab.state = state
-        if state.get("link"):
-            from quicbench.link import reattach_link
-            lab.link = reattach_link(lab, state["link"])
-        return lab
 
 
 def orphan_namespaces() -> list[str]:

@@ -5,25 +5,21 @@ Register a new driver in ``LINKS``; ``auto`` picks netem where the kernel has it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from quicbench.errors import QuicbenchError
-from quicbench.link.base import LinkEmulator
+from quicbench.link.base import LinkEmulator, NodeCommands, RouterPorts
 from quicbench.link.linkem import LinkemLink
 from quicbench.link.netem import NetemLink
 from quicbench.link.plain import PlainForwarding
+from quicbench.model.conditions import Condition
+from quicbench.registry import Registry
 
-if TYPE_CHECKING:
-    from quicbench.model.conditions import Condition
-    from quicbench.lab.base import Lab
-
-LINKS: dict[str, type[LinkEmulator]] = {
-    "plain": PlainForwarding,
-    "linkem": LinkemLink,
-    "netem": NetemLink,
-}
+LINKS: Registry[type[LinkEmulator]] = Registry("link emulator", [PlainForwarding, LinkemLink, NetemLink])
 
 AUTO_ORDER = ("netem", "linkem")
+
+
+def link_names() -> list[str]:
+    return ["auto", *LINKS.names()]
 
 
 def resolve_link(name: str, conditions: "list[Condition] | None" = None,
@@ -34,17 +30,15 @@ def resolve_link(name: str, conditions: "list[Condition] | None" = None,
     if name == "auto":
         for candidate in AUTO_ORDER:
             cls = LINKS.get(candidate)
-            if cls is None or not cls.available()[0]:
+            if not cls.available()[0]:
                 continue
             if any(cls.supports(c) for c in conditions or []) or (offload and cls.no_offload):
                 continue
             return cls
         return PlainForwarding
-    try:
-        cls = LINKS[name]
-    except KeyError:
-        raise QuicbenchError(
-            f"unknown link emulator '{name}': accepted: auto, {', '.join(sorted(LINKS))}") from None
+    if name not in LINKS:
+        raise QuicbenchError(f"unknown link emulator '{name}': accepted: {', '.join(link_names())}")
+    cls = LINKS.get(name)
     ok, why = cls.available()
     if not ok:
         raise QuicbenchError(f"link emulator '{name}' is not usable here: {why}")
@@ -54,12 +48,4 @@ def resolve_link(name: str, conditions: "list[Condition] | None" = None,
     return cls
 
 
-def attach_link(lab: "Lab", conditions: "list[Condition] | None" = None) -> LinkEmulator:
-    return resolve_link(lab.spec.link, conditions or [lab.spec.condition], lab.spec.offload)(lab)
-
-
-def reattach_link(lab: "Lab", described: dict[str, Any]) -> LinkEmulator:
-    return LINKS[described["name"]](lab)
-
-
-__all__ = ["LinkEmulator", "LINKS", "resolve_link", "attach_link", "reattach_link"]
+__all__ = ["LinkEmulator", "NodeCommands", "RouterPorts", "LINKS", "link_names", "resolve_link"]

@@ -20,7 +20,7 @@ from typing import Any
 from quicbench.model.conditions import Condition, Direction, Hop
 from quicbench.errors import QuicbenchError
 from quicbench.paths import find_binary
-from quicbench.proc import process_alive, run, wait_ended
+from quicbench.proc import process_alive, wait_ended
 from quicbench.link.base import LinkEmulator, per_router as _per_router
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
@@ -70,18 +70,36 @@ class LinkemLink(LinkEmulator):
     def supports(cls, condition: Condition) -> str | None:
         return None
 
+    def __init__(self, routers, nodes, workdir, offload=False, described=None):
+        super().__init__(routers, nodes, workdir, offload, described)
+        # router node -> pid of its linkem process
+        self.pids: dict[str, int] = {k: int(v) for k, v in ((described or {}).get("pids") or {}).items()}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "pids": dict(self.pids)}
+
     def _files(self, node: str) -> dict[str, Path]:
-        d = self.lab.run_dir
-        return {k: d / f"linkem-{node}.{k}" for k in ("json", "sock", "out", "log", "stats")}
+        return {k: self.workdir / f"linkem-{node}.{k}" for k in ("json", "sock", "out", "log", "stats")}
 
     def _running(self, node: str) -> int | None:
-        pid = (self.lab.state.get("linkem_pids") or {}).get(node)
+        pid = self.pids.get(node)
         if pid and process_alive(pid):
             return pid
         return None
 
+    def alive(self) -> str | None:
+        dead = [r.node for r in self.routers if r.node in self.pids and not self._running(r.node)]
+        if dead:
+            tail = []
+            for node in dead:
+                log = self._files(node)["log"]
+                lines = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+                tail += lines
+            return (f"linkem on {', '.join(dead)} is not running" + (f" (last log line: {tail[0]})" if tail else ""))
+        return None
+
     def apply(self, condition: Condition) -> None:
-        routers = self.lab.routers()
+        routers = self.routers
         for r, hop in zip(routers, _per_router(condition, len(routers))):
             cfg = hop_config(hop)
             files = self._files(r.node)
@@ -91,14 +109,14 @@ class LinkemLink(LinkEmulator):
                     raise QuicbenchError(f"linkem on {r.node} refused the condition: {reply.strip()}")
                 continue
             files["json"].write_text(json.dumps(cfg, indent=1))
-            run(self.lab.cmd(r.node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=0"]))
+            self.sysctl(r.node, "net.ipv4.ip_forward=0")
             files["sock"].unlink(missing_ok=True)
             with open(files["out"], "wb") as out, open(files["log"], "ab") as log:
-                proc = subprocess.Popen(self.lab.cmd(r.node, [
+                proc = subprocess.Popen(self.nodes.cmd(r.node, [
                     find_binary("linkem", FIX), "--iface-a", r.if_client, "--a-peer-mac", r.peer_mac_client,
                     "--iface-b", r.if_server, "--b-peer-mac", r.peer_mac_server, "--config", str(files["json"]),
                     "--control", str(files["sock"]), "--stats-out", str(files["stats"]),
-                    *(["--gso"] if self.lab.spec.offload else [])]),
+                    *(["--gso"] if self.offload else [])]),
                     stdout=out, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
             deadline = time.monotonic() + 10
             while b"ready" not in files["out"].read_bytes():
@@ -107,8 +125,7 @@ class LinkemLink(LinkEmulator):
                     tail = files["log"].read_text(errors="replace").strip().splitlines()[-2:]
                     raise QuicbenchError(f"linkem did not start on {r.node}: " + (" | ".join(tail) or "no output"))
                 time.sleep(0.005)
-            self.lab.state.setdefault("linkem_pids", {})[r.node] = proc.pid
-        self.lab.save_state()
+            self.pids[r.node] = proc.pid
 
     def control(self, node: str, line: str, timeout: float = 5.0) -> str:
         path = str(self._files(node)["sock"])
@@ -126,20 +143,21 @@ class LinkemLink(LinkEmulator):
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for r in self.lab.routers():
+        for r in self.routers:
             if self._running(r.node):
                 out[r.node] = json.loads(self.control(r.node, "stats"))
         return out
 
     def reset(self) -> None:
-        for r in self.lab.routers():
+        """Zero the counters that stats() reports (a measurement's start)."""
+        for r in self.routers:
             if self._running(r.node):
                 self.control(r.node, "reset")
 
     def stop(self) -> None:
-        for r in self.lab.routers():
+        for r in self.routers:
             pid = self._running(r.node)
             if pid:
                 os.kill(pid, signal.SIGTERM)
                 wait_ended([pid], 2.0)
-                self.lab.state.get("linkem_pids", {}).pop(r.node, None)
+            self.pids.pop(r.node, None)

@@ -102,19 +102,18 @@ class NetemLink(LinkEmulator):
     def supports(cls, condition: Condition) -> str | None:
         return unsupported(condition)
 
-
     def apply(self, condition: Condition) -> None:
-        routers = [(r.node, r.if_client, r.if_server) for r in self.lab.routers()]
+        routers = [(r.node, r.if_client, r.if_server) for r in self.routers]
         for node, argv in netem_commands(condition, routers):
-            run(self.lab.cmd(node, argv))
-        for r in self.lab.routers():
-            run(self.lab.cmd(r.node, ["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"]))
+            run(self.nodes.cmd(node, argv))
+        for r in self.routers:
+            self.sysctl(r.node, "net.ipv4.ip_forward=1")
 
     def stats(self) -> dict:
         import json
         out = {}
-        for r in self.lab.routers():
-            cp = run(self.lab.cmd(r.node, ["tc", "-s", "-j", "qdisc", "show"]), check=False)
+        for r in self.routers:
+            cp = run(self.nodes.cmd(r.node, ["tc", "-s", "-j", "qdisc", "show"]), check=False)
             try:
                 out[r.node] = json.loads(cp.stdout or "[]")
             except json.JSONDecodeError:
@@ -122,6 +121,6 @@ class NetemLink(LinkEmulator):
         return out
 
     def stop(self) -> None:
-        for r in self.lab.routers():
+        for r in self.routers:
             for dev in (r.if_client, r.if_server):
-                run(self.lab.cmd(r.node, ["tc", "qdisc", "del", "dev", dev, "root"]), check=False)
+                run(self.nodes.cmd(r.node, ["tc", "qdisc", "del", "dev", dev, "root"]), check=False)

@@ -25,9 +25,5 @@ class PlainForwarding(LinkEmulator):
             raise QuicbenchError(
                 f"condition '{condition.name}' ({condition.short()}) needs a link emulator, "
                 "but link 'plain' only forwards: use --link linkem or --link netem")
-        for r in self.lab.routers():
-            self.lab_sysctl(r.node, "net.ipv4.ip_forward=1")
-
-    def lab_sysctl(self, node: str, kv: str) -> None:
-        from quicbench.proc import run
-        run(self.lab.cmd(node, ["sysctl", "-q", "-w", kv]))
+        for r in self.routers:
+            self.sysctl(r.node, "net.ipv4.ip_forward=1")

@@ -16,7 +16,26 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
 
 
-class _Strict(BaseModel):
+class KnownKeys(BaseModel):
+    """Unknown keys are an error that lists the accepted ones."""
+
+    @classmethod
+    def accepted_keys(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            accepted = cls.accepted_keys()
+            unknown = [k for k in data if k not in accepted]
+            if unknown:
+                raise ValueError(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                                 f"accepted: {', '.join(accepted)}")
+        return data
+
+
+class _Strict(KnownKeys):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -63,6 +82,9 @@ class OnOff(_Strict):
     off_ms: float = Field(gt=0)
 
 
+MAX_TRACE_BYTES = 50_000_000
+TRIAL_KEY_SEPARATOR = "|"
+
 DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
                     "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes",
                     "queue", "spikes", "onoff", "trace")
@@ -91,18 +113,29 @@ class Direction(_Strict):
     @field_validator("trace")
     @classmethod
     def _trace_readable(cls, v: Path | None) -> Path | None:
+        """A mahimahi trace: a regular text file of ascending millisecond timestamps, one a line.
+        Errors name the file and the line, never its content (it may be any file)."""
         if v is None:
             return v
+        p = Path(v)
+        if not p.is_file():
+            raise ValueError(f"trace file '{v}' not found (or not a regular file)")
+        if p.stat().st_size > MAX_TRACE_BYTES:
+            raise ValueError(f"trace file '{v}' is larger than {MAX_TRACE_BYTES} bytes: not a mahimahi trace")
         try:
-            lines = Path(v).read_text().split()
+            text = p.read_bytes().decode("ascii")
         except OSError as e:
             raise ValueError(f"cannot read trace file '{v}': {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"trace file '{v}' is not a mahimahi trace (not ASCII digits)") from None
+        lines = text.split()
         if not lines:
             raise ValueError(f"trace file '{v}' is empty")
         for n, tok in enumerate(lines, 1):
             if not tok.isdigit():
-                raise ValueError(f"trace file '{v}': entry {n} '{tok}' is not a millisecond timestamp")
-        return Path(v).resolve()
+                raise ValueError(f"trace file '{v}': line {n} is not a millisecond timestamp "
+                                 f"(a mahimahi trace has one integer per line)")
+        return p.resolve()
 
     @model_validator(mode="after")
     def _coherent(self) -> "Direction":
@@ -169,6 +202,10 @@ class Hop(_Strict):
             data[d] = {**common, **own}
         return data
 
+    @classmethod
+    def accepted_keys(cls) -> list[str]:
+        return [*cls.model_fields, *DIRECTION_FIELDS]
+
     @property
     def symmetric(self) -> bool:
         return self.up == self.down
@@ -181,7 +218,7 @@ class Hop(_Strict):
 
 class Condition(_Strict):
     """A named network condition: one or two router hops (Go-Quick had two routers)."""
-    name: str = "default"
+    name: str = Field("default", min_length=1, max_length=100)
     hops: list[Hop] = Field(default_factory=lambda: [Hop()], min_length=1, max_length=2)
 
     @model_validator(mode="before")
@@ -194,6 +231,18 @@ class Condition(_Strict):
                 data = {"name": data.get("name", "default"), "hops": [hop]}
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip() or TRIAL_KEY_SEPARATOR in v or any(ord(ch) < 32 for ch in v):
+            raise ValueError(f"a condition name is printable text without '{TRIAL_KEY_SEPARATOR}' "
+                             f"(it separates the parts of a trial key)")
+        return v
+
+    @classmethod
+    def accepted_keys(cls) -> list[str]:
+        return [*cls.model_fields, *Hop.accepted_keys()[len(Hop.model_fields):], "up", "down"]
+
     def short(self) -> str:
         return " | ".join(h.short() for h in self.hops)
 
@@ -205,6 +254,24 @@ class Condition(_Strict):
         if len(self.hops) == 1:
             return [self.hops[0]] + [Hop()] * (n_routers - 1)
         raise ValueError(f"condition '{self.name}' has {len(self.hops)} hops but the lab has {n_routers} router(s)")
+
+    def headline(self) -> dict[str, Any]:
+        """The numbers a reader sees for this condition, from the server -> client direction that
+        carries the payload: one-way delay and jitter summed over hops, random loss combined over
+        hops (NaN for a Gilbert-Elliott model), the bottleneck rate over both directions, whether
+        the rate spikes, and the base round-trip time."""
+        downs = [h.down for h in self.hops]
+        losses = [d.effective_loss for d in downs]
+        if any(l is not None and l.model != "random" for l in losses):
+            loss = math.nan
+        else:
+            loss = 100.0 * (1 - math.prod(1 - (l.pct if l else 0.0) / 100 for l in losses))
+        return {"delay_ms": sum(d.delay_ms for d in downs),
+                "loss_pct": round(loss, 9) if not math.isnan(loss) else loss,
+                "rate_mbit": self.bottleneck_mbit if self.bottleneck_mbit is not None else math.nan,
+                "jitter_ms": sum(d.jitter_ms for d in downs),
+                "spikes": any(d.spikes is not None for h in self.hops for d in (h.up, h.down)),
+                "rtt_ms": self.base_rtt_ms}
 
     @property
     def base_rtt_ms(self) -> float:

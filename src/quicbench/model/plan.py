@@ -14,16 +14,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from quicbench.model.conditions import Condition
-from quicbench.errors import QuicbenchError
+from quicbench.model.conditions import Condition, KnownKeys
+from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 
 PROTOCOLS = ("h1", "h2", "h3")
-H2_MAX_PARALLEL = 250   # streams per h2 connection the servers allow (Caddy/Go, nginx and Apache as set up)
+CONNECTION_POLICIES = ("shared", "per-object")
+# Streams in flight on one h2 connection: Caddy's (Go's) 250; nginx and Apache are configured to
+# the same, so that a workload's `parallel` means the same on every server.
+H2_MAX_STREAMS = 250
 Protocol = Literal["h1", "h2", "h3"]
 
 
-class _Strict(BaseModel):
+class _Strict(KnownKeys):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -41,6 +44,34 @@ class Workload(_Strict):
     count: int = Field(1, ge=1, le=100_000)
     parallel: int | Literal["all"] = "all"
     page: Literal["gallery", "realistic"] = "gallery"
+    # connection policy: "shared" (h2/h3 one multiplexed connection, h1 up to `parallel` reused
+    # ones), "per-object" (a new connection and handshake per object, Go-Quick's getFiles) or
+    # "pool:N" (at most N connections, requests spread over them)
+    connections: str = "shared"
+
+    @field_validator("connections")
+    @classmethod
+    def _connections(cls, v: str) -> str:
+        if v in CONNECTION_POLICIES:
+            return v
+        if v.startswith("pool:"):
+            n = v[5:]
+            if n.isdigit() and int(n) >= 1:
+                return f"pool:{int(n)}"
+        raise ValueError(f"connections must be one of {', '.join(CONNECTION_POLICIES)} or pool:N with N >= 1, "
+                         f"got {v!r}")
+
+    @model_validator(mode="after")
+    def _page_connections(self) -> "Workload":
+        if self.kind == "page" and self.connections != "shared":
+            raise ValueError(f"connections: a page load lets the browser manage its connections; "
+                             f"accepted: shared (got {self.connections!r})")
+        return self
+
+    @property
+    def connection_kind(self) -> str:
+        """shared, per-object or pool (without its size)."""
+        return self.connections.split(":", 1)[0]
 
     @field_validator("size")
     @classmethod
@@ -69,7 +100,8 @@ class Workload(_Strict):
     def label(self) -> str:
         if self.kind == "page":
             return "page:realistic" if self.page == "realistic" else f"page:{self.count}x{self.size}"
-        return f"{self.count}x{self.size}/p{self.parallelism}"
+        policy = "" if self.connections == "shared" else "/" + self.connections.replace("pool:", "pool")
+        return f"{self.count}x{self.size}/p{self.parallelism}{policy}"
 
     @property
     def page_path(self) -> str:
@@ -123,27 +155,13 @@ class Plan(_Strict):
         dupw = {n for n in labels if labels.count(n) > 1}
         if dupw:
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
-        from quicbench.clients import CLIENTS
         if "h2" in self.protocols:
             for w in self.workloads:
-                if w.kind == "objects" and w.parallelism > H2_MAX_PARALLEL:
+                if w.kind == "objects" and w.parallelism > H2_MAX_STREAMS:
                     raise ValueError(
                         f"workloads: {w.label} puts {w.parallelism} requests in flight, but the load client's "
-                        f"h2 stalls beyond the servers' {H2_MAX_PARALLEL} streams per connection "
-                        f"(Go issue golang/go#70809): set parallel <= {H2_MAX_PARALLEL}")
-        for w in self.workloads:
-            if self.client_for(w) not in CLIENTS:
-                raise ValueError(f"workloads: {w.label} needs client '{self.client_for(w)}', "
-                                 f"accepted clients: {', '.join(sorted(CLIENTS))}")
-        from quicbench.servers import SERVERS, servers_for
-        for proto in self.protocols:
-            for srv in self.server_options(proto):
-                if srv not in SERVERS:
-                    raise ValueError(f"servers.{proto}: unknown server '{srv}', "
-                                     f"accepted: {', '.join(sorted(SERVERS))}")
-                if proto not in SERVERS[srv].protocols:
-                    raise ValueError(f"servers.{proto}: {srv} cannot serve {proto}; servers that can: "
-                                     f"{', '.join(servers_for(proto))}")
+                        f"h2 stalls beyond the servers' {H2_MAX_STREAMS} streams per connection "
+                        f"(Go issue golang/go#70809): set parallel <= {H2_MAX_STREAMS}")
         if self.offload and self.capture:
             raise ValueError("capture: with offload = true the captures would hold GSO super-frames of "
                              "up to 64 KB, not wire packets, and the wire metrics would be wrong; "
@@ -253,15 +271,36 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
                                      f"accepted: {', '.join(known[field])}")
 
 
+MAX_PLAN_BYTES = 1_000_000
+
+
 def load_plan(path: Path | str) -> Plan:
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        if not path.is_file():
+            raise FileNotFoundError
+        if path.stat().st_size > MAX_PLAN_BYTES:
+            raise QuicbenchError(f"{path}: a plan file is at most {MAX_PLAN_BYTES} bytes of TOML")
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise QuicbenchError(f"plan file '{path}' not found") from None
+        raise QuicbenchError(f"plan file '{path}' not found (or not a regular file)") from None
+    except PermissionError:
+        raise QuicbenchError(f"plan file '{path}' cannot be read (permission denied)") from None
+    except UnicodeDecodeError:
+        raise QuicbenchError(f"{path}: not a TOML plan (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise QuicbenchError(f"{path}: not valid TOML: {e}") from None
-    return plan_from_dict(data, source=str(path))
+    return plan_from_dict(_traces_relative_to(data, path.resolve().parent), source=str(path))
+
+
+def _traces_relative_to(data: Any, base: Path) -> Any:
+    """A plan's trace paths are relative to the plan file, not to the working directory."""
+    if isinstance(data, dict):
+        return {k: (str(base / v) if k == "trace" and isinstance(v, str) and not Path(v).is_absolute()
+                    else _traces_relative_to(v, base)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_traces_relative_to(v, base) for v in data]
+    return data
 
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
@@ -270,7 +309,6 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     try:
         return Plan.model_validate(data)
     except ValidationError as e:
-        from quicbench.cli.main import format_validation_error
         raise QuicbenchError(format_validation_error(e, source)) from None
 
 

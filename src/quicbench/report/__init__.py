@@ -5,6 +5,10 @@
     report_markdown(run_dir)           -> the Markdown summary as a string (for the terminal)
     compare_runs(a, b, fmt="html")     -> a/compare.html;  fmt="md" -> the Markdown as a string
 
+analysis/report_data.py computes everything a report shows (ReportData); this package only
+formats it: html.py and markdown.py render it, figures/ draws it (FIGURES lists every figure
+with its id, title and caption).
+
 Statistics: Welch's two-sided t-test, alpha 0.01, no claim below n = 3; pass test="mwu" for
 Mann-Whitney U and correction="holm" for Holm-adjusted p-values (see docs/report.md).
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quicbench.analysis.load import RunData, load_run
+from quicbench.analysis.load import load_run
 from quicbench.analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
 from quicbench.analysis.tables import Method
 from quicbench.errors import QuicbenchError
@@ -32,8 +36,14 @@ def _method(test: str, alpha: float, correction: str, min_n: int = MIN_N) -> Met
     return Method(test=test, alpha=alpha, correction=correction, min_n=min_n)
 
 
-def _run(run: Path | str | RunData) -> RunData:
-    return run if isinstance(run, RunData) else load_run(run)
+def _load_with_rows(run_dir: Path | str) -> RunData:
+    """A run that has trial rows to report on; else a clear error that says why."""
+    run = load_run(run_dir)
+    if run.rows.empty:
+        status = run.meta.get("status", "unknown")
+        raise QuicbenchError(f"'{run_dir}' has no trial rows (run status '{status}'): nothing to report; "
+                             f"resume the run to record trials")
+    return run
 
 
 def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch", alpha: float = ALPHA,
@@ -45,31 +55,33 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch",
     """
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown report format '{fmt}', accepted: {', '.join(FORMATS)}")
-    from quicbench.report.model import build
-    run = load_run(run_dir)
-    model = build(run, _method(test, alpha, correction), figures=(fmt == "html"))
-    write_summary_csv(model.summary, run.run_dir / "summary.csv")
+    from quicbench.analysis.report_data import build_report_data
+    run = _load_with_rows(run_dir)
+    data = build_report_data(run, _method(test, alpha, correction))
+    write_summary_csv(data.summary, run.run_dir / "summary.csv")
     write_trials_parquet(run, run.run_dir / "trials.parquet")
     if fmt == "md":
         from quicbench.report.markdown import render_markdown
         out = run.run_dir / "report.md"
-        out.write_text(render_markdown(model), encoding="utf-8")
+        out.write_text(render_markdown(data), encoding="utf-8")
         return out
+    from quicbench.report.figures import render_figures
+    from quicbench.report.figures.plotting import save_pngs
     from quicbench.report.html import render_report
+    plots = render_figures(data)
     out = run.run_dir / "report.html"
-    out.write_text(render_report(model), encoding="utf-8")
+    out.write_text(render_report(data, plots), encoding="utf-8")
     if figures_dir is not None:
-        from quicbench.report.plotting import save_pngs
-        save_pngs([p for plots in model.plots.values() for p in plots], Path(figures_dir))
+        save_pngs([p for section in plots.values() for p in section], Path(figures_dir))
     return out
 
 
 def report_markdown(run_dir: Path | str, *, test: str = "welch", alpha: float = ALPHA,
                     correction: str = "none") -> str:
     """The Markdown summary of a run (nothing written)."""
+    from quicbench.analysis.report_data import build_report_data
     from quicbench.report.markdown import render_markdown
-    from quicbench.report.model import build
-    return render_markdown(build(load_run(run_dir), _method(test, alpha, correction), figures=False))
+    return render_markdown(build_report_data(_load_with_rows(run_dir), _method(test, alpha, correction)))
 
 
 def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, test: str = "welch",
@@ -78,13 +90,18 @@ def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, tes
     fmt="md" returns the Markdown."""
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown compare format '{fmt}', accepted: {', '.join(FORMATS)}")
-    from quicbench.report.compare import compare_context, write_compare_html
+    from quicbench.analysis.compare import build_compare_data
     a, b = load_run(run_a), load_run(run_b)
-    ctx = compare_context(a, b, _method(test, alpha, correction), figures=(fmt == "html"))
+    data = build_compare_data(a, b, _method(test, alpha, correction))
     if fmt == "md":
         from quicbench.report.markdown import render_compare_markdown
-        return render_compare_markdown(ctx)
-    return write_compare_html(ctx, a.run_dir / "compare.html")
+        return render_compare_markdown(data)
+    from quicbench.report.html import render_compare
+    from quicbench.report.figures import COMPARE_FIGURE
+    figure = COMPARE_FIGURE.render(data)
+    out = a.run_dir / "compare.html"
+    out.write_text(render_compare(data, figure[0] if figure else None), encoding="utf-8")
+    return out
 
 
 __all__ = ["write_report", "report_markdown", "compare_runs", "FORMATS"]

@@ -52,6 +52,14 @@ def ci(lo: Any, hi: Any) -> str:
     return f"[{num(lo)}, {num(hi)}]"
 
 
+def mean_ci(mean: Any, lo: Any, hi: Any) -> str:
+    """'mean [lo, hi]', the interval left out when missing; ' †' when the mean lies above the interval
+    (an interval of the geometric mean, below the arithmetic mean of very unequal trials)."""
+    m, h = _finite(mean), _finite(hi)
+    above = m is not None and h is not None and _finite(lo) is not None and m > h
+    return f"{num(mean)} {ci(lo, hi)}".strip() + (" †" if above else "")
+
+
 @dataclass
 class SimpleTable:
     headers: list[str]

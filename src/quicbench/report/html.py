@@ -1,4 +1,4 @@
-"""Render a ReportModel (or a comparison) as one self-contained HTML file: inline CSS, PNGs as
+"""Render a ReportData (or a CompareData) as one self-contained HTML file: inline CSS, PNGs as
 base64 data URIs, no scripts, nothing fetched when it opens."""
 
 from __future__ import annotations
@@ -10,10 +10,14 @@ from typing import Any
 import jinja2
 
 from quicbench import __version__
+from quicbench.analysis.compare import CompareData
+from quicbench.analysis.report_data import ReportData
 from quicbench.analysis.stats import TESTS
-from quicbench.report import palette, views
+from quicbench.report import views
+from quicbench.report.compare import compare_table
+from quicbench.report.figures import palette, render_figures
+from quicbench.report.figures.plotting import Plot
 from quicbench.report.fmt import ci, num, p_is, pct, plural, pval
-from quicbench.report.model import SEED_NOTE, ReportModel
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -31,20 +35,28 @@ def _common() -> dict[str, Any]:
             "colors": palette.PROTOCOL_COLORS}
 
 
-def render_report(model: ReportModel) -> str:
-    plan = model.run.meta.get("plan") or {}
+def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) -> str:
+    """The report page. plots: section -> rendered figures, as render_figures(data) gives them (drawn
+    here when not given), placed in their section in the order of figures.FIGURES."""
+    if plots is None:
+        plots = render_figures(data)
+    plan = data.run.meta.get("plan") or {}
     ctx = {
-        **_common(), "m": model, "plan_name": plan.get("name") or model.run.run_id,
-        "plan_desc": plan.get("description") or "", "test_name": TESTS[model.method.test], "seed_source": SEED_NOTE,
-        "diff_tables": [((a, b), views.diff_table(model, a, b)) for (a, b) in model.diffs],
-        "phases_table": views.phases_table(model), "cpu_table": views.cpu_table(model),
-        "cpu_bound_table": views.cpu_bound_table(model), "failure_table": views.failure_reason_table(model),
-        "failed_table": views.failed_table(model), "calibration_table": views.calibration_table(model),
-        "calibration_details": views.calibration_details(model),
-        "metadata_table": views.metadata_table(model), "pages_table": views.pages_table(model),
+        **_common(), "m": data, "plots": plots, "plan_name": plan.get("name") or data.run.run_id,
+        "plan_desc": plan.get("description") or "", "test_name": TESTS[data.method.test],
+        "seed_source": data.seed_source,
+        "diff_tables": [((a, b), views.diff_table(data, a, b)) for (a, b) in data.diffs],
+        "phases_table": views.phases_table(data), "cpu_table": views.cpu_table(data),
+        "cpu_bound_table": views.cpu_bound_table(data), "failure_table": views.failure_reason_table(data),
+        "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
+        "calibration_details": views.calibration_details(data),
+        "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
     }
     return environment().get_template("report.html.j2").render(**ctx)
 
 
-def render_compare(ctx: dict[str, Any]) -> str:
+def render_compare(data: CompareData, figure: Plot | None) -> str:
+    ctx = {"run_a": data.run_a, "run_b": data.run_b, "dir_a": data.dir_a, "dir_b": data.dir_b,
+           "method_text": data.method_text, "setup_diffs": data.setup_diffs, "n_sig": data.n_sig,
+           "n_tested": data.n_tested, "notes": data.notes, "figure": figure, "table": compare_table(data.frame)}
     return environment().get_template("compare.html.j2").render(**_common(), **ctx)

@@ -5,66 +5,65 @@ from __future__ import annotations
 import pandas as pd
 
 from quicbench.analysis.tables import METRICS
-from quicbench.report.fmt import SimpleTable, ci, num, pct, pval
-from quicbench.report.model import ReportModel
-from quicbench.report.plotting import workload_title
+from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval
+from quicbench.analysis.report_data import ReportData
 
 
-def _wl(model: ReportModel, w: str) -> str:
-    return workload_title(model.run.workload_info, w)
+def _wl(data: ReportData, w: str) -> str:
+    return data.workload_title(w)
 
 
-def diff_table(model: ReportModel, a: str, b: str) -> SimpleTable:
-    d = model.diffs.get((a, b), pd.DataFrame())
+def diff_table(data: ReportData, a: str, b: str) -> SimpleTable:
+    d = data.diffs.get((a, b), pd.DataFrame())
     t = SimpleTable(["condition", "workload", f"{a} Mbit/s", f"{b} Mbit/s", f"{a} vs {b}", "p", "verdict", "n"])
     for _, r in d.iterrows():
-        t.rows.append([r["condition"], _wl(model, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
+        t.rows.append([r["condition"], _wl(data, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
                        pct(r["diff_pct"]), pval(r["p"]), r["verdict"], f"{r['n_a']} / {r['n_b']}"])
     return t
 
 
-def phases_table(model: ReportModel) -> SimpleTable:
+def phases_table(data: ReportData) -> SimpleTable:
     cols = ["connect_ms", "tls_ms", "ttfb_ms", "transfer_ms_p50", "total_time_s"]
     t = SimpleTable(["condition", "workload", "protocol", *[METRICS[c] for c in cols], "n"])
-    s = model.summary
+    s = data.summary
     for _, r in s.iterrows():
         if r["n"] == 0:
             continue
-        t.rows.append([r["condition"], _wl(model, r["workload"]), r["protocol"],
-                       *[f"{num(r[f'{c}_mean'])} {ci(r[f'{c}_ci_low'], r[f'{c}_ci_high'])}".strip() for c in cols],
+        t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"],
+                       *[mean_ci(r[f"{c}_mean"], r[f"{c}_ci_low"], r[f"{c}_ci_high"]) for c in cols],
                        str(int(r["n"]))])
     return t
 
 
-def cpu_table(model: ReportModel) -> SimpleTable:
+def cpu_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["protocol", "workload", "client CPU s/GB", "server CPU s/GB", "total CPU s/GB [95 % CI]",
                      "GB moved", "CPU-bound", "n"])
-    for _, r in model.cpu.iterrows():
-        t.rows.append([r["protocol"], _wl(model, r["workload"]), num(r["client_cpu_s_per_gb_mean"]),
+    for _, r in data.cpu.iterrows():
+        t.rows.append([r["protocol"], _wl(data, r["workload"]), num(r["client_cpu_s_per_gb_mean"]),
                        num(r["server_cpu_s_per_gb_mean"]),
-                       f"{num(r['cpu_s_per_gb_mean'])} {ci(r['cpu_s_per_gb_ci_low'], r['cpu_s_per_gb_ci_high'])}".strip(),
+                       mean_ci(r["cpu_s_per_gb_mean"], r["cpu_s_per_gb_ci_low"], r["cpu_s_per_gb_ci_high"]),
                        num(r["gb"], 3), f"{r['n_cpu_bound']} of {r['n']}", str(r["n"])])
     return t
 
 
-def cpu_bound_table(model: ReportModel) -> SimpleTable:
+def cpu_bound_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", "bound by", "trials"])
-    for _, r in model.cpu_bound.iterrows():
-        t.rows.append([r["condition"], _wl(model, r["workload"]), r["protocol"], r["cpu_bound_by"],
+    for _, r in data.cpu_bound.iterrows():
+        t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"], r["cpu_bound_by"],
                        f"{r['trials']} of {r['of']}"])
     return t
 
 
-def failure_reason_table(model: ReportModel) -> SimpleTable:
+def failure_reason_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["trials", "reason", "protocols", "conditions", "example"])
-    for _, r in model.failure_reasons.iterrows():
+    for _, r in data.failure_reasons.iterrows():
         t.rows.append([str(r["trials"]), r["reason"], r["protocols"], r["conditions"], r["example"]])
     return t
 
 
-def failed_table(model: ReportModel) -> SimpleTable:
+def failed_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["seq", "condition", "workload", "protocol", "rep", "error", "afterwards"])
-    for _, r in model.failed.iterrows():
+    for _, r in data.failed.iterrows():
         rep = "warm-up" if r["warmup"] else ("–" if pd.isna(r["rep"]) else str(int(r["rep"])))
         t.rows.append(["–" if pd.isna(r["seq"]) else str(int(r["seq"])), r["condition"], r["workload"], r["protocol"],
                        rep, str(r["error"] or ""), r["retried"] or "final"])
@@ -84,21 +83,21 @@ def _cal_cell(r: pd.Series) -> str:
             + (f" {verdict}" if verdict else ""))
 
 
-def calibration_details(model: ReportModel) -> SimpleTable:
+def calibration_details(data: ReportData) -> SimpleTable:
     t = SimpleTable(["condition", "quantity", "configured", "measured", "deviation", "verdict"])
-    for _, r in model.calibration.iterrows():
+    for _, r in data.calibration.iterrows():
         t.rows.append([r["condition"], r["quantity"], _cal_value(r["configured"]), _cal_value(r["measured"]),
                        pct(r["deviation_pct"]), str(r["verdict"] or "")])
     return t
 
 
-def calibration_table(model: ReportModel) -> SimpleTable:
+def calibration_table(data: ReportData) -> SimpleTable:
     """One row per condition (run order), one column per quantity: configured → measured (deviation)."""
-    cal = model.calibration
+    cal = data.calibration
     if cal.empty:
         return SimpleTable(["condition"])
     quantities = list(dict.fromkeys(cal["quantity"]))
-    order = {c: i for i, c in enumerate(model.run.condition_order)}
+    order = {c: i for i, c in enumerate(data.run.condition_order)}
     conds = sorted(dict.fromkeys(cal["condition"]), key=lambda c: order.get(c, len(order)))
     t = SimpleTable(["condition", *[f"{q}: configured → measured" for q in quantities]])
     idx = {(r["condition"], r["quantity"]): r for _, r in cal.iterrows()}
@@ -107,36 +106,35 @@ def calibration_table(model: ReportModel) -> SimpleTable:
     return t
 
 
-def metadata_table(model: ReportModel) -> SimpleTable:
-    return SimpleTable(["", ""], [[k, v] for k, v in model.metadata])
+def metadata_table(data: ReportData) -> SimpleTable:
+    return SimpleTable(["", ""], [[k, v] for k, v in data.metadata])
 
 
 PAGE_COLUMNS = (("page_load_ms", "load (ms)"), ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
                 ("first_contentful_paint_ms", "first paint (ms)"), ("page_ttfb_ms", "TTFB (ms)"))
 
 
-def pages_table(model: ReportModel) -> SimpleTable:
+def pages_table(data: ReportData) -> SimpleTable:
     """DNCS's page table: per condition, workload and protocol, timings with CIs, weight, requests."""
     t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in PAGE_COLUMNS], "weight (MB)",
                      "requests", "connections", "n", "fastest load", "verdict (p)"])
-    for _, r in model.pages.iterrows():
+    for _, r in data.pages.iterrows():
         def get(c):
             return r.get(f"{c}_mean")
         verdict = str(r["load_cell_verdict"] or "–") + (f" ({pval(r['load_cell_p'])})"
                                                         if pd.notna(r["load_cell_p"]) else "")
         t.rows.append([r["condition"], r["workload"], r["protocol"],
-                       *[f"{num(get(c))} {ci(r.get(f'{c}_ci_low'), r.get(f'{c}_ci_high'))}".strip()
-                         for c, _ in PAGE_COLUMNS],
+                       *[mean_ci(get(c), r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high")) for c, _ in PAGE_COLUMNS],
                        num(get("page_weight_bytes") / 1e6 if pd.notna(get("page_weight_bytes")) else None),
                        num(get("page_requests")), num(get("page_connections")), str(int(r["n"])),
                        str(r["load_cell_best"] or "–"), verdict])
     return t
 
 
-def table1_markdown(model: ReportModel) -> list[tuple[str, SimpleTable]]:
+def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
     """Table 1 as one Markdown table per workload: mean [95 % CI] (n) per protocol."""
     out = []
-    for blk in model.table1:
+    for blk in data.table1:
         protos = blk["protocols"]
         heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "verdict (p)"]
         if blk["has_seed"]:
@@ -148,7 +146,8 @@ def table1_markdown(model: ReportModel) -> list[tuple[str, SimpleTable]]:
                 if not c["present"]:
                     cells.append("–")
                     continue
-                txt = f"{num(c['mean'])} {ci(c['ci_low'], c['ci_high']) or 'no CI'} (n={c['n']})" if c["n"] \
+                txt = (f"{num(c['mean'])} {ci(c['ci_low'], c['ci_high']) or 'no CI'}"
+                       f"{' †' if c['mean_above_ci'] else ''} (n={c['n']})") if c["n"] \
                     else "no data"
                 if c["n_failed"]:
                     txt += f" {c['n_failed']} failed"

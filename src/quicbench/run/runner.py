@@ -7,33 +7,48 @@ servers stopped) and leave the run resumable.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
+import math
 import platform
 import secrets
-import statistics
+import signal
+import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
-from rich.table import Table
 
 from quicbench import __version__
-from quicbench.clients import Target, client_class
+from quicbench.clients import CLIENTS, Target
 from quicbench.content.objects import generate
-from quicbench.errors import QuicbenchError
+from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.lab import LabSpec, make_lab
+from quicbench.model import columns
 from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
-from quicbench.servers import server_class
-from quicbench.store import RunStore
-from quicbench.tls import LAB_HOSTNAME, make_tls
+from quicbench.run.preflight import check_plan
 from quicbench.run.trial import base_row, run_trial
+from quicbench.servers import SERVERS
+from quicbench.store import RunStore
+from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
 
 TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past this, dump stacks
+LINK_RESTARTS = 2            # a dead link emulator is restarted this often per run, then the run stops
+LINK_WATCH_S = 0.5           # how often a running trial checks that the link emulator lives
+
+
+def _json_number(v: Any) -> Any:
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def condition_headlines(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Each condition's headline values (delay, loss, rate, jitter, RTT), for meta.json."""
+    return {c.name: {k: _json_number(v) for k, v in c.headline().items()} | {"desc": c.short()}
+            for c in plan.conditions}
 
 
 def host_facts() -> dict[str, Any]:
@@ -58,12 +73,14 @@ def plan_fingerprint(plan: Plan) -> str:
 class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  reps: int | None = None, only: dict[str, list[str]] | None = None,
-                 retry_failed: bool = False):
+                 retry_failed: bool = False, resume_hint: str = "PLAN"):
         self.plan = plan
         self.store = store
         self.console = console or Console()
         self.trials = expand(plan, reps=reps, only=only)
         self.retry_failed = retry_failed
+        self.resume_hint = resume_hint
+        self.link_restarts = 0
 
     # -- resume bookkeeping ------------------------------------------------------------
     def pending(self) -> list[TrialSpec]:
@@ -80,70 +97,97 @@ class Runner:
         if not todo:
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
             return self.store.rows()
-        clients = {name: client_class(name)() for name in {plan.client_for(t.workload) for t in todo}}
+        clients = {name: CLIENTS.get(name)() for name in {plan.client_for(t.workload) for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
-                               link=plan.link, offload=plan.offload, condition=todo[0].condition))
+                               link=plan.link, offload=plan.offload, condition=todo[0].condition,
+                               run_dir=str(self.store.dir.resolve())))
         servers: dict[str, Any] = {}
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
+        self.store.reserve_space()
         try:
             lab.up(conditions=list(plan.conditions))
-            tls_dir = self.store.dir / "tls"
-            tls = make_tls(tls_dir, LAB_HOSTNAME, ips=[lab.address("server")])
+            tls = load_or_make_tls(self.store.layout.tls, LAB_HOSTNAME, ips=[lab.address("server")])
             ports = {}
             for i, name in enumerate(sorted({t.server for t in todo})):
                 ports[name] = 443 + 1000 * i
-                srv = server_class(name)(lab, self.store.dir / "servers" / name, content, tls, port=ports[name])
+                srv = SERVERS.get(name)(lab, self.store.layout.server(name), content, tls, port=ports[name])
                 srv.start()
                 servers[name] = srv
             self.store.update_meta(
                 lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
-                     "offload": lab.spec.offload,
-                     "addresses": lab.state["addresses"]},
-                link=lab.state.get("link"), content={"root": str(content.root), "key": content.root.name},
+                     "offload": lab.spec.offload, "addresses": lab.state["addresses"]},
+                link=lab.link.describe(), content={"root": str(content.root), "key": content.root.name},
                 tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
                 versions={**{f"client_{n}": c.version() for n, c in clients.items()},
                           **{f"server_{n}": type(s).version() for n, s in servers.items()}},
                 server_ports=ports)
             self._loop(todo, lab, servers, clients, content, tls, ports)
+            self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
-        except (KeyboardInterrupt, SystemExit):
-            self.store.update_meta(status="interrupted")
-            self.console.print(f"[yellow]interrupted: resume with 'quicbench run PLAN --resume {self.store.dir}'[/]")
+        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
+            self.store.free_reserve()
+            try:
+                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
+                                       interrupted_at=time.time())
+            except EnvironmentFault:
+                pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
+            self.console.print(f"[yellow]interrupted: resume with "
+                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
             raise
         finally:
-            # teardown is bounded; should it still hang, the stacks on stderr say where
+            # teardown is bounded; should it still hang, the stacks on stderr say where. A second
+            # Ctrl-C during it must not leave the lab behind: SIGINT waits until the lab is down.
             faulthandler.dump_traceback_later(TEARDOWN_WATCHDOG_S)
-            try:
-                for s in servers.values():
-                    s.stop()
-                lab.down()
-            finally:
-                faulthandler.cancel_dump_traceback_later()
+            with _sigint_deferred():
+                try:
+                    for s in servers.values():
+                        s.stop()
+                    lab.down()
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
         return self.store.rows()
 
     def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:
         current = None
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
-        with Progress(*columns, console=self.console, transient=False) as progress:
+        columns_ = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+        with Progress(*columns_, console=self.console, transient=False) as progress:
             task = progress.add_task("starting", total=len(todo))
             for spec in todo:
                 if spec.condition != current:
-                    lab.link.apply(spec.condition)
-                    lab.spec.condition = spec.condition
+                    lab.set_condition(spec.condition)
                     current = spec.condition
                     if self.plan.calibrate:
                         progress.update(task, description=f"calibrating {spec.condition.name}")
                         self._calibrate(lab, spec.condition, progress.console)
                 progress.update(task, description=f"{spec.condition.name} {spec.workload.label} {spec.protocol} "
                                                   f"r{spec.rep}")
-                row = self._one(spec, lab, servers, clients[self.plan.client_for(spec.workload)], content, tls,
-                                ports)
+                while True:
+                    self._ensure_link(lab, spec.condition, progress.console)
+                    row = self._one(spec, lab, servers, clients[self.plan.client_for(spec.workload)], content,
+                                    tls, ports)
+                    fault = lab.link_fault()
+                    if fault is None:
+                        break
+                    # the lab failed, not the protocol: the trial's row is not recorded, it runs again
+                    progress.console.print(f"[yellow]{fault} during {spec.key}: the trial runs again[/]")
                 self.store.append(row)
                 if row["status"] != "ok":
                     progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
                 progress.advance(task)
+
+    def _ensure_link(self, lab, condition, console) -> None:
+        """Restart a dead link emulator (at most LINK_RESTARTS times a run), else stop the run."""
+        fault = lab.link_fault()
+        if fault is None:
+            return
+        if self.link_restarts >= LINK_RESTARTS:
+            raise EnvironmentFault(f"{fault}; restarted {self.link_restarts} times already, the run stops "
+                                   f"(see {lab.run_dir})")
+        self.link_restarts += 1
+        console.print(f"[yellow]{fault}: restarting it ({self.link_restarts}/{LINK_RESTARTS})[/]")
+        lab.set_condition(condition)
 
     def _calibrate(self, lab, condition, console) -> None:
         """Measure the condition once per run (kept across resumes) and warn when it is off."""
@@ -152,7 +196,7 @@ class Runner:
         if condition.name in done:
             return
         res = calibrate(lab, condition, pings=200, iperf_seconds=2.0)
-        res["link"] = (lab.state.get("link") or {}).get("name")
+        res["link"] = lab.link_name
         self.store.update_meta(calibration={**done, condition.name: res})
         if not res["ok"]:
             bad = "; ".join(f"{k} {v}" for k, v in res["verdicts"].items() if v.startswith(("off", "fail")))
@@ -161,61 +205,98 @@ class Runner:
     def _one(self, spec, lab, servers, client, content, tls, ports) -> dict[str, Any]:
         srv = servers[spec.server]
         row: dict[str, Any]
+        watch = _LinkWatch(lab)
         try:
             if srv.proc is None or srv.proc.poll() is not None:
                 srv.start()   # a crashed server is restarted; the previous trial recorded the crash
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"),
                             port=ports[spec.server], tls=tls, content=content)
+            watch.start()
             row = run_trial(spec, target, client, srv.pid, self.store.trial_dir(spec.seq),
                             self.plan.trial_timeout_s, self.plan.options)
         except QuicbenchError as e:
+            if isinstance(e, EnvironmentFault):
+                raise
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
-        row.update(run_id=self.store.run_id, link=(lab.state.get("link") or {}).get("name"),
-                   tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops)
+        finally:
+            watch.stop()
+        row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops)
         return row
 
 
+class _LinkWatch:
+    """While a trial runs, check the link emulator; if it dies, end the trial's client at once
+    instead of letting it run into its timeout."""
+
+    def __init__(self, lab):
+        self.lab = lab
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._watch, daemon=True, name="link-watch")
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(LINK_WATCH_S):
+            if self.lab.link_fault() is not None:
+                self.lab.kill_node_processes("client")
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        if self.thread is not None:
+            self.thread.join(2)
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold SIGINT (a second Ctrl-C) until the block ends, then deliver it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if got:
+        raise KeyboardInterrupt
+
+
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
-              only: dict[str, list[str]] | None = None, retry_failed: bool = False) -> RunStore:
+              only: dict[str, list[str]] | None = None, retry_failed: bool = False,
+              plan_source: str = "PLAN") -> RunStore:
+    check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
+        store.acquire()
         meta = store.read_meta()
         stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
         if plan_fingerprint(stored) != plan_fingerprint(plan):
             raise QuicbenchError(f"--resume {resume}: the run was made from a different plan "
                                  f"('{stored.name}'); pass the same plan file")
+        if reps and reps != (meta.get("reps") or stored.repetitions):
+            store.update_meta(reps=reps, reps_changed=[*meta.get("reps_changed", []),
+                                                         {"from": meta.get("reps") or stored.repetitions,
+                                                          "to": reps, "at": time.time()}])
+            console.print(f"[yellow]--reps {reps}: the run's repetitions change from "
+                          f"{meta.get('reps') or stored.repetitions} (recorded in meta.json)[/]")
         reps = reps or meta.get("reps")
         only = only or meta.get("only")
     else:
         store = RunStore.create(out)
-        store.write_meta({"run_id": store.run_id, "created": time.time(), "status": "created",
+        store.write_meta({"run_id": store.run_id, "format_version": columns.FORMAT_VERSION,
+                          "created": time.time(), "status": "created",
                           "plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
-                          "reps": reps, "only": only, "host": host_facts()})
-    Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed).run()
+                          "conditions": condition_headlines(plan),
+                          "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe()})
+    try:
+        Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
+               resume_hint=plan_source).run()
+    finally:
+        store.release()
     return store
 
 
-def summary_table(rows: list[dict[str, Any]]) -> Table:
-    """Protocol x workload x condition: median goodput, median total time, CPU seconds."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        if not r.get("warmup"):
-            groups[(r.get("condition"), r.get("workload"), r.get("protocol"), r.get("server"))].append(r)
-    t = Table(title="quicbench results (medians over repetitions)")
-    for col in ("condition", "workload", "protocol", "server", "ok/n", "goodput Mbit/s", "total time s",
-                "client CPU s", "server CPU s", "CPU-bound"):
-        t.add_column(col, justify="right" if col not in ("condition", "workload", "protocol", "server") else "left")
-
-    def med(rs, k):
-        vals = [r[k] for r in rs if r.get(k) is not None and r.get("status") == "ok"]
-        return statistics.median(vals) if vals else None
-
-    def fmt(v, spec):
-        return "-" if v is None else format(v, spec)
-
-    for (cond, wl, proto, server), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        ok = sum(r.get("status") == "ok" for r in rs)
-        t.add_row(str(cond), str(wl), str(proto), str(server), f"{ok}/{len(rs)}", fmt(med(rs, "goodput_mbps"), ".1f"),
-                  fmt(med(rs, "total_time_s"), ".3f"), fmt(med(rs, "client_cpu_s"), ".3f"),
-                  fmt(med(rs, "server_cpu_s"), ".3f"), str(sum(bool(r.get("cpu_bound")) for r in rs)))
-    return t

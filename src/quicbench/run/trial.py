@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.run.capture import Capture, finish_pcap
-from quicbench.clients.base import Client, Target
+from quicbench.clients.base import Client, FetchRequest, Target
+from quicbench.model.columns import make_row
 from quicbench.cpu import cpu_bound, group_sched_seconds
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
@@ -17,10 +18,10 @@ from quicbench.model.plan import TrialOptions, TrialSpec
 def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
     """What identifies a trial: the start of its row, whatever its outcome."""
     w = spec.workload
-    return {"key": spec.key, "seq": spec.seq, "condition": spec.condition.name,
-            "condition_desc": spec.condition.short(), "protocol": spec.protocol, "server": spec.server,
-            "client": client_name, "workload": w.label, "size_bytes": w.size_bytes, "count": w.count,
-            "parallel": w.parallelism, "rep": spec.rep, "warmup": spec.warmup, "started_at": time.time()}
+    return make_row(key=spec.key, seq=spec.seq, condition=spec.condition.name,
+                    condition_desc=spec.condition.short(), protocol=spec.protocol, server=spec.server,
+                    client=client_name, workload=w.label, size_bytes=w.size_bytes, count=w.count,
+                    parallel=w.parallelism, connection_policy=w.connections, rep=spec.rep, warmup=spec.warmup, started_at=time.time())
 
 
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
@@ -32,7 +33,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     captures = _start_captures(target, trial_dir, options)
     try:
         srv0 = group_sched_seconds(server_pid) if server_pid else None
-        res = client.fetch(target, spec.protocol, w, trial_dir, timeout_s, options)
+        res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
         srv1 = group_sched_seconds(server_pid) if server_pid else None
     finally:
         cap_counts = [c.stop() for c in captures]
@@ -47,14 +48,11 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     server_cpu = server_wait = None
     if srv0 is not None and srv1 is not None:
         server_cpu, server_wait = srv1[0] - srv0[0], max(0.0, srv1[1] - srv0[1])
-    # the client reports its own CPU over the fetch window (process start-up excluded)
-    summ = res.summary or {}
-    client_cpu = (summ["cpu_user_s"] + summ["cpu_sys_s"]) if "cpu_user_s" in summ else res.cpu_s
-    client_wait = summ.get("cpu_wait_s")
+    client_cpu, client_wait = res.cpu_s, res.cpu_wait_s
     row.update({
         "wall_s": res.wall_s,
         "client_cpu_s": client_cpu,
-        "client_process_cpu_s": res.cpu_s,
+        "client_process_cpu_s": res.process_cpu_s,
         "server_cpu_s": server_cpu,
         "client_cpu_wait_s": client_wait,
         "server_cpu_wait_s": server_wait,
@@ -77,9 +75,10 @@ def _start_captures(target: Target, trial_dir: Path, options: TrialOptions) -> l
     if not options.capture:
         return []
     lab = target.lab
-    caps = [Capture(lab, "client", "eth0", target.address, trial_dir / "client.pcap")]
+    caps = [Capture(lab, "client", lab.interface("client", "server"), target.address, trial_dir / "client.pcap")]
     if options.capture_router:
-        caps.append(Capture(lab, "router", "to-client", target.address, trial_dir / "router.pcap"))
+        caps.append(Capture(lab, "router", lab.interface("router", "client"), target.address,
+                            trial_dir / "router.pcap"))
     started: list[Capture] = []
     try:
         for c in caps:
@@ -120,4 +119,19 @@ def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
         return f"protocol mismatch: requested {spec.protocol}, negotiated {row.get('protocols')}"
     if row.get("bytes") != w.payload_bytes:
         return f"expected {w.payload_bytes} payload bytes, received {row.get('bytes')}"
+    return verify_connections(row.get("connections"), w, spec.protocol)
+
+
+def verify_connections(opened: int | None, w, protocol: str) -> str | None:
+    """The connections a trial opened must be what its policy promises."""
+    if opened is None:
+        return None
+    if w.connection_kind == "per-object" and opened != w.count:
+        return f"connections = per-object: expected {w.count} connections, the client opened {opened}"
+    if w.connection_kind == "pool":
+        limit = int(w.connections.split(":", 1)[1])
+        if opened > limit:
+            return f"connections = {w.connections}: the client opened {opened} connections"
+    if w.connection_kind == "shared" and protocol in ("h2", "h3") and opened != 1:
+        return f"connections = shared: {protocol} should use one connection, the client opened {opened}"
     return None

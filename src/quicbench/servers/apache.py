@@ -34,8 +34,8 @@ from pathlib import Path
 from quicbench.errors import QuicbenchError
 from quicbench.paths import find_binary
 from quicbench.proc import run
-from quicbench.servers.base import NO_CACHE_HEADERS, Server
-from quicbench.servers.nginx import H2_MAX_STREAMS, listen_address
+from quicbench.model.plan import H2_MAX_STREAMS
+from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
 
 MODULES_DIR = Path("/usr/lib/apache2/modules")
 RUN_AS = "65534"   # nobody / nogroup
@@ -153,7 +153,7 @@ Listen {listen_address(self.lab.address('server'), self.port)} https
         return {k: v for k, v in super().env().items() if not k.startswith("APACHE_")}
 
     @classmethod
-    def version(cls) -> str:
+    def version_text(cls) -> str:
         out = run([find_binary("apache2", cls.install_hint), "-v"]).stdout
         m = re.search(r"Apache/(\d+\.\d+\.\d+\S*)", out)
         ver = m.group(1) if m else out.strip()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from quicbench.cpu import group_members
 from quicbench.errors import QuicbenchError
+from quicbench.paths import find_binary
 from quicbench.proc import run
 
 if TYPE_CHECKING:
@@ -25,6 +26,11 @@ NO_CACHE_HEADERS = {
     "Pragma": "no-cache",
     "Expires": "0",
 }
+
+
+def listen_address(address: str, port: int) -> str:
+    """ADDRESS:PORT as server configs write it (IPv6 in brackets)."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 def reap_process_group(pgid: int, grace_s: float = 2.0) -> None:
@@ -70,8 +76,24 @@ class Server(ABC):
         """Write the per-run config into workdir and return the command that serves it."""
 
     @classmethod
+    def executable(cls) -> str:
+        return find_binary(cls.binary, cls.install_hint)
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        try:
+            return True, cls.executable()
+        except QuicbenchError as e:
+            return False, str(e)
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        return {cls.name: cls.version_text()}
+
+    @classmethod
     @abstractmethod
-    def version(cls) -> str: ...
+    def version_text(cls) -> str:
+        """The server's version number, as its binary reports it."""
 
     def env(self) -> dict[str, str]:
         return dict(os.environ)

@@ -11,7 +11,7 @@ import re
 
 from quicbench.paths import find_binary
 from quicbench.proc import run
-from quicbench.servers.base import NO_CACHE_HEADERS, Server
+from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
 
 
 class CaddyServer(Server):
@@ -29,7 +29,8 @@ class CaddyServer(Server):
             "storage": {"module": "file_system", "root": str(wd / "caddy-data")},
             "apps": {
                 "http": {"servers": {"lab": {
-                    "listen": [f":{self.port}"],
+                    # the lab address only, as nginx and Apache (not every address of the node)
+                    "listen": [listen_address(self.lab.address('server'), self.port)],
                     "protocols": sorted(self.protocols),
                     "automatic_https": {"disable": True},
                     "tls_connection_policies": [{"certificate_selection": {"any_tag": ["lab"]},
@@ -54,7 +55,7 @@ class CaddyServer(Server):
         return {**super().env(), "HOME": wd, "XDG_DATA_HOME": wd, "XDG_CONFIG_HOME": wd}
 
     @classmethod
-    def version(cls) -> str:
+    def version_text(cls) -> str:
         out = run([find_binary("caddy", cls.install_hint), "version"]).stdout
         m = re.search(r"v?(\d+\.\d+\.\d+\S*)", out)
         return m.group(1) if m else out.strip()

@@ -21,19 +21,12 @@ import re
 
 from quicbench.paths import find_binary
 from quicbench.proc import run
-from quicbench.servers.base import NO_CACHE_HEADERS, Server
+from quicbench.model.plan import H2_MAX_STREAMS
+from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
 
 # Requests one connection may carry before the server closes it: nginx's default (1000)
 # would break long h1/h2 workloads into several connections, which Caddy never does.
 KEEPALIVE_REQUESTS = 1_000_000
-# Streams in flight on one h2 connection: Caddy's (Go's) 250, not nginx's 128, so that a
-# workload's `parallel` means the same on every server (the load client queues on its one
-# connection beyond the server's limit).
-H2_MAX_STREAMS = 250
-
-
-def listen_address(address: str, port: int) -> str:
-    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 class NginxServer(Server):
@@ -95,7 +88,7 @@ http {{
         return [find_binary("nginx", self.install_hint), "-p", f"{wd}/", "-c", str(cfg)]
 
     @classmethod
-    def version(cls) -> str:
+    def version_text(cls) -> str:
         cp = run([find_binary("nginx", cls.install_hint), "-v"])
         out = cp.stderr + cp.stdout
         m = re.search(r"nginx/(\d+\.\d+\.\d+\S*)", out)

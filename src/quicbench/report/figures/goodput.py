@@ -1,5 +1,6 @@
 """Goodput figures: Fig. 11 (goodput vs condition per object size) and Fig. 12 (goodput as %
-of the protocol's best object size, per condition), after seed 000."""
+of the protocol's best object size, per condition), after seed 000; and the browser's page
+load time vs condition, drawn the same way."""
 
 from __future__ import annotations
 
@@ -8,39 +9,40 @@ import math
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from quicbench.analysis.condition_params import parse_delay_loss
-from quicbench.analysis.load import RunData
-from quicbench.report import palette
-from quicbench.report.plotting import (Plot, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis, render, styled,
-                       workload_short, workload_title)
+from quicbench.analysis.report_data import ReportData
+from quicbench.report.figures import palette
+from quicbench.report.figures.plotting import (Drawing, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis,
+                                               styled, yerr)
 
 
-def _condition_axis(ax, conditions: list[str]) -> None:
+def _condition_axis(ax, conditions: list[str], delay_loss_names: bool) -> None:
     ax.set_xticks(range(len(conditions)))
     long = max((len(c) for c in conditions), default=0) > 8 or len(conditions) > 6
     ax.set_xticklabels(conditions, rotation=30 if long else 0, ha="right" if long else "center")
     ax.set_xlim(-0.5, len(conditions) - 0.5)
-    if conditions and all(parse_delay_loss(c) for c in conditions):
+    if conditions and delay_loss_names:
         ax.set_xlabel("condition (delay ms _ loss %, each direction)")
     else:
         ax.set_xlabel("condition")
 
 
-def fig11(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame | None = None) -> Plot | None:
+def fig11(data: ReportData) -> Drawing | None:
     """Goodput vs condition, one panel per workload, log scale, mean with 95 % CI per protocol."""
-    cap = ("Mean goodput per protocol with Student-t 95 % confidence intervals of the mean, one panel per "
-           "workload (Go-Quick's Fig. 11). Protocols are drawn slightly apart so that the bars do not hide each "
-           "other; lower CI bounds at or below zero are clipped on the log axis.")
-    if seed is not None and not seed.empty:
-        cap += " Hollow markers on dotted lines: the seed's own Table 1 (no spread given)."
-    return metric_vs_condition(run, summary, "goodput_mbps", "goodput (Mbit/s, log scale)",
-                               "fig11-goodput-vs-condition", "Fig. 11 replica: goodput vs condition", cap, seed=seed)
+    seed = data.seed if not data.seed.empty else None
+    return metric_vs_condition(data, "goodput_mbps", "goodput (Mbit/s, log scale)", seed=seed,
+                               notes=("seed",) if seed is not None else ())
 
 
-def metric_vs_condition(run: RunData, summary: pd.DataFrame, metric: str, ylabel: str, id: str, title: str,
-                        caption: str, seed: pd.DataFrame | None = None, workloads: list[str] | None = None,
-                        log: bool = True) -> Plot | None:
+def page_loads(data: ReportData) -> Drawing | None:
+    """Mean page load time vs condition, one panel per page workload, linear scale."""
+    return metric_vs_condition(data, "page_load_ms", "page load time (ms)", log=False)
+
+
+def metric_vs_condition(data: ReportData, metric: str, ylabel: str, seed: pd.DataFrame | None = None,
+                        workloads: list[str] | None = None, log: bool = True,
+                        notes: tuple[str, ...] = ()) -> Drawing | None:
     """A metric's mean and 95 % CI vs condition, one panel per workload, one line per protocol."""
+    summary, run = data.summary, data.run
     col = f"{metric}_mean"
     if summary.empty or col not in summary or summary[col].notna().sum() == 0:
         return None
@@ -68,7 +70,7 @@ def metric_vs_condition(run: RunData, summary: pd.DataFrame, metric: str, ylabel
                     if log:
                         lo, hi = log_yerr(m, lo, hi)
                     else:
-                        lo, hi = (m - lo, hi - m) if math.isfinite(lo) and math.isfinite(hi) else (0.0, 0.0)
+                        lo, hi = yerr(m, lo, hi)
                     xs.append(i - width / 2 + j * 0.08 if len(protos) > 1 else i)
                     ys.append(m)
                     errs[0].append(lo)
@@ -87,9 +89,9 @@ def metric_vs_condition(run: RunData, summary: pd.DataFrame, metric: str, ylabel
                 plain_log_axis(ax)
             else:
                 ax.set_ylim(bottom=0)
-            ax.set_title(workload_title(run.workload_info, w))
+            ax.set_title(data.workload_title(w))
             ax.set_ylabel(ylabel)
-            _condition_axis(ax, conds)
+            _condition_axis(ax, conds, data.delay_loss_names)
         hide_unused(axes, len(workloads))
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle=palette.linestyle(p),
                           label=palette.label(p)) for p in protos]
@@ -97,36 +99,35 @@ def metric_vs_condition(run: RunData, summary: pd.DataFrame, metric: str, ylabel
             handles.append(Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle=":",
                                   label="seed 000, Table 1"))
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-        return render(fig, id, title, caption)
+        return Drawing(fig, notes=notes)
 
 
-def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
+def fig12(data: ReportData) -> Drawing | None:
     """Goodput as % of the same protocol's best workload, vs object size, one panel per condition."""
+    run, rel = data.run, data.relative
     workloads = run.workloads
-    if len(workloads) < 2 or summary["goodput_mbps_mean"].notna().sum() == 0:
+    if len(workloads) < 2 or data.summary["goodput_mbps_mean"].notna().sum() == 0:
         return None
     conds, protos = run.condition_order, run.protocols
     nrows, ncols = grid_shape(len(conds))
-    info = run.workload_info
     with styled():
         fig, axes = new_figure(nrows, ncols, height_in=3.0 if ncols > 1 else 3.6)
         for ax, c in zip(axes, conds):
-            s = summary[summary["condition"] == c]
+            s = rel[rel["condition"] == c]
             for p in protos:
                 sp = s[s["protocol"] == p].set_index("workload")
-                best = sp["goodput_mbps_mean"].max()
-                if not (isinstance(best, float) and best > 0):
+                if sp.empty:
                     continue
                 xs, ys, errs = [], [], [[], []]
                 for i, w in enumerate(workloads):
-                    if w not in sp.index or not sp.at[w, "goodput_mbps_mean"] > 0:
+                    if w not in sp.index:
                         continue
-                    m = sp.at[w, "goodput_mbps_mean"]
-                    lo, hi = log_yerr(m, sp.at[w, "goodput_mbps_ci_low"], sp.at[w, "goodput_mbps_ci_high"])
+                    r = sp.loc[w]
+                    lo, hi = log_yerr(r["pct_of_best"], r["pct_ci_low"], r["pct_ci_high"])
                     xs.append(i + 0.05 * (protos.index(p) - (len(protos) - 1) / 2))
-                    ys.append(100 * m / best)
-                    errs[0].append(100 * lo / best)
-                    errs[1].append(100 * hi / best)
+                    ys.append(r["pct_of_best"])
+                    errs[0].append(lo)
+                    errs[1].append(hi)
                 ax.errorbar(xs, ys, yerr=errs, color=palette.color(p), marker=palette.marker(p),
                             linestyle=palette.linestyle(p), linewidth=1.6, markersize=5)
             ax.set_yscale("log")
@@ -136,7 +137,7 @@ def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
             # the description goes on a second, smaller line so that narrow panels do not collide
             ax.set_title(f"{c}" + (f"\n{desc}" if desc not in ("", c) else ""), fontsize=9)
             ax.set_xticks(range(len(workloads)))
-            ax.set_xticklabels([workload_short(info, w, "\n×") for w in workloads])
+            ax.set_xticklabels([data.workload_short(w, "\n×") for w in workloads])
             ax.set_xlim(-0.4, len(workloads) - 0.6)
             ax.set_xlabel("object size (× objects per trial)")
             ax.set_ylabel("% of protocol's best size (log)")
@@ -144,7 +145,4 @@ def fig12(run: RunData, summary: pd.DataFrame) -> Plot | None:
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle=palette.linestyle(p),
                           label=palette.label(p)) for p in protos]
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-        return render(fig, "fig12-relative-to-best-size", "Fig. 12 replica: goodput relative to the best object size",
-                      "Each protocol's mean goodput as a percentage of its own best workload in the same condition "
-                      "(Go-Quick's Fig. 12), one panel per condition. Bars scale that workload's 95 % CI by the best "
-                      "mean (the best mean's own uncertainty is not propagated).")
+        return Drawing(fig)

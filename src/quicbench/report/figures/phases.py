@@ -4,22 +4,16 @@ server wait (the rest of the time to first byte), content transfer."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from matplotlib.patches import Patch
 
-from quicbench.analysis.load import RunData
-from quicbench.report import palette
-from quicbench.report.plotting import Plot, grid_shape, hide_unused, new_figure, render, styled, workload_short
-
-PHASES = ("connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50")
+from quicbench.analysis.report_data import PHASES, ReportData
+from quicbench.report.figures import palette
+from quicbench.report.figures.plotting import Drawing, grid_shape, hide_unused, new_figure, styled
 
 
-def has_phases(summary: pd.DataFrame) -> bool:
-    return any(f"{p}_mean" in summary and summary[f"{p}_mean"].notna().any() for p in PHASES)
-
-
-def phases(run: RunData, summary: pd.DataFrame, max_conditions: int = 6) -> Plot | None:
-    if summary.empty or not has_phases(summary):
+def phases(data: ReportData, max_conditions: int = 6) -> Drawing | None:
+    summary, run = data.summary, data.run
+    if summary.empty or not data.has_phases:
         return None
     conds = run.condition_order[:max_conditions]
     bars = [(w, p) for w in run.workloads for p in run.protocols]
@@ -39,7 +33,7 @@ def phases(run: RunData, summary: pd.DataFrame, max_conditions: int = 6) -> Plot
                         ax.barh(i, v, left=left, color=palette.PHASE_COLORS[ph], height=0.7,
                                 edgecolor=palette.color(p), linewidth=1.2)
                         left += v
-                labels.append(f"{p} · {workload_short(run.workload_info, w)}")
+                labels.append(f"{p} · {data.workload_short(w)}")
                 colors.append(palette.color(p))
             ax.set_yticks(range(len(bars)))
             ax.set_yticklabels(labels)
@@ -54,9 +48,4 @@ def phases(run: RunData, summary: pd.DataFrame, max_conditions: int = 6) -> Plot
         handles = [Patch(facecolor=palette.PHASE_COLORS[ph], label=palette.PHASE_LABELS[ph]) for ph in PHASES]
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
         more = len(run.condition_order) - len(conds)
-        return render(fig, "phases", "Connection phases per protocol",
-                      "Mean over successful trials of the first request's connect, TLS handshake and remaining time to "
-                      "first byte (server wait), then the median request's content transfer, as httpstat shows them "
-                      "(seed 004). HTTP/3 has no separate TLS phase: QUIC's handshake is inside 'connect'. Bars are "
-                      "outlined in the protocol's colour." + (f" {more} more conditions are in the table." if more > 0
-                                                              else ""))
+        return Drawing(fig, {"more": more}, ("more",) if more > 0 else ())

@@ -1,6 +1,7 @@
-"""Everything a report shows, computed once from a run: tables, figures, and what is missing.
+"""Everything a report shows, computed once from a run, as data: tables, figure inputs, counts
+and what is missing. No drawing here: report/ formats and draws what ReportData holds.
 
-The HTML and the Markdown renderers only format what is here.
+    build_report_data(run, method) -> ReportData
 """
 
 from __future__ import annotations
@@ -11,37 +12,78 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis import honesty
+from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
+from quicbench.analysis.condition_params import parse_delay_loss, swept
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.seed import SOURCE as SEED_SOURCE
 from quicbench.analysis.seed import seed_best, seed_matches
 from quicbench.analysis.stats import MIN_N
-from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
-from quicbench.report import fig_cpu, fig_cvart, fig_goodput, fig_heatmap, fig_phases
-from quicbench.report.plotting import Plot, workload_title
 from quicbench.analysis.stats import finite as _f
+from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
+from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
+# connection phases in httpstat's order (seed 004)
+PHASES = ("connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50")
+SEED_COLUMNS = ["condition", "workload", "protocol", "seed_condition", "seed_goodput_mbps"]
+RELATIVE_COLUMNS = ["condition", "workload", "protocol", "pct_of_best", "pct_ci_low", "pct_ci_high"]
 
 
+# -- labels ---------------------------------------------------------------------------------------
+def workload_title(info: pd.DataFrame, workload: str) -> str:
+    """'10 x 100KB, 10 in parallel' from the run's workload_info (falls back to the label)."""
+    if workload.startswith("page:"):
+        return "page " + workload.removeprefix("page:").replace("x", " × ", 1)
+    try:
+        row = info.loc[workload]
+        count, par = int(row["count"]), int(row["parallel"])
+    except (KeyError, TypeError, ValueError):
+        return workload
+    if par >= count and count > 1:
+        par_txt = "all in parallel"
+    else:
+        par_txt = "one at a time" if par == 1 else f"{par} in parallel"
+    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "")
+
+
+def workload_short(info: pd.DataFrame, workload: str, sep: str = "×") -> str:
+    """'100KB×10' (size, then objects per trial); the label itself when size or count is unknown."""
+    if workload.startswith("page:"):
+        return workload
+    try:
+        size, count = info.at[workload, "size"], int(info.at[workload, "count"])
+    except (KeyError, TypeError, ValueError):
+        return workload
+    return f"{size}{sep}{count}"
+
+
+# -- the data -------------------------------------------------------------------------------------
 @dataclass
-class ReportModel:
+class ReportData:
     run: RunData
     method: Method
-    summary: pd.DataFrame
-    table1: list[dict[str, Any]]
-    seed: pd.DataFrame
-    diffs: dict[tuple[str, str], pd.DataFrame]
-    cpu: pd.DataFrame
-    cpu_bound: pd.DataFrame
-    failed: pd.DataFrame
-    failure_reasons: pd.DataFrame
-    calibration: pd.DataFrame
-    metadata: list[tuple[str, str]]
-    counts: dict[str, int]
-    missing: list[str]
-    n_tests_table1: int
-    pages: pd.DataFrame = field(default_factory=pd.DataFrame)
-    plots: dict[str, list[Plot]] = field(default_factory=dict)
+    summary: pd.DataFrame                            # summary.csv: one row per condition x workload x protocol
+    table1: list[dict[str, Any]]                     # per workload: rows of conditions, one cell per protocol
+    seed: pd.DataFrame                               # seed 000's goodput beside our cells (SEED_COLUMNS)
+    diffs: dict[tuple[str, str], pd.DataFrame]       # (a, b) -> pairwise(): % difference and verdict per cell
+    cpu: pd.DataFrame                                # CPU s/GB per protocol x workload
+    cpu_bound: pd.DataFrame                          # CPU-bound trials per cell
+    failed: pd.DataFrame                             # every failed row
+    failure_reasons: pd.DataFrame                    # failed rows grouped by masked reason
+    calibration: pd.DataFrame                        # configured vs measured per condition
+    metadata: list[tuple[str, str]]                  # (label, value) of the run's self-description
+    counts: dict[str, int]                           # rows, trials, ok, failed, used, warmup, superseded, cpu_bound
+    missing: list[str]                               # what the report cannot show or claim, and why
+    n_tests_table1: int                              # tests behind Table 1's verdicts
+    pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdict)
+    relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
+    sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
+    varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
+    swept: list[str] = field(default_factory=list)   # numeric parameters (delay, loss, rate) that are swept
+    heatmap_layout: Layout = field(default_factory=lambda: Layout("list"))
+    timeseries: TimeSeries | None = None             # median-goodput trial's throughput series
+    delay_loss_names: bool = False                   # every condition is named delay_loss (Go-Quick)
+    seed_source: str = SEED_SOURCE
 
     @property
     def method_text(self) -> str:
@@ -51,7 +93,30 @@ class ReportModel:
     def is_goquick(self) -> bool:
         return not self.seed.empty
 
+    @property
+    def any_mean_above_ci(self) -> bool:
+        """Some Table 1 cell's mean lies above its interval (the geometric mean's): trials very unequal."""
+        return any(c.get("mean_above_ci") for blk in self.table1 for r in blk["rows"] for c in r["cells"])
 
+    @property
+    def has_phases(self) -> bool:
+        return has_phases(self.summary)
+
+    def workload_title(self, workload: str) -> str:
+        return workload_title(self.run.workload_info, workload)
+
+    def workload_short(self, workload: str, sep: str = "×") -> str:
+        return workload_short(self.run.workload_info, workload, sep)
+
+
+def has_phases(summary: pd.DataFrame) -> bool:
+    return any(f"{p}_mean" in summary and summary[f"{p}_mean"].notna().any() for p in PHASES)
+
+
+def _above(mean: Any, high: Any) -> bool:
+    """The arithmetic mean lies above the interval of the geometric mean (very unequal trials)."""
+    m, h = _f(mean), _f(high)
+    return m is not None and h is not None and m > h
 
 
 def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> list[dict[str, Any]]:
@@ -77,6 +142,7 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
                               "n_failed": int(r["n_failed"]), "n_cpu_bound": int(r["n_cpu_bound"]),
                               "mean": _f(r["goodput_mbps_mean"]), "ci_low": _f(r["goodput_mbps_ci_low"]),
                               "ci_high": _f(r["goodput_mbps_ci_high"]), "is_best": bool(r["is_best"]),
+                              "mean_above_ci": _above(r["goodput_mbps_mean"], r["goodput_mbps_ci_high"]),
                               "p_vs_best": _f(r["p_vs_best"]), "seed": _f(sd.get(k)) if len(sd) else None})
             if not any(cell["present"] for cell in cells):
                 continue
@@ -90,7 +156,7 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
     return out
 
 
-def _counts(run: RunData) -> dict[str, int]:
+def counts(run: RunData) -> dict[str, int]:
     r = run.rows
     t = run.trials
     return {"rows": len(r), "trials": len(t), "ok": int((t["status"] == "ok").sum()),
@@ -113,7 +179,7 @@ def _expected_trials(run: RunData) -> int | None:
 def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calibration: pd.DataFrame) -> list[str]:
     """What this report cannot show or claim, and why, in plain words."""
     out = list(run.notes)
-    c = _counts(run)
+    c = counts(run)
     if c["trials"] == 0:
         return out + ["The run has no trial rows: there is nothing to analyse."]
     expected = _expected_trials(run)
@@ -148,14 +214,14 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
     if not any(m in CAPTURE_NUMERIC for m in optional_metrics(run)):
         out.append("No packet captures: wire bytes, overhead, retransmissions and throughput time series are not "
                    "shown (set capture = true in the plan).")
-    elif not fig_cvart.has_timeseries(run):
+    elif not has_timeseries(run):
         out.append("The captures have no throughput time series.")
     if calibration.empty:
         out.append("No link calibration in meta.json: the configured conditions are not verified by measurement "
                    "(set calibrate = true in the plan).")
-    if not fig_cvart.sweeps(run):
+    if not sweeps(run.conditions):
         out.append("No CVart views: no condition parameter (delay, rate, loss) is swept with the others held fixed.")
-    if summary.empty or not fig_phases.has_phases(summary):
+    if summary.empty or not has_phases(summary):
         out.append("No connection-phase timings (connect, TLS, TTFB) in the trial rows.")
     if run.trials["client_cpu_s"].isna().all() and run.trials["server_cpu_s"].isna().all():
         out.append("No CPU measurements: CPU cost and CPU-bound checks are missing.")
@@ -177,41 +243,45 @@ def page_loads(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFr
     return pages.reset_index(drop=True)
 
 
-def build(run: RunData, method: Method = Method(), figures: bool = True) -> ReportModel:
+def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 12's numbers: each mean goodput (and its CI bounds) as % of the same protocol's best
+    workload in the same condition; protocols without a positive best are left out."""
+    rows = []
+    if summary.empty or "goodput_mbps_mean" not in summary:
+        return pd.DataFrame(columns=RELATIVE_COLUMNS)
+    for c in run.condition_order:
+        s = summary[summary["condition"] == c]
+        for p in run.protocols:
+            sp = s[s["protocol"] == p].set_index("workload")
+            best = sp["goodput_mbps_mean"].max()
+            if not (isinstance(best, float) and best > 0):
+                continue
+            for w in run.workloads:
+                if w not in sp.index or not sp.at[w, "goodput_mbps_mean"] > 0:
+                    continue
+                rows.append({"condition": c, "workload": w, "protocol": p,
+                             "pct_of_best": 100 * sp.at[w, "goodput_mbps_mean"] / best,
+                             "pct_ci_low": 100 * sp.at[w, "goodput_mbps_ci_low"] / best,
+                             "pct_ci_high": 100 * sp.at[w, "goodput_mbps_ci_high"] / best})
+    return pd.DataFrame(rows, columns=RELATIVE_COLUMNS)
+
+
+def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
+    """Compute everything the report shows (statistics, tables, figure inputs, notes) from a run."""
     summary = cell_summary(run, method)
-    seed = seed_matches(run) if not summary.empty else pd.DataFrame(
-        columns=["condition", "workload", "protocol", "seed_condition", "seed_goodput_mbps"])
-    table1 = build_table1(run, summary, seed)
+    seed = seed_matches(run) if not summary.empty else pd.DataFrame(columns=SEED_COLUMNS)
     diffs = {(a, b): pairwise(run, a, b, method) for a, b in COMPARISONS
              if a in run.protocols and b in run.protocols}
-    cpu = honesty.cpu_per_gb(run)
-    n_tests = int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0
-    plots: dict[str, list[Plot]] = {}
-    if figures and not summary.empty:
-        plots = {
-            "fig11": [p for p in [fig_goodput.fig11(run, summary, seed)] if p],
-            "fig12": [p for p in [fig_goodput.fig12(run, summary)] if p],
-            "heatmaps": [p for p in (fig_heatmap.heatmap(run, a, b, method) for a, b in COMPARISONS
-                                     if a in run.protocols and b in run.protocols) if p],
-            "cvart": fig_cvart.cvart_views(run, summary),
-            "timeseries": [p for p in [fig_cvart.timeseries(run)] if p],
-            "phases": [p for p in [fig_phases.phases(run, summary)] if p],
-            "cpu": [p for p in [fig_cpu.cpu_per_gb(run, cpu)] if p],
-            "pages": [p for p in [fig_goodput.metric_vs_condition(
-                run, summary, "page_load_ms", "page load time (ms)", "page-load-vs-condition",
-                "Page load time vs condition",
-                "Mean time from navigation start to the load event in the browser, with 95 % CIs, one panel per "
-                "page workload (DNCS's page metrics, seed 004).", log=False)] if p],
-        }
     calibration = honesty.calibration(run.meta)
-    model = ReportModel(
-        run=run, method=method, summary=summary, table1=table1, seed=seed, diffs=diffs, cpu=cpu,
-        cpu_bound=honesty.cpu_bound_trials(run), failed=honesty.failed_trials(run),
+    params = run.conditions
+    conds = run.condition_order
+    return ReportData(
+        run=run, method=method, summary=summary, table1=build_table1(run, summary, seed), seed=seed, diffs=diffs,
+        cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run), failed=honesty.failed_trials(run),
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
-        counts=_counts(run), missing=[], n_tests_table1=n_tests, pages=page_loads(run, summary, method),
-        plots=plots)
-    model.missing = missing_items(run, summary, seed, calibration)
-    return model
-
-
-SEED_NOTE = SEED_SOURCE
+        counts=counts(run), missing=missing_items(run, summary, seed, calibration),
+        n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
+        pages=page_loads(run, summary, method), relative=relative_to_best(run, summary),
+        sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
+        heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
+        delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))

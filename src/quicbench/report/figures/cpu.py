@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from matplotlib.patches import Patch
 
-from quicbench.analysis.load import RunData
-from quicbench.report import palette
-from quicbench.report.plotting import Plot, new_figure, render, styled, workload_title
+from quicbench.analysis.report_data import ReportData
+from quicbench.report.figures import palette
+from quicbench.report.figures.plotting import Drawing, new_figure, styled, yerr
 
 
-def cpu_per_gb(run: RunData, table: pd.DataFrame) -> Plot | None:
+def cpu_per_gb(data: ReportData) -> Drawing | None:
+    table, run = data.cpu, data.run
     if table.empty or not table["cpu_s_per_gb_mean"].notna().any():
         return None
     workloads = [w for w in run.workloads if w in set(table["workload"])]
@@ -35,9 +35,10 @@ def cpu_per_gb(run: RunData, table: pd.DataFrame) -> Plot | None:
                        edgecolor="white")
                 tot, lo, hi = r["cpu_s_per_gb_mean"], r["cpu_s_per_gb_ci_low"], r["cpu_s_per_gb_ci_high"]
                 if np.isfinite(tot) and np.isfinite(lo):
-                    ax.errorbar(x, tot, yerr=[[tot - lo], [hi - tot]], color="black", linewidth=1, capsize=3)
+                    below, above = yerr(tot, lo, hi)
+                    ax.errorbar(x, tot, yerr=[[below], [above]], color="black", linewidth=1, capsize=3)
         ax.set_xticks(range(len(workloads)))
-        ax.set_xticklabels([workload_title(run.workload_info, w).split(",")[0] for w in workloads])
+        ax.set_xticklabels([data.workload_title(w).split(",")[0] for w in workloads])
         ax.set_xlabel("workload")
         ax.set_ylabel("CPU seconds per GB of payload")
         ax.grid(axis="x", visible=False)
@@ -45,7 +46,4 @@ def cpu_per_gb(run: RunData, table: pd.DataFrame) -> Plot | None:
         handles += [Patch(facecolor="grey", label="client (solid)"),
                     Patch(facecolor="grey", alpha=0.45, hatch="//", edgecolor="white", label="server (hatched)")]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-        return render(fig, "cpu-per-gb", "CPU seconds per GB",
-                      "Client (solid) and server (hatched) CPU seconds per GB of payload, mean over successful trials "
-                      "of all conditions, with the 95 % CI of the total. The client's CPU time is its own report over "
-                      "the fetch window (process start-up excluded) when the client gives one, else the process's.")
+        return Drawing(fig)

@@ -10,44 +10,16 @@ numbers are exact).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.colors import Normalize
 
-from quicbench.analysis.condition_params import PARAM_LABELS, swept
-from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import Method, pairwise
-from quicbench.report import palette
-from quicbench.report.plotting import Plot, new_figure, render, styled, workload_title
+from quicbench.analysis.condition_params import PARAM_LABELS
+from quicbench.analysis.report_data import COMPARISONS, ReportData
+from quicbench.report.figures import palette
+from quicbench.report.figures.plotting import Drawing, new_figure, styled
 
 CLIP = 100.0
-
-
-@dataclass(frozen=True)
-class Layout:
-    kind: str                  # "grid" or "list"
-    x: str | None = None       # parameter on x (grid)
-    y: str | None = None       # parameter on y (grid)
-    panel_by: tuple[str, ...] = ()
-
-
-def layout(run: RunData) -> Layout:
-    params = run.conditions
-    if params.empty or not params["known"].all():
-        return Layout("list")
-    sw = swept(params)
-    if len(sw) < 2:
-        return Layout("list")
-    x, y = sw[0], sw[1]
-    if params[[x, y]].drop_duplicates().shape[0] <= max(params[x].nunique(), params[y].nunique()):
-        return Layout("list")  # not crossed: each x has a single y (a diagonal)
-    rest = tuple(c for c in ("rate_mbit", "loss_pct", "delay_ms", "jitter_ms", "spikes")
-                 if c not in (x, y) and params[c].astype(object).nunique(dropna=False) > 1)
-    keys = params[[x, y, *rest]].astype(object).fillna("-")
-    if keys.duplicated().any():
-        return Layout("list")  # conditions differ in something not on the axes
-    return Layout("grid", x, y, rest)
 
 
 def _fmt_param(p: str, v) -> str:
@@ -95,12 +67,18 @@ def _hatch(x: float, y: float):
     return Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="#f3f3f3", edgecolor="#dddddd", hatch="//", linewidth=0)
 
 
-def heatmap(run: RunData, a: str, b: str, method: Method = Method()) -> Plot | None:
+def heatmaps(data: ReportData) -> list[Drawing]:
+    """H3 vs H2 and H3 vs H1, those the run has both protocols for."""
+    return [d for d in (heatmap(data, a, b) for a, b in COMPARISONS if (a, b) in data.diffs) if d]
+
+
+def heatmap(data: ReportData, a: str, b: str) -> Drawing | None:
     """% difference of mean goodput, a over b, over the condition grid; None when a or b is missing."""
-    d = pairwise(run, a, b, method)
-    if d.empty:
+    d = data.diffs.get((a, b))
+    if d is None or d.empty:
         return None
-    lay = layout(run)
+    run = data.run
+    lay = data.heatmap_layout
     diffs = d.set_index(["condition", "workload"])
     sig_vals = d.loc[d["significant"], "diff_pct"].abs()
     vmax = min(CLIP, max(10.0, math.ceil((sig_vals.max() if len(sig_vals) else d["diff_pct"].abs().max()) / 10) * 10))
@@ -117,7 +95,7 @@ def heatmap(run: RunData, a: str, b: str, method: Method = Method()) -> Plot | N
                 sig[workloads.index(w), conds.index(c)] = r["verdict"]
             fig, axes = new_figure(1, 1, height_in=max(2.2, 0.9 * len(workloads) + 1.4),
                                    width_in=min(10.0, 3.0 + 1.2 * len(conds)))
-            im = _draw(axes[0], vals, sig, conds, [workload_title(run.workload_info, w) for w in workloads], norm,
+            im = _draw(axes[0], vals, sig, conds, [data.workload_title(w) for w in workloads], norm,
                        origin="upper")
             axes[0].set_xlabel("condition")
             axes[0].set_ylabel("workload")
@@ -149,17 +127,12 @@ def heatmap(run: RunData, a: str, b: str, method: Method = Method()) -> Plot | N
                     im = _draw(ax, vals, sig, [f"{v:g}" for v in xs], [f"{v:g}" for v in ys], norm)
                     ax.set_xlabel(PARAM_LABELS[lay.x])
                     ax.set_ylabel(PARAM_LABELS[lay.y])
-                    ttl = workload_title(run.workload_info, w)
+                    ttl = data.workload_title(w)
                     if pv:
                         ttl += " · " + ", ".join(_fmt_param(col, v) for col, v in zip(lay.panel_by, pv))
                     ax.set_title(ttl, fontsize=10)
         cb = fig.colorbar(im, ax=used, shrink=0.9, extend="both" if d["diff_pct"].abs().max() > vmax else "neither")
         cb.set_label(f"mean goodput, {a.upper()} vs {b.upper()} (%)\npositive: {a.upper()} faster")
-        title = f"{a.upper()} vs {b.upper()}: % difference in mean goodput"
-        cap = (f"100 × (mean {a} − mean {b}) / mean {b}, per cell. Coloured only where the difference is significant "
-               f"({method.short()}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
-               f"centred on 0, clipped at ±{vmax:g} %.")
-        if lay.kind == "list" and len(swept(params)) >= 2:
-            cap += (" The conditions do not cross delay and loss (they rise together), so the map is "
-                    "condition × workload.")
-        return render(fig, f"heatmap-{a}-vs-{b}", title, cap)
+        notes = ("not_crossed",) if lay.kind == "list" and len(data.swept) >= 2 else ()
+        return Drawing(fig, {"a": a, "b": b, "A": a.upper(), "B": b.upper(), "method": data.method.short(),
+                             "vmax": vmax}, notes)

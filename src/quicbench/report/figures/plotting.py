@@ -1,21 +1,18 @@
 """Matplotlib without pyplot (Agg canvas, no global state): figure creation, common styling,
-PNG as base64 for embedding, and small helpers shared by the figure modules."""
+PNG rendering, and small drawing helpers shared by the figure modules."""
 
 from __future__ import annotations
 
 import base64
 import io
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-from quicbench.report import palette
 
 WIDTH_IN = 10.0   # at DPI this is 1000 px: the report's content width
 DPI = 100
@@ -40,6 +37,15 @@ class Plot:
         return base64.b64encode(self.png).decode("ascii")
 
 
+@dataclass
+class Drawing:
+    """What a figure's draw() returns: the drawn figure, the values its FigureSpec's id, title and
+    caption templates are filled with, and which of the spec's optional caption notes apply."""
+    fig: Figure
+    fields: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
 def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.6, width_in: float = WIDTH_IN,
                **kw) -> tuple[Figure, list]:
     """A figure with an Agg canvas and a flat list of its axes."""
@@ -57,13 +63,6 @@ def render(fig: Figure, id: str, title: str, caption: str) -> Plot:
     return Plot(id, title, caption, buf.getvalue())
 
 
-def style_axes(ax) -> None:
-    """Apply the report style to axes made outside rc_context (rc params bind at creation)."""
-    ax.grid(True, alpha=0.3, linewidth=0.6)
-    for s in ("top", "right"):
-        ax.spines[s].set_visible(False)
-
-
 def hide_unused(axes: Sequence, used: int) -> None:
     for ax in axes[used:]:
         ax.set_visible(False)
@@ -74,23 +73,22 @@ def grid_shape(n: int, max_cols: int = 3) -> tuple[int, int]:
     return (math.ceil(n / cols) or 1, cols)
 
 
+def yerr(mean: float, lo: float, hi: float) -> tuple[float, float]:
+    """Error bar lengths below and above the mean for the interval [lo, hi]; (0, 0) without an interval.
+
+    Never negative: where the mean lies outside the interval (an interval of the geometric mean can
+    end below the arithmetic mean of very unequal trials) the bar stops at the mean on that side."""
+    if any(v is None or not math.isfinite(v) for v in (mean, lo, hi)):
+        return (0.0, 0.0)
+    return (max(mean - lo, 0.0), max(hi - mean, 0.0))
+
+
 def log_yerr(mean: float, lo: float, hi: float) -> tuple[float, float]:
     """Asymmetric error bar lengths that survive a log axis (lower bounds <= 0 are clipped)."""
     if any(v is None or not math.isfinite(v) for v in (mean, lo, hi)):
         return (0.0, 0.0)
     low = min(mean - lo, mean * 0.95) if lo <= 0 else mean - lo
     return (max(low, 0.0), max(hi - mean, 0.0))
-
-
-def legend_protocols(ax, protocols: Iterable[str], loc: str = "best", **kw) -> None:
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle=palette.linestyle(p),
-                      label=palette.label(p)) for p in protocols]
-    ax.legend(handles=handles, loc=loc, **kw)
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def save_pngs(plots: Iterable[Plot], directory: Path) -> list[Path]:
@@ -108,22 +106,6 @@ def styled():
     return matplotlib.rc_context(STYLE)
 
 
-def workload_title(info, workload: str) -> str:
-    """'10 x 100KB, 10 in parallel' from the run's workload_info (falls back to the label)."""
-    if workload.startswith("page:"):
-        return "page " + workload.removeprefix("page:").replace("x", " × ", 1)
-    try:
-        row = info.loc[workload]
-        count, par = int(row["count"]), int(row["parallel"])
-    except (KeyError, TypeError, ValueError):
-        return workload
-    if par >= count and count > 1:
-        par_txt = "all in parallel"
-    else:
-        par_txt = "one at a time" if par == 1 else f"{par} in parallel"
-    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "")
-
-
 def plain_log_axis(ax, axis: str = "y") -> None:
     """Log-axis tick labels as plain numbers (10, 100, 0.5), minor ones only over short spans."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -137,14 +119,3 @@ def plain_log_axis(ax, axis: str = "y") -> None:
         a.set_minor_formatter(fmt)
     else:
         a.set_minor_formatter(NullFormatter())
-
-
-def workload_short(info, workload: str, sep: str = "×") -> str:
-    """'100KB×10' (size, then objects per trial); the label itself when size or count is unknown."""
-    if workload.startswith("page:"):
-        return workload
-    try:
-        size, count = info.at[workload, "size"], int(info.at[workload, "count"])
-    except (KeyError, TypeError, ValueError):
-        return workload
-    return f"{size}{sep}{count}"

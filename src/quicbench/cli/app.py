@@ -1,0 +1,34 @@
+"""The command-line application object, its consoles and helpers shared by the commands."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Compare HTTP/1.1, HTTP/2 and HTTP/3 under emulated network conditions.")
+lab_app = typer.Typer(no_args_is_help=True, help="Create, inspect, use and remove labs.")
+link_app = typer.Typer(no_args_is_help=True, help="Link emulation: calibrate a condition.")
+plan_app = typer.Typer(no_args_is_help=True, help="Inspect plans.")
+app.add_typer(lab_app, name="lab")
+app.add_typer(link_app, name="link")
+app.add_typer(plan_app, name="plan")
+console = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def require_root() -> None:
+    from quicbench.errors import QuicbenchError
+    if os.geteuid() != 0:
+        raise QuicbenchError("quicbench needs root for network namespaces: run as root (or with sudo)")
+
+
+def reap() -> None:
+    """Remove labs left behind by killed processes, one line each."""
+    if os.geteuid() != 0:
+        return
+    from quicbench.lab import reap_dead_labs
+    for name in reap_dead_labs():
+        err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")

@@ -1,0 +1,328 @@
+"""The page-load child: one Chromium load driven by Playwright inside the client node.
+
+Run as ``python -c CHILD --args-json '{...}'`` by ``BrowserClient.fetch``; it writes page.json
+and page.har into the trial directory and exits. See docs/browser.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from quicbench.clients.browser.driver import chromium_flags
+from quicbench.clients.browser.page_metrics import norm_proto, page_metrics
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for c in children.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def tree_cpu() -> tuple[float, float, float]:
+    """User CPU, system CPU and run-queue wait seconds of this process and every live descendant
+    (driver, browser).
+
+    CPU is the scheduler's nanosecond run time (cpu.process_sched_seconds), split into user and
+    system in the proportion of the processes' clock-tick counters; wait is the time they were
+    runnable but waited for a CPU.
+    """
+    from quicbench.cpu import process_sched_seconds
+    tick = os.sysconf("SC_CLK_TCK")
+    user = sys_ = total = wait = 0.0
+    for pid in [os.getpid(), *_descendants(os.getpid())]:
+        try:
+            f = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user += int(f[11]) / tick
+        sys_ += int(f[12]) / tick
+        run, waited = process_sched_seconds(pid) or (0.0, 0.0)
+        total, wait = total + run, wait + waited
+    ticks = user + sys_
+    if ticks > 0 and total > 0:
+        return total * user / ticks, total * sys_ / ticks, wait
+    return user, sys_, wait
+
+
+class _Recorder:
+    """Collects the DevTools protocol's Network events of one page."""
+
+    def __init__(self) -> None:
+        self.reqs: dict[str, dict[str, Any]] = {}
+        self.order: list[str] = []
+        self.ignored: list[str] = []
+
+    def _get(self, rid: str) -> dict[str, Any]:
+        if rid not in self.reqs:
+            self.reqs[rid] = {"data_bytes": 0}
+            self.order.append(rid)
+        return self.reqs[rid]
+
+    def will_be_sent(self, p: dict) -> None:
+        url = p.get("request", {}).get("url", "")
+        if not url.startswith(("http://", "https://")):
+            return
+        if p.get("type") == "Other" and urlsplit(url).path == "/favicon.ico":
+            self.ignored.append(url)     # the browser's own favicon probe, not part of the page
+            return
+        r = self._get(p["requestId"])
+        if "url" in r and p.get("redirectResponse"):
+            r["redirected"] = True
+        r.update(url=url, method=p["request"].get("method"), type=p.get("type"), sent=p.get("timestamp"),
+                 wall=p.get("wallTime"))
+
+    def response(self, p: dict) -> None:
+        if p["requestId"] in self.reqs:
+            self.reqs[p["requestId"]]["response"] = p.get("response", {})
+
+    def data(self, p: dict) -> None:
+        if p["requestId"] in self.reqs:
+            self.reqs[p["requestId"]]["data_bytes"] += p.get("dataLength", 0)
+
+    def finished(self, p: dict) -> None:
+        if p["requestId"] in self.reqs:
+            self.reqs[p["requestId"]].update(finished=p.get("timestamp"), encoded=p.get("encodedDataLength"))
+
+    def failed(self, p: dict) -> None:
+        if p["requestId"] in self.reqs:
+            self.reqs[p["requestId"]].update(
+                failed=p.get("timestamp"),
+                error=p.get("errorText") or ("canceled" if p.get("canceled") else "failed")
+                + (f" ({p['blockedReason']})" if p.get("blockedReason") else ""))
+
+    def pending(self) -> int:
+        return sum(1 for r in self.reqs.values() if "url" in r and "finished" not in r and "failed" not in r)
+
+    def records(self, protocol_of: dict[str, str]) -> list[dict[str, Any]]:
+        """Per-request records with Unix-ns times (keys as the load client's requests.jsonl)."""
+        base = next((r for r in (self.reqs[i] for i in self.order) if r.get("wall") and r.get("sent")), None)
+        offset = (base["wall"] - base["sent"]) if base else 0.0    # CDP monotonic seconds -> Unix seconds
+
+        def ns(t: float | None) -> int | None:
+            return None if t is None else int(round((t + offset) * 1e9))
+
+        out = []
+        for rid in self.order:
+            r = self.reqs[rid]
+            if "url" not in r:
+                continue
+            resp = r.get("response") or {}
+            timing = resp.get("timing") or {}
+            t0 = timing.get("requestTime")
+
+            def at(key: str) -> int | None:
+                v = timing.get(key)
+                return ns(t0 + v / 1000) if t0 is not None and v is not None and v >= 0 else None
+
+            raw = resp.get("protocol") or protocol_of.get(r["url"])
+            proto = norm_proto(raw)
+            quic = proto == "h3"
+            reused = bool(resp.get("connectionReused")) or at("connectStart") is None
+            status = resp.get("status")
+            error = r.get("error")
+            if error is None and status is not None and status >= 400:
+                error = f"HTTP {status}"
+            if error is None and "finished" not in r:
+                error = "unfinished"
+            first = at("receiveHeadersStart") or at("receiveHeadersEnd")
+            ssl_start, ssl_end = at("sslStart"), at("sslEnd")
+            out.append({
+                "path": urlsplit(r["url"]).path, "url": r["url"], "type": r.get("type"),
+                "start_ns": ns(r.get("sent")),
+                "connect_start_ns": None if reused else at("connectStart"),
+                # TCP: connect done when TLS starts. QUIC's transport and TLS handshakes are one:
+                # connect_done = tls_done = handshake complete, as the load client records them
+                "connect_done_ns": None if reused else (at("connectEnd") if quic or ssl_start is None else ssl_start),
+                "tls_done_ns": None if reused else (at("connectEnd") if quic or ssl_end is None else ssl_end),
+                "send_ns": at("sendStart"),
+                "first_byte_ns": first,
+                "last_byte_ns": ns(r.get("finished")),
+                "bytes": r["data_bytes"] if not error else 0,
+                "wire_bytes": r.get("encoded"),
+                "status": status, "proto": proto, "raw_protocol": raw, "quic": quic,
+                "conn_id": f"{resp['connectionId']}" if resp.get("connectionId") not in (None, 0) else None,
+                "conn_reused": bool(resp.get("connectionReused")),
+                "remote": f"{resp.get('remoteIPAddress')}:{resp.get('remotePort')}" if resp.get("remoteIPAddress")
+                else None,
+                "error": error,
+            })
+        return out
+
+
+_TIMING_JS = """() => {
+  const nav = performance.getEntriesByType('navigation').map(e => e.toJSON())[0] || null;
+  const paint = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));
+  const res = performance.getEntriesByType('resource').map(e => ({name: e.name,
+      nextHopProtocol: e.nextHopProtocol, transferSize: e.transferSize, encodedBodySize: e.encodedBodySize,
+      startTime: e.startTime, responseEnd: e.responseEnd}));
+  return {nav, paint, res, timeOrigin: performance.timeOrigin};
+}"""
+
+
+SETTLE_IDLE = 0.05      # the browser is settled when it uses less than 5 % of a core ...
+SETTLE_WINDOW = 0.2     # ... over this many seconds
+SETTLE_MAX = 5.0        # give up waiting after this long (the load still runs)
+
+
+def _settle(page) -> float:
+    """Wait until the freshly started browser is idle, so that its start-up work (processes,
+    profile, component set-up) does not compete with the measured load for the CPU."""
+    t0 = time.monotonic()
+    last = sum(tree_cpu()[:2])
+    while time.monotonic() - t0 < SETTLE_MAX:
+        page.wait_for_timeout(SETTLE_WINDOW * 1000)
+        now = sum(tree_cpu()[:2])
+        if now - last < SETTLE_IDLE * SETTLE_WINDOW:
+            break
+        last = now
+    return round(time.monotonic() - t0, 3)
+
+
+# Profile preferences of every load: no speculative preconnect or prefetch (Chromium otherwise
+# opens connections to the page's origin before the navigation request, which would hide the
+# connect and TLS times and hand HTTP/1.1 spare connections), no password or translate prompts.
+PREFS = {"net": {"network_prediction_options": 2},
+         "credentials_enable_service": False, "translate": {"enabled": False}}
+
+
+def _write_prefs(profile: Path) -> None:
+    (profile / "Default").mkdir(parents=True, exist_ok=True)
+    (profile / "Default" / "Preferences").write_text(json.dumps(PREFS))
+
+
+def run_load(a: dict[str, Any]) -> dict[str, Any]:
+    """Load the page once in a fresh Chromium and return page.json's content (never raises for a load)."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    trial_dir = Path(a["trial_dir"])
+    har = trial_dir / "page.har"
+    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
+    flags += a.get("extra_flags") or []
+    if a.get("netlog"):
+        flags += [f"--log-net-log={a['netlog']}", "--net-log-capture-mode=Default"]
+    if a.get("keylog"):
+        flags += [f"--ssl-key-log-file={a['keylog']}"]
+    out: dict[str, Any] = {"url": a["url"], "protocol": a["protocol"], "port": a["port"], "flags": flags,
+                           "error": None}
+    _write_prefs(Path(a["profile"]))
+    rec = _Recorder()
+    timeout_ms = a["timeout_s"] * 1000
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            a["profile"], executable_path=a["executable"], headless=True, args=flags,
+            record_har_path=str(har), record_har_content="omit", service_workers="block",
+            viewport={"width": 1366, "height": 768}, timeout=60_000)
+        try:
+            out["browser_version"] = ctx.browser.version if ctx.browser else None
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            cdp = ctx.new_cdp_session(page)
+            for ev, fn in (("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
+                           ("Network.dataReceived", rec.data), ("Network.loadingFinished", rec.finished),
+                           ("Network.loadingFailed", rec.failed)):
+                cdp.on(ev, fn)
+            cdp.send("Network.enable")
+            cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+            if a.get("settle", True):
+                out["settle_s"] = _settle(page)
+            cpu0 = tree_cpu()
+            t0 = time.time()
+            try:
+                page.goto(a["url"], wait_until="load", timeout=timeout_ms)
+            except PlaywrightError as e:
+                out["error"] = str(e).splitlines()[0].removeprefix("Page.goto: ")
+            # CDP events can trail the load event by a few ms: wait until every request has ended
+            deadline = time.time() + 5
+            while rec.pending() and time.time() < deadline:
+                page.wait_for_timeout(25)
+            out["load_wall_s"] = time.time() - t0
+            cpu1 = tree_cpu()
+            out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
+            out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
+            timing: dict[str, Any] = {}
+            if out["error"] is None:
+                try:
+                    timing = page.evaluate(_TIMING_JS)
+                except PlaywrightError as e:
+                    out["timing_error"] = str(e).splitlines()[0]
+            out["navigation"] = timing.get("nav")
+            out["paint"] = timing.get("paint") or {}
+            out["resources"] = timing.get("res") or []
+            protocol_of = {r["name"]: r["nextHopProtocol"] for r in out["resources"] if r.get("nextHopProtocol")}
+            if timing.get("nav") and timing["nav"].get("nextHopProtocol"):
+                protocol_of[timing["nav"]["name"]] = timing["nav"]["nextHopProtocol"]
+            out["requests"] = rec.records(protocol_of)
+            out["ignored_requests"] = rec.ignored
+            out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"])
+        finally:
+            ctx.close()                          # writes the HAR
+    try:
+        out["har_entries"] = len(json.loads(har.read_text())["log"]["entries"])
+    except (OSError, ValueError, KeyError) as e:
+        out["har_entries"] = None
+        out["har_error"] = str(e)
+    return out
+
+
+def _die_with_parent(profile: Path) -> None:
+    """If quicbench dies (even by SIGKILL), this load and its browser die too: the kernel sends
+    SIGTERM on the parent's death (PR_SET_PDEATHSIG), and the handler kills the load's processes."""
+    import ctypes
+    import signal
+
+    from quicbench.clients.browser.driver import _kill_load
+
+    def on_parent_death(signum: int, frame: object) -> None:
+        _kill_load(None, profile)             # the browser (its own process group), found by its profile
+        os.killpg(os.getpgrp(), signal.SIGKILL)   # then our group (Playwright's driver and us)
+
+    signal.signal(signal.SIGTERM, on_parent_death)
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:                     # the parent died before the call
+        on_parent_death(signal.SIGTERM, None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m quicbench.clients.browser.driver",
+                                 description="one page load in Chromium (run by the browser client driver)")
+    ap.add_argument("--args-json", required=True)
+    ns = ap.parse_args(argv)
+    a = json.loads(ns.args_json)
+    trial_dir = Path(a["trial_dir"])
+    _die_with_parent(Path(a["profile"]))
+    try:
+        out = run_load(a)
+    except Exception as e:  # noqa: BLE001 - report a crash of the browser or driver in page.json
+        out = {"url": a.get("url"), "protocol": a.get("protocol"), "port": a.get("port"),
+               "error": f"browser failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+               "requests": [], "metrics": {}}
+        print(out["error"], file=sys.stderr)
+    tmp = trial_dir / "page.json.tmp"
+    tmp.write_text(json.dumps(out, indent=1))
+    os.replace(tmp, trial_dir / "page.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""One registry shape for every kind of driver: lab backends, link emulators, servers, clients.
+
+A driver is a class with a ``name``, the ``protocols`` it handles (empty where that means
+nothing, as for lab backends), ``available() -> (ok, why)`` and ``version() -> dict``.
+A package lists its drivers in one ``Registry``; ``get`` names the accepted values when a
+name is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+
+from quicbench.errors import QuicbenchError
+
+
+@runtime_checkable
+class Driver(Protocol):
+    name: ClassVar[str]
+    protocols: ClassVar[frozenset[str]]
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]: ...
+
+    @classmethod
+    def version(cls) -> dict[str, str]: ...
+
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Drivers of one kind by name, in registration order."""
+
+    def __init__(self, kind: str, drivers: Iterable[T] = ()):
+        self.kind = kind
+        self._drivers: dict[str, T] = {}
+        for d in drivers:
+            self.register(d)
+
+    def register(self, driver: T) -> T:
+        name = getattr(driver, "name")
+        if name in self._drivers:
+            raise ValueError(f"{self.kind} '{name}' registered twice")
+        self._drivers[name] = driver
+        return driver
+
+    def get(self, name: str) -> T:
+        try:
+            return self._drivers[name]
+        except KeyError:
+            raise QuicbenchError(f"unknown {self.kind} '{name}': accepted: {', '.join(self.names())}") from None
+
+    __getitem__ = get
+
+    def names(self) -> list[str]:
+        return sorted(self._drivers)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._drivers
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._drivers.values())
+
+    def items(self) -> list[tuple[str, T]]:
+        return sorted(self._drivers.items())
+
+    def for_protocol(self, proto: str) -> list[str]:
+        return sorted(n for n, d in self._drivers.items() if proto in getattr(d, "protocols", ()))

@@ -1,0 +1,71 @@
+"""Checks of a plan against the drivers and this host, before anything starts.
+
+The plan model (quicbench.model.plan) checks what a plan says; this module checks that the
+drivers it names exist and can do what it asks, so a bad plan fails before a run directory,
+a lab or a server exists.
+"""
+
+from __future__ import annotations
+
+from quicbench.clients import CLIENTS
+from quicbench.errors import QuicbenchError
+from quicbench.lab import BACKENDS
+from quicbench.link import LINKS, link_names
+from quicbench.model.plan import Plan
+from quicbench.servers import SERVERS
+
+
+def available_cc() -> list[str]:
+    try:
+        return open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split()
+    except OSError:
+        return []
+
+
+def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> None:
+    """Raise a QuicbenchError naming the field and the accepted values for the first problem.
+    With installed, the clients and servers the plan uses must also be installed here."""
+    for w in plan.workloads:
+        name = plan.client_for(w)
+        if name not in CLIENTS:
+            raise QuicbenchError(f"{source}: workloads: {w.label} needs client '{name}', "
+                                 f"accepted clients: {', '.join(CLIENTS.names())}")
+        client = CLIENTS.get(name)
+        for proto in plan.protocols:
+            if proto not in client.protocols:
+                raise QuicbenchError(f"{source}: client: {name} cannot fetch {proto}; "
+                                     f"it fetches {', '.join(sorted(client.protocols))}")
+        policies = getattr(client, "connection_policies", None)
+        if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
+            raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
+                                 f"client {name}; accepted: {', '.join(policies)}")
+    for proto in plan.protocols:
+        for srv in plan.server_options(proto):
+            if srv not in SERVERS:
+                raise QuicbenchError(f"{source}: servers.{proto}: unknown server '{srv}', "
+                                     f"accepted: {', '.join(SERVERS.names())}")
+            if proto not in SERVERS.get(srv).protocols:
+                raise QuicbenchError(f"{source}: servers.{proto}: {srv} cannot serve {proto}; servers that can: "
+                                     f"{', '.join(SERVERS.for_protocol(proto))}")
+    if plan.link not in link_names():
+        raise QuicbenchError(f"{source}: link: unknown link emulator '{plan.link}', "
+                             f"accepted: {', '.join(link_names())}")
+    if plan.link != "auto":
+        why = LINKS.get(plan.link).supports
+        for c in plan.conditions:
+            problem = why(c)
+            if problem:
+                raise QuicbenchError(f"{source}: conditions.{c.name}: {problem}")
+    cc = available_cc()
+    if cc and plan.tcp_cc not in cc:
+        raise QuicbenchError(f"{source}: tcp_cc: '{plan.tcp_cc}' is not available in this kernel; "
+                             f"accepted: {', '.join(cc)}")
+    if "netns" not in BACKENDS:
+        raise QuicbenchError("no lab backend 'netns' registered")
+    if installed:
+        drivers = [CLIENTS.get(plan.client_for(w)) for w in plan.workloads]
+        drivers += [SERVERS.get(s) for p in plan.protocols for s in plan.server_options(p)]
+        for d in dict.fromkeys(drivers):
+            ok, why = d.available()
+            if not ok:
+                raise QuicbenchError(why)

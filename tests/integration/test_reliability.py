@@ -1,0 +1,307 @@
+"""The run directory cannot be corrupted, lab faults are detected at once, bad input is a clear error.
+
+One test per case found when quicbench was tried as a careful user would (SIGKILLs, two writers,
+a full disk, a killed link emulator, hostile plans and flags).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QB, lab_namespaces, root_only, run_qb
+
+pytestmark = [pytest.mark.integration, root_only]
+
+SLOW_PLAN = """
+name = "slow"
+protocols = ["h1", "h2", "h3"]
+repetitions = 6
+link = "linkem"
+[[workloads]]
+size = "100KB"
+count = 4
+[[conditions]]
+name = "d20"
+delay_ms = 20
+"""
+
+
+def rows(run_dir: Path) -> list[dict]:
+    p = run_dir / "trials.jsonl"
+    return [json.loads(l) for l in p.read_text().splitlines()] if p.exists() else []
+
+
+def start(plan: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([*QB, "run", str(plan), "--out", str(out), "--no-report", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, COLUMNS="200"))
+
+
+def wait_for(pred, timeout: float = 120, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError(f"{what}: not reached after {timeout}s")
+
+
+def run_dir_with_rows(out: Path, n: int) -> Path:
+    def ready():
+        dirs = [d for d in out.iterdir() if d.is_dir()] if out.exists() else []
+        return dirs[0] if dirs and len(rows(dirs[0])) >= n else None
+    return wait_for(ready, what=f"{n} rows")
+
+
+def run_lab_state(run_dir: Path) -> dict:
+    """The state file of the lab a live run owns."""
+    def find():
+        for p in Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench"), "labs").glob("*.json"):
+            try:
+                st = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if (st.get("spec") or {}).get("run_dir") == str(run_dir.resolve()) and st.get("status") == "up":
+                return st
+        return None
+    return wait_for(find, what="the run's lab")
+
+
+# 1. one writer per run directory; TLS material made once
+def test_second_writer_is_refused_and_tls_is_made_once(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    try:
+        run_dir = run_dir_with_rows(out, 1)
+        ca = (run_dir / "tls" / "ca.pem").read_bytes()
+        r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"is being written by process {p.pid}" in r.stderr
+        assert (run_dir / "tls" / "ca.pem").read_bytes() == ca
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=120)
+    r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (run_dir / "tls" / "ca.pem").read_bytes() == ca            # a resume keeps the run's certificates
+    got = rows(run_dir)
+    assert len(got) == len({r["key"] for r in got}) == 18
+    assert all(r["status"] == "ok" for r in got), [r["error"] for r in got if r["status"] != "ok"]
+
+
+# 2. a full disk: no torn row, a one-line error, exit 1, meta 'interrupted', resumable
+def test_full_disk_stops_cleanly_and_resumes(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN.replace('link = "linkem"', 'link = "plain"').replace(
+        '[[conditions]]\nname = "d20"\ndelay_ms = 20\n', ""))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "qb-test-full", str(disk)], check=True)
+    try:
+        r = run_qb("run", str(plan), "--out", str(disk), "--no-report", timeout=300)
+        assert r.returncode == 1, r.stdout + r.stderr
+        err = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        assert len(err) == 1 and "disk full" in err[0], r.stderr
+        assert "Traceback" not in r.stderr + r.stdout
+        run_dir = next(d for d in disk.iterdir() if d.is_dir())
+        lines = (run_dir / "trials.jsonl").read_bytes().splitlines()
+        assert all(json.loads(l)["key"] for l in lines)                    # no torn row
+        assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
+        # move the run to a disk with room and resume it there
+        moved = tmp_path / "runs" / run_dir.name
+        moved.parent.mkdir()
+        subprocess.run(["cp", "-a", str(run_dir), str(moved)], check=True)
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+    r = run_qb("run", str(plan), "--resume", str(moved), "--no-report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = rows(moved)
+    assert len(got) == len({r["key"] for r in got}) == 18
+
+
+# 3. a retried trial starts from an empty directory; the earlier attempt is kept aside, named
+def test_retried_trial_directory_is_fresh(tmp_path):
+    from quicbench.store import RunStore
+    store = RunStore.create(tmp_path)
+    d = store.trial_dir(1)
+    (d / "qlog").mkdir()
+    (d / "keys.log").write_text("first attempt")
+    again = store.trial_dir(1)
+    assert again == d and list(again.iterdir()) == []
+    aside = d.with_name("00001.attempt-1")
+    assert (aside / "keys.log").read_text() == "first attempt"
+    store.release()
+
+
+# 4. a dead link emulator is restarted and the trial runs again; never recorded as the network's
+def test_killed_linkem_is_detected_restarted_and_nothing_wrong_recorded(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = run_dir_with_rows(out, 2)
+    state = run_lab_state(run_dir)
+    os.kill(state["link"]["pids"]["router"], signal.SIGKILL)
+    t0 = time.monotonic()
+    output = p.communicate(timeout=300)[0]
+    assert p.returncode == 0, output
+    assert "linkem on router is not running" in output and "restarting it (1/2)" in output
+    got = rows(run_dir)
+    assert len(got) == len({r["key"] for r in got}) == 18
+    assert all(r["status"] == "ok" for r in got), [r["error"] for r in got if r["status"] != "ok"]
+    assert time.monotonic() - t0 < 120        # no trial ran into its timeout
+
+
+# 5. lab set / lab down on a live run's lab are refused; down --force stops the run cleanly
+def test_lab_set_and_down_refuse_a_live_runs_lab(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = run_dir_with_rows(out, 1)
+    name = run_lab_state(run_dir)["name"]
+    r = run_qb("lab", "set", name, "--rate", "2", "--loss", "1")
+    assert r.returncode == 2 and "belongs to the live run" in r.stderr, r.stderr
+    r = run_qb("lab", "down", name)
+    assert r.returncode == 2 and "--force" in r.stderr, r.stderr
+    r = run_qb("lab", "down", "--all")
+    assert r.returncode == 0 and f"lab {name} skipped" in r.stdout, r.stdout + r.stderr
+    assert p.poll() is None                                   # the run goes on
+    r = run_qb("lab", "down", name, "--force")
+    assert r.returncode == 0, r.stdout + r.stderr
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
+    assert all(r["status"] == "ok" for r in rows(run_dir))     # no trial failed because of it
+    assert all(r["condition_desc"] == "20ms" for r in rows(run_dir))
+
+
+# 8. lab status shows a dead run's lab as dead
+def test_status_reports_a_killed_runs_lab_as_dead(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = run_dir_with_rows(out, 1)
+    name = run_lab_state(run_dir)["name"]
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    r = run_qb("lab", "status", "--json")
+    st = {s["name"]: s for s in json.loads(r.stdout)}
+    assert st[name]["status"].startswith("dead"), st[name]["status"]
+    r = run_qb("lab", "down", name)
+    assert r.returncode == 0, r.stderr
+
+
+# 9. two Ctrl-C presses in quick succession still take the lab down
+def test_double_ctrl_c_leaves_no_lab(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    others = lab_namespaces()
+    p = start(plan, out)
+    run_dir_with_rows(out, 1)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=120)
+    assert p.returncode == 130
+    assert lab_namespaces() - others == set()
+
+
+# 11, 14. tracebacks become one-line errors; flags that make no sense are refused
+@pytest.mark.parametrize("args,needle,code", [
+    (["run", "--out", "/proc/x", "--reps", "1"], "--out /proc/x: cannot create a run directory", 2),
+    (["run", "--retry-failed"], "--retry-failed needs --resume", 2),
+    (["report", "{empty}"], "has no trial rows", 2),
+])
+def test_clear_errors(tmp_path, args, needle, code, no_leftovers):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "meta.json").write_text('{"run_id": "x"}')
+    r = run_qb(*[a.replace("{empty}", str(empty)) for a in args])
+    assert r.returncode == code, r.stdout + r.stderr
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_binary_plan_file_is_a_clear_error(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_bytes(bytes(range(256)))
+    r = run_qb("run", str(plan), "--out", str(tmp_path / "runs"))
+    assert r.returncode == 2 and "not a TOML plan" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+# 12. a plan that cannot run fails in plan show / --dry-run, before anything starts
+@pytest.mark.parametrize("field,needle", [
+    ('link = "wormhole"', "link: unknown link emulator 'wormhole'"),
+    ('tcp_cc = "warp"', "tcp_cc: 'warp' is not available"),
+])
+def test_bad_driver_fields_fail_before_anything_starts(tmp_path, field, needle):
+    plan = tmp_path / "p.toml"
+    plan.write_text(field + '\n[[workloads]]\nsize = "10KB"\n')
+    for args in (["plan", "show", str(plan)], ["run", str(plan), "--dry-run"],
+                 ["run", str(plan), "--out", str(tmp_path / "runs")]):
+        r = run_qb(*args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "runs").exists()
+
+
+# 14. --reps with --resume is recorded; the resume hint names the plan file
+def test_reps_change_on_resume_is_recorded_and_hint_names_the_plan(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN.replace("repetitions = 6", "repetitions = 1"))
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = run_dir_with_rows(out, 1)
+    p.send_signal(signal.SIGINT)
+    output = p.communicate(timeout=120)[0]
+    assert f"quicbench run {plan} --resume {run_dir}" in output, output
+    r = run_qb("run", str(plan), "--resume", str(run_dir), "--reps", "2", "--no-report")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["reps"] == 2 and meta["reps_changed"][0]["from"] == 1
+    assert len(rows(run_dir)) == 6
+
+
+# 10. a page load's browser dies with its run, even when the run is SIGKILLed
+def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text('protocols = ["h2"]\nrepetitions = 20\n[[workloads]]\nkind = "page"\nsize = "100KB"\n'
+                    'count = 10\n')
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = wait_for(lambda: next((d for d in out.iterdir() if d.is_dir()), None) if out.exists() else None,
+                       what="a run directory")
+    client_ns = run_lab_state(run_dir)["namespaces"]["client"]
+
+    def browsers() -> list[int]:
+        pids = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                if b"qb-browser-profile" not in (d / "cmdline").read_bytes():
+                    continue
+            except OSError:
+                continue
+            ns = subprocess.run(["ip", "netns", "identify", d.name], capture_output=True, text=True).stdout.strip()
+            if ns == client_ns:
+                pids.append(int(d.name))
+        return pids
+
+    wait_for(browsers, what="a browser of the run")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    wait_for(lambda: not browsers(), timeout=15, what="no browser of the killed run")
+    r = run_qb("lab", "down", "--all")       # the killed run's lab itself is reaped by the next command
+    assert r.returncode == 0
