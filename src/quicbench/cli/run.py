@@ -43,6 +43,8 @@ def run_cmd(
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     if retry_failed and not resume:
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
+    if resume and not (resume / "meta.json").is_file():
+        raise QuicbenchError(f"--resume {resume}: not a quicbench run directory (no meta.json)")
     p = _load_plan(plan)
     only_map = _parse_only(only)
     from quicbench.model.plan import check_only

@@ -39,7 +39,7 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
         if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
             raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
                                  f"client {name}; accepted: {', '.join(policies)}")
-    for proto in plan.protocols:
+    for proto in dict.fromkeys([*plan.protocols, *plan.servers]):
         for srv in plan.server_options(proto):
             if srv not in SERVERS:
                 raise QuicbenchError(f"{source}: servers.{proto}: unknown server '{srv}', "
