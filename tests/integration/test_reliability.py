@@ -305,3 +305,20 @@ def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
     wait_for(lambda: not browsers(), timeout=15, what="no browser of the killed run")
     r = run_qb("lab", "down", "--all")       # the killed run's lab itself is reaped by the next command
     assert r.returncode == 0
+
+
+# 13. Ctrl-C during the end-of-run report says that the report was not written, and how to write it
+def test_ctrl_c_during_the_report_says_so(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text('protocols = ["h1", "h2"]\nrepetitions = 3\n[[workloads]]\nsize = "10KB"\ncount = 2\n')
+    out = tmp_path / "runs"
+    p = subprocess.Popen([*QB, "run", str(plan), "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=dict(os.environ, COLUMNS="200"))
+    run_dir = run_dir_with_rows(out, 6)
+    wait_for(lambda: json.loads((run_dir / "meta.json").read_text()).get("status") == "complete",
+             what="the trials' end")
+    p.send_signal(signal.SIGINT)
+    output = p.communicate(timeout=60)[0]
+    assert p.returncode == 130, output
+    assert "the report was not written" in output and f"quicbench report {run_dir}" in output, output
+    assert not (run_dir / "report.html").exists()

@@ -58,8 +58,13 @@ def run_cmd(
     require_root()
     reap()
     from quicbench.run.runner import start_run
-    store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
-                      plan_source=str(plan) if plan else "")
+    try:
+        store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
+                          plan_source=str(plan) if plan else "")
+    except KeyboardInterrupt as e:
+        if getattr(e, "run_complete", False) and report:
+            _report_not_written(e.run_dir)        # type: ignore[attr-defined]
+        raise
     rows = store.rows()
     console.print(summary_table(rows))
     failed = [r for r in rows if r.get("status") != "ok"]
@@ -76,13 +81,17 @@ def run_cmd(
         try:
             console.print(f"report: {write_report(store.dir)}")
         except KeyboardInterrupt:
-            err.print(f"[yellow]interrupted: the report was not written; the data are complete: "
-                      f"'quicbench report {store.dir}' writes it[/]")
+            _report_not_written(store.dir)
             raise
         except Exception as e:  # noqa: BLE001 - a report error must not spoil a finished run
             err.print(f"[yellow]report not written ({e}); the data are complete: "
                       f"'quicbench report {store.dir}' tries again[/]")
     console.print(f"run directory: [bold]{store.dir}[/]")
+
+
+def _report_not_written(run_dir: Path) -> None:
+    err.print(f"[yellow]interrupted: the trials are complete but the report was not written; "
+              f"'quicbench report {run_dir}' writes it[/]")
 
 
 def _show_plan(p, reps: Optional[int], only_map: dict) -> None:

@@ -295,6 +295,11 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
                resume_hint=plan_source).run()
+    except KeyboardInterrupt as e:
+        # the caller says what an interrupt after the last trial left undone (the report)
+        e.run_dir = store.dir                      # type: ignore[attr-defined]
+        e.run_complete = store.read_meta().get("status") == "complete"  # type: ignore[attr-defined]
+        raise
     finally:
         store.release()
     return store
