@@ -156,6 +156,9 @@ class RunData:
     def workload_info(self) -> pd.DataFrame:
         w = self.rows.groupby("workload")[["size_bytes", "count", "parallel"]].first()
         w["size"] = [size_label(int(s)) if pd.notna(s) and s >= 1 else "?" for s in w["size_bytes"]]
+        # rows written before connection policies existed used what is now called "shared"
+        policy = self.rows.groupby("workload")["connection_policy"].first()
+        w["connection_policy"] = [policy.get(x) or "shared" for x in w.index]
         return w
 
     @cached_property

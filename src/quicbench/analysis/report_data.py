@@ -21,6 +21,7 @@ from quicbench.analysis.stats import MIN_N
 from quicbench.analysis.stats import finite as _f
 from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
+from quicbench.model.units import size_label
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 # connection phases in httpstat's order (seed 004)
@@ -65,6 +66,7 @@ class ReportData:
     summary: pd.DataFrame                            # summary.csv: one row per condition x workload x protocol
     table1: list[dict[str, Any]]                     # per workload: rows of conditions, one cell per protocol
     seed: pd.DataFrame                               # seed 000's goodput beside our cells (SEED_COLUMNS)
+    methods: list[dict[str, Any]]                    # Table 1 the seed's way: seed | per-object | shared
     diffs: dict[tuple[str, str], pd.DataFrame]       # (a, b) -> pairwise(): % difference and verdict per cell
     cpu: pd.DataFrame                                # CPU s/GB per protocol x workload
     cpu_bound: pd.DataFrame                          # CPU-bound trials per cell
@@ -153,6 +155,61 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
         if rows:
             out.append({"workload": w, "title": workload_title(run.workload_info, w), "rows": rows,
                         "protocols": run.protocols, "has_seed": any(r["seed_best"] for r in rows)})
+    return out
+
+
+def ranking(means: dict[str, float | None]) -> str:
+    """'h1 > h2 > h3': protocols by mean goodput, highest first (protocols without data left out)."""
+    have = [(p, v) for p, v in means.items() if v is not None]
+    return " > ".join(p for p, _ in sorted(have, key=lambda pv: -pv[1]))
+
+
+def build_methods_table(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> list[dict[str, Any]]:
+    """Seed 000's Table 1 beside ours with the seed's method (one connection per object, as
+    getFiles) and ours with shared connections: per object size and condition, each one's
+    goodput per protocol and ranking, and whether our ranking differs from the seed's."""
+    if seed.empty or summary.empty:
+        return []
+    info = run.workload_info
+    s = summary.set_index(["condition", "workload", "protocol"])
+    sd = seed.set_index(["condition", "workload", "protocol"])["seed_goodput_mbps"]
+    out = []
+    for size in sorted(info["size_bytes"].dropna().unique(), reverse=True):
+        by_policy: dict[str, str] = {}
+        for w in run.workloads:
+            if info.at[w, "size_bytes"] == size and not str(w).startswith("page:"):
+                kind = str(info.at[w, "connection_policy"]).split(":", 1)[0]
+                by_policy.setdefault(kind, w)
+        if "per-object" not in by_policy and "shared" not in by_policy:
+            continue
+        rows = []
+        for c in run.condition_order:
+            any_w = next(iter(by_policy.values()))
+            seed_means = {p: _f(sd.get((c, w, p))) for p in run.protocols for w in [any_w]}
+            if all(v is None for v in seed_means.values()):
+                continue
+            row: dict[str, Any] = {"condition": c, "seed": seed_means, "seed_rank": ranking(seed_means)}
+            for kind in ("per-object", "shared"):
+                w = by_policy.get(kind)
+                cells = {}
+                for p in run.protocols:
+                    k = (c, w, p)
+                    if w is None or k not in s.index:
+                        cells[p] = None
+                        continue
+                    r = s.loc[k]
+                    cells[p] = {"mean": _f(r["goodput_mbps_mean"]), "ci_low": _f(r["goodput_mbps_ci_low"]),
+                                "ci_high": _f(r["goodput_mbps_ci_high"]), "n": int(r["n"]),
+                                "n_cpu_bound": int(r["n_cpu_bound"])}
+                means = {p: (v or {}).get("mean") for p, v in cells.items()}
+                rank = ranking(means) if w is not None else ""
+                row[kind] = {"workload": w, "cells": cells, "rank": rank,
+                             "differs": bool(rank) and rank != row["seed_rank"],
+                             "best_differs": bool(rank) and rank.split(" > ")[0] != row["seed_rank"].split(" > ")[0]}
+            rows.append(row)
+        if rows:
+            out.append({"size": size_label(int(size)), "protocols": run.protocols, "rows": rows,
+                        "policies": [k for k in ("per-object", "shared") if k in by_policy]})
     return out
 
 
@@ -277,6 +334,7 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
     conds = run.condition_order
     return ReportData(
         run=run, method=method, summary=summary, table1=build_table1(run, summary, seed), seed=seed, diffs=diffs,
+        methods=build_methods_table(run, summary, seed),
         cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run), failed=honesty.failed_trials(run),
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
         counts=counts(run), missing=missing_items(run, summary, seed, calibration),

@@ -32,6 +32,12 @@ def render_markdown(data: ReportData) -> str:
             + (f" Seed columns: {data.seed_source}." if data.is_goquick else ""), ""]
     for title, t in views.table1_markdown(data):
         out += [f"### {title}", "", t.markdown(), ""]
+    if data.methods:
+        out += ["## Table 1 the seed's way", "",
+                "getFiles gave every object its own connection: 'per-object' runs that method, 'shared' puts h2/h3 "
+                "on one connection. ≠: our ranking differs from the seed's; ≠!: the fastest protocol differs.", ""]
+        for title, t in views.methods_markdown(data):
+            out += [f"### {title}", "", t.markdown(), ""]
     for (a, b) in data.diffs:
         t = views.diff_table(data, a, b)
         if t:

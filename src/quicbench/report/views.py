@@ -131,6 +131,27 @@ def pages_table(data: ReportData) -> SimpleTable:
     return t
 
 
+def methods_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
+    """Seed | ours per object | ours shared, with rankings (≠: differs from the seed's; ≠! the fastest differs)."""
+    out = []
+    for blk in data.methods:
+        protos = blk["protocols"]
+        heads = ["condition", *[f"seed {p}" for p in protos], "seed ranking"]
+        for k in blk["policies"]:
+            heads += [f"{k} {p}" for p in protos] + [f"{k} ranking"]
+        t = SimpleTable(heads)
+        for r in blk["rows"]:
+            row = [r["condition"], *[num(r["seed"][p], 5) for p in protos], r["seed_rank"]]
+            for k in blk["policies"]:
+                cells = r[k]["cells"]
+                row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})") for p in protos]
+                mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
+                row.append(r[k]["rank"] + mark)
+            t.rows.append(row)
+        out.append((f"{blk['size']} objects: seed 000, ours per object, ours shared", t))
+    return out
+
+
 def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
     """Table 1 as one Markdown table per workload: mean [95 % CI] (n) per protocol."""
     out = []
