@@ -5,11 +5,13 @@ from __future__ import annotations
 from quicbench.errors import QuicbenchError
 from quicbench.clients.base import Client, ClientResult, Target
 from quicbench.clients.browser.driver import BrowserClient
+from quicbench.clients.browser.video import VideoClient
 from quicbench.clients.loadclient import LoadClient
 
 CLIENTS: dict[str, type[Client]] = {
     "qb-load": LoadClient,
     "browser": BrowserClient,
+    "video": VideoClient,
 }
 
 

@@ -105,6 +105,14 @@ def _wire_view(pcap: Path, server_ip: str, payload: int | None, trial_dir: Path,
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
     """Check what was measured: protocol negotiated, every request, every byte."""
     w = spec.workload
+    if w.kind == "video":
+        # every request that got a response used the requested protocol (requests still in
+        # flight when playback stopped have none); the client checked segments and the player
+        bad = [p for p in (row.get("protocols") or "").split(",")
+               if p and not p.startswith(f"{spec.protocol}:") and not p.startswith("none:")]
+        if bad or f"{spec.protocol}:" not in (row.get("protocols") or ""):
+            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
+        return None
     if w.kind == "page":
         bad = [p for p in (row.get("protocols") or "").split(",") if p and not p.startswith(f"{spec.protocol}:")]
         if bad or not row.get("protocols"):
