@@ -19,6 +19,7 @@ from quicbench.errors import QuicbenchError
 from quicbench.model.units import parse_size, size_label
 
 PROTOCOLS = ("h1", "h2", "h3")
+LIVE_SOURCE_SEGMENTS = 4   # a live stream loops a VOD of this many segments (16 s at 4 s)
 H2_MAX_PARALLEL = 250   # streams per h2 connection the servers allow (Caddy/Go, nginx and Apache as set up)
 Protocol = Literal["h1", "h2", "h3"]
 
@@ -66,7 +67,10 @@ class Workload(_Strict):
         """The encoded ladder a video workload plays (VOD and live of equal parameters share it)."""
         from quicbench.content.video import DEFAULT_LADDER, VideoSpec
         ladder = tuple(tuple(r) for r in self.ladder) if self.ladder else DEFAULT_LADDER
-        dur = max(1, round(self.duration_s / self.segment_s)) * self.segment_s if self.segment_s > 0 else 0
+        segs = max(1, round(self.duration_s / self.segment_s)) if self.segment_s > 0 else 0
+        if self.mode == "live":
+            segs = LIVE_SOURCE_SEGMENTS     # the loop the live publisher repeats, whatever is watched
+        dur = segs * self.segment_s
         return VideoSpec(duration_s=dur, segment_s=self.segment_s, ladder=ladder, codec=self.codec)
 
     @field_validator("size")

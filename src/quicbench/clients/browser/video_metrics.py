@@ -126,16 +126,17 @@ def segments(records: list[dict], streams: dict[int, dict], segment_s: float) ->
     return out
 
 
-def _advancing_samples(samples: list[dict], t_from: float) -> list[tuple[dict, float]]:
+def _advancing_samples(samples: list[dict], t_from: float) -> list[tuple[dict, float, float]]:
     """Samples after t_from where the play position advanced since the previous one, with the
-    wall time they cover."""
+    wall time they cover and the middle of that interval."""
     out, prev = [], None
     for s in samples:
         if s["t"] < t_from:
             prev = s
             continue
         if prev is not None and s.get("pos", 0) > prev.get("pos", 0) + 1e-3 and not s.get("paused"):
-            out.append((s, (s["t"] - max(prev["t"], t_from)) / 1000))
+            a = max(prev["t"], t_from)
+            out.append((s, (s["t"] - a) / 1000, (s["t"] + a) / 2))
         prev = s
     return out
 
@@ -178,8 +179,8 @@ def compute(log: dict, records: list[dict], streams: dict[int, dict], segment_s:
     played = _advancing_samples(samples, t_play) if t_play is not None else []
     num = den = 0.0
     level_time: dict[int, float] = {}
-    for s, dt in played:
-        lvl = level_at(switches, s["t"])
+    for s, dt, mid in played:
+        lvl = level_at(switches, mid)
         if lvl is None or lvl not in by_level:
             continue
         num += by_level[lvl]["kbps"] * dt
