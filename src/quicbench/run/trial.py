@@ -44,6 +44,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
     duration = m.get("total_time_s")
+    if w.kind == "video" and row.get("watched_s"):
+        # a player's CPU is spent over the playback (decoding), not over its requests' span
+        duration = row["watched_s"] + (row.get("startup_s") or 0.0)
     server_cpu = server_wait = None
     if srv0 is not None and srv1 is not None:
         server_cpu, server_wait = srv1[0] - srv0[0], max(0.0, srv1[1] - srv0[1])
