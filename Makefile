@@ -5,9 +5,9 @@ PY    := $(VENV)/bin/python
 QB    := $(VENV)/bin/quicbench
 BIN   := build/bin
 
-.PHONY: setup deps venv build run test test-py test-go test-rust bench clean
+.PHONY: setup deps venv build player run test test-py test-go test-rust bench clean
 
-setup: deps venv build
+setup: deps venv build player
 
 deps:
 	@scripts/install-deps.sh
@@ -21,6 +21,13 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 build: $(BIN)/qb-load $(BIN)/linkem
+
+# hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
+player: player/node_modules/.installed
+
+player/node_modules/.installed: player/package.json player/package-lock.json
+	cd player && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
 
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
@@ -49,4 +56,4 @@ bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target
+	rm -rf build $(VENV) linkem/target player/node_modules

@@ -4,6 +4,8 @@ set -euo pipefail
 PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
 # Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
+# Video workloads: ffmpeg encodes the ladder locally; npm installs the pinned hls.js/dash.js
+if [ "${QB_NO_VIDEO:-0}" != 1 ]; then PKGS+=(ffmpeg); command -v npm >/dev/null 2>&1 || PKGS+=(npm); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

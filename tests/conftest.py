@@ -15,13 +15,39 @@ def lab_namespaces() -> set[str]:
             and not l.startswith("qb-lkdev-")}
 
 
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def _someone_elses(ns: str) -> bool:
+    """A namespace of a lab whose live owner is not this test process (another run on the host)."""
+    import json
+    lab = ns[len("qb-"):].rsplit("-", 1)[0]
+    state = Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench")) / "labs" / f"{lab}.json"
+    try:
+        owner = json.loads(state.read_text()).get("owner") or {}
+    except (OSError, ValueError):
+        return False
+    pid = owner.get("pid")
+    return bool(pid) and Path(f"/proc/{pid}").exists() and not _descends_from(pid, os.getpid())
+
+
 @pytest.fixture
 def no_leftovers():
-    """Fail if the test leaves a lab namespace or state file behind."""
+    """Fail if the test leaves a lab namespace or state file behind (labs of other processes on the
+    host, which may come and go meanwhile, are not the test's)."""
     before = lab_namespaces()
     yield
-    after = lab_namespaces()
-    assert after - before == set(), f"namespaces left behind: {sorted(after - before)}"
+    left = {ns for ns in lab_namespaces() - before if not _someone_elses(ns)}
+    assert left == set(), f"namespaces left behind: {sorted(left)}"
 
 
 @pytest.fixture

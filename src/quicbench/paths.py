@@ -33,3 +33,16 @@ def find_binary(name: str, fix: str) -> str:
     if found:
         return found
     raise QuicbenchError(f"missing binary '{name}': {fix}")
+
+
+def publish_cache_dir(tmp: Path, root: Path) -> None:
+    """Move a finished cache directory into place, readable by every user (servers may run as
+    nobody); if another process published the same one first, keep theirs."""
+    import shutil
+    for p in [tmp, *tmp.rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    try:
+        os.rename(tmp, root)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -302,7 +302,10 @@ def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
     wait_for(browsers, what="a browser of the run")
     p.send_signal(signal.SIGKILL)
     p.wait()
+    profiles = set(Path("/tmp").glob("qb-browser-profile-*"))
     wait_for(lambda: not browsers(), timeout=15, what="no browser of the killed run")
+    # the load's fresh profile goes with it (other runs' profiles on this host are not ours to judge)
+    wait_for(lambda: not [p for p in profiles if p.exists()], timeout=15, what="the killed load's profile removed")
     r = run_qb("lab", "down", "--all")       # the killed run's lab itself is reaped by the next command
     assert r.returncode == 0
 

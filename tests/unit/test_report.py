@@ -232,7 +232,8 @@ def test_docs_document_every_column(goquick, cvart, browser):
     assert doc_summary == SUMMARY_COLUMNS  # same names, same order
     optional = set(OPTIONAL_METRICS)
     doc_optional = set(documented_columns("trials.parquet", "Capture columns")) | set(
-        documented_columns("trials.parquet", "Browser page-load columns"))
+        documented_columns("trials.parquet", "Browser page-load columns")) | set(
+        documented_columns("trials.parquet", "Video columns"))
     assert optional <= doc_optional
     doc_trials = set(documented_columns("trials.parquet"))
     passthrough = set(documented_columns("trials.parquet", "Passed through when present"))
@@ -423,3 +424,12 @@ def test_goodput_intervals_stay_positive_and_a_mean_above_its_interval_is_marked
     assert "†" in h2 and "†" not in h1 and "† the mean lies above the interval" in md
     assert "geometric mean" in md and "† marks a mean that lies above its interval" in html
     assert html.count('class="above"') == 1
+
+
+def test_columns_table_and_docs_agree():
+    """The columns table (the row schema in code) and docs/data.md name the same row columns."""
+    from quicbench.model import columns
+    documented = set(documented_columns("trials.parquet"))
+    derived = {"row_index", "superseded", "used", "client_cpu_s_per_gb", "server_cpu_s_per_gb", "cpu_s_per_gb",
+               "wait_ms", "delay_ms", "loss_pct", "rate_mbit"}
+    assert {c.name for c in columns.COLUMNS} == documented - derived

@@ -7,7 +7,7 @@ Measured in one run, in real labs, with iperf3 and ping:
 - RTT error p50/p99 at 10/50/100 ms one-way delay (ping RTT - configured RTT);
 - TCP goodput / configured rate at 5, 40, 100 Mbit/s, for linkem (with TCP timestamps, as Linux
   defaults, and without, as Windows defaults) and for kernel tbf.
-Targets (issue "link emulator"): >= 1 Gbit/s with 10 ms; RTT p50 error <= 0.1 ms; goodput
+Targets: >= 1 Gbit/s with 10 ms; RTT p50 error <= 0.1 ms; goodput
 >= 97 % of the rate; <= 1 us CPU per packet.
 
 Where linkem's CPU goes: with `perf` installed, the share of linkem's CPU samples spent in the

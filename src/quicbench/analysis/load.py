@@ -8,6 +8,7 @@ off) are present as empty columns, so nothing downstream needs to ask.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,11 +32,13 @@ _NUMERIC_TYPES = ("int", "float")
 NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "trial" and c.type in _NUMERIC_TYPES)
 CAPTURE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "capture" and c.type in _NUMERIC_TYPES)
 PAGE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "page" and c.type in _NUMERIC_TYPES)
-OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC
+VIDEO_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "video" and c.type in _NUMERIC_TYPES)
+OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC + VIDEO_NUMERIC
 # integer columns keep exact values (start_ns/end_ns exceed float64's 2^53) as nullable Int64
 INTEGER = tuple(c.name for c in columns.COLUMNS if c.type == "int" and c.group != "passthrough")
 TEXT = tuple(c.name for c in columns.COLUMNS if c.type == "text" and c.group != "passthrough")
 BOOLEAN = tuple(c.name for c in columns.COLUMNS if c.type == "bool")
+JSON = tuple(c.name for c in columns.COLUMNS if c.type == "json")
 
 
 def _workload_label(r: pd.Series) -> str:
@@ -68,7 +71,7 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, dtype=object)  # object first: no float rounding of nanosecond stamps
     if df.empty:
         df = pd.DataFrame(columns=["key"])
-    known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + BOOLEAN)
+    known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + BOOLEAN + JSON)
     for c in df.columns:
         if c not in known:
             df[c] = df[c].infer_objects()
@@ -83,6 +86,9 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         if c not in df:
             df[c] = None
         df[c] = df[c].astype(object).where(df[c].notna(), None)
+    for c in JSON:     # kept as JSON text: one type per column in the table and in parquet
+        df[c] = (df[c].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
+                           else json.dumps(v, sort_keys=True)) if c in df else None)
     for c in BOOLEAN:
         df[c] = df[c].map(lambda v: bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v))
                           else False).astype(bool) if c in df else False
@@ -105,7 +111,8 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df["row_index"] = np.arange(len(df))
     # a retried trial (--retry-failed) appends a new row with the same key: the last one counts
     df["superseded"] = df.duplicated("key", keep="last") if len(df) else False
-    measured = df["goodput_mbps"].notna() | df["page_load_ms"].notna()   # a page load may lack a goodput
+    # a page load or a video may lack a goodput
+    measured = df["goodput_mbps"].notna() | df["page_load_ms"].notna() | df["startup_s"].notna()
     ok = (df["status"] == "ok") & ~df["superseded"] & ~df["warmup"] & measured
     df["used"] = ok
     gb = df["bytes"] / 1e9

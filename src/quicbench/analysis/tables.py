@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from quicbench.analysis import stats
+from quicbench.model import columns
 from quicbench.analysis.load import OPTIONAL_NUMERIC, RunData
 
 # metric -> axis/table label with unit
@@ -54,7 +55,18 @@ OPTIONAL_METRICS: dict[str, str] = {
     "page_body_bytes": "page body bytes",
     "page_requests": "page requests",
     "page_connections": "page connections",
+    "startup_s": "video startup (s)",
+    "stall_total_s": "video stall time (s)",
+    "rebuffer_ratio": "rebuffer ratio",
+    "mean_bitrate_kbps": "played bitrate (kbit/s)",
+    "switches_per_min": "quality switches per minute",
+    "live_latency_s_mean": "live latency (s)",
+    "frames_dropped_ratio": "dropped frames ratio",
+    "qoe_score": "QoE score",
 }
+# the other numeric columns of the row schema (video details) are labelled by their meaning
+OPTIONAL_METRICS.update({c.name: f"{c.meaning} ({c.unit})" if c.unit else c.meaning
+                         for c in columns.COLUMNS if c.name in OPTIONAL_NUMERIC and c.name not in OPTIONAL_METRICS})
 assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
 # goodputs and times (latencies): positive values, skewed to the right, so their 95 % intervals are
 # log-t intervals (stats.positive_ci: the geometric mean's, never below zero). CPU costs keep the

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient
+from quicbench.clients.browser.video import VideoClient
 from quicbench.clients.loadclient import LoadClient
 from quicbench.registry import Registry
 
-CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient])
+CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient])
 
-__all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient"]
+__all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient", "VideoClient"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quicbench.errors import QuicbenchError
-from quicbench.paths import cache_dir
+from quicbench.paths import cache_dir, publish_cache_dir
 from quicbench.model.units import size_label
 
 GENERATOR = "quicbench-content/2"
@@ -59,11 +59,19 @@ def object_bytes_iter(seed: int, size: int):
         yield hashlib.shake_256(f"quicbench-content/{seed}/{size}/{off}".encode()).digest(n)  # < 84 bytes
 
 
-def content_key(seed: int, objects: dict[int, int], realistic_page: bool = False) -> str:
+def content_key(seed: int, objects: dict[int, int], realistic_page: bool = False,
+                videos: tuple[str, ...] = ()) -> str:
     params = {"generator": GENERATOR, "seed": seed, "objects": sorted(objects.items())}
     if realistic_page:
         params["realistic_page"] = True
+    if videos:
+        params["videos"] = sorted(videos)
     return hashlib.sha256(json.dumps(params).encode()).hexdigest()[:16]
+
+
+def live_dir(cache: Path, key: str) -> Path:
+    """Where the live publisher of video `key` writes (served as /live/<key>/ through a link)."""
+    return cache / "live" / key
 
 
 def _index_page(label: str, n: int) -> str:
@@ -73,19 +81,23 @@ def _index_page(label: str, n: int) -> str:
 
 
 def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
-             realistic_page: bool = False) -> ContentSet:
+             realistic_page: bool = False, videos=()) -> ContentSet:
     """Make (or reuse) a content set with `count` copies of an object of each `size`.
 
     objects maps size in bytes -> number of copies (>= 1). realistic_page adds
-    `realistic/index.html` and its resources (see content_page.py).
+    `realistic/index.html` and its resources (see content_page.py). videos (VideoSpecs) adds
+    `player/` (player.html, hls.js, dash.js), each ladder under `video/<key>/` (hard links to
+    the video cache) and `live/<key>`, a link to the directory its live publisher writes.
     """
+    from quicbench.content.video import install_player, make_vod
+    vsets = [make_vod(v, cache=cache) for v in videos]     # encoded (or cached) first: may raise
     for size, count in objects.items():
         if size < 1:
             raise QuicbenchError(f"bad object size {size}: must be at least 1 byte")
         if count < 1:
             raise QuicbenchError(f"bad count {count} for {size_label(size)} objects: must be at least 1")
     base = (cache or cache_dir()) / "content"
-    root = base / content_key(seed, objects, realistic_page)
+    root = base / content_key(seed, objects, realistic_page, tuple(v.key for v in vsets))
     manifest_file = root / "manifest.json"
     if manifest_file.exists():
         return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
@@ -121,18 +133,35 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
             from quicbench.content.page import make_realistic_page
             files += make_realistic_page(tmp / "realistic", seed)
             listing.append('<li><a href="realistic/index.html">realistic page</a></li>')
+        video_info = {}
+        for vs in vsets:
+            d = tmp / "video" / vs.key
+            d.mkdir(parents=True)
+            for f in vs.manifest["files"]:
+                try:
+                    os.link(vs.root / f["path"], d / f["path"])
+                except OSError:
+                    shutil.copyfile(vs.root / f["path"], d / f["path"])
+                files.append({**f, "path": f"video/{vs.key}/{f['path']}"})
+            live = live_dir(base.parent, vs.key)
+            (tmp / "live").mkdir(exist_ok=True)
+            os.symlink(live, tmp / "live" / vs.key)
+            video_info[vs.key] = {"vod": str(vs.root), "live_dir": str(live), "segments": vs.manifest["segments"],
+                                  "spec": vs.manifest["spec"], "streams": vs.manifest["streams"]}
+            listing.append(f'<li>video {vs.key}: <a href="player/player.html?player=hls&src=/video/{vs.key}/'
+                           f'master.m3u8">HLS</a> <a href="player/player.html?player=dashjs&src=/video/{vs.key}/'
+                           f'manifest.mpd">DASH</a></li>')
+        if vsets:
+            files += install_player(tmp / "player")
         (tmp / "index.html").write_text(
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>quicbench content</title></head>"
             "<body><h1>quicbench content</h1><ul>\n" + "\n".join(listing) + "\n</ul></body></html>\n")
         manifest = {"generator": GENERATOR, "seed": seed,
                     "objects": {str(s): c for s, c in sorted(objects.items())}, "files": files}
+        if video_info:
+            manifest["videos"] = video_info
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        for p in [tmp, *tmp.rglob("*")]:
-            os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        try:
-            os.rename(tmp, root)
-        except OSError:  # another process made it first
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish_cache_dir(tmp, root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -6,7 +6,7 @@ meta.json carries it (with ``FORMAT_VERSION``) so that a run directory describes
 docs/data.md documents the same columns for readers.
 
 Groups: ``trial`` columns are in every row; ``capture`` columns come from packet captures,
-``page`` from browser page loads, ``passthrough`` are details some clients add. Columns of
+``page`` from browser page loads, ``video`` from video playback, ``passthrough`` are details some clients add. Columns of
 groups a run did not use are empty.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Literal
 # format_version, columns and the conditions' headline values.
 FORMAT_VERSION = 2
 
-ColumnType = Literal["text", "int", "float", "bool"]
+ColumnType = Literal["text", "int", "float", "bool", "json"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,42 @@ COLUMNS: tuple[Column, ...] = (
     Column("page_requests", "int", "", "requests the page made", "page"),
     Column("page_connections", "int", "", "connections the page used", "page"),
     Column("page_protocol", "text", "", "the navigation's protocol", "page"),
+    # -- video
+    Column("video_player", "text", "", "player: `hls` (hls.js) or `dashjs`", "video"),
+    Column("video_mode", "text", "", "`vod` or `live`", "video"),
+    Column("startup_s", "float", "s", "page load start → first `playing`", "video"),
+    Column("startup_player_s", "float", "s", "player start → first `playing`", "video"),
+    Column("stalls", "int", "", "rebuffering events after the first frame", "video"),
+    Column("stall_total_s", "float", "s", "time spent rebuffering", "video"),
+    Column("stall_unended", "bool", "", "a stall had not ended when playback stopped", "video"),
+    Column("rebuffer_ratio", "float", "", "stalled time / watched time", "video"),
+    Column("rebuffer_s_per_min", "float", "s/min", "stalled seconds per minute watched", "video"),
+    Column("watched_s", "float", "s", "first `playing` → stop", "video"),
+    Column("played_s", "float", "s", "time the play position advanced", "video"),
+    Column("switches", "int", "", "rendered quality level changes", "video"),
+    Column("switches_up", "int", "", "changes to a higher level", "video"),
+    Column("switches_down", "int", "", "changes to a lower level", "video"),
+    Column("switches_per_min", "float", "1/min", "level changes per minute watched", "video"),
+    Column("mean_bitrate_kbps", "float", "kbit/s", "played bitrate, time-weighted nominal bitrate of the rendered levels", "video"),
+    Column("level_time_s", "json", "s", "seconds played per level (JSON object)", "video"),
+    Column("top_level_share", "float", "", "share of played time at the top level", "video"),
+    Column("segments_video", "int", "", "video segment requests that completed", "video"),
+    Column("segments_audio", "int", "", "audio segment requests that completed", "video"),
+    Column("segment_bytes", "int", "B", "bytes of completed media segments", "video"),
+    Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte", "video"),
+    Column("segment_download_ms_median", "float", "ms", "median video segment download time", "video"),
+    Column("segment_kbps_mean", "float", "kbit/s", "mean video segment download rate", "video"),
+    Column("live_latency_s_mean", "float", "s", "live: mean of wall clock − program date time of the play position", "video"),
+    Column("live_latency_s_median", "float", "s", "live: median latency to the live edge", "video"),
+    Column("live_latency_s_max", "float", "s", "live: largest latency", "video"),
+    Column("live_latency_s_last", "float", "s", "live: latency at the end of playback", "video"),
+    Column("frames_decoded", "int", "", "frames decoded (getVideoPlaybackQuality)", "video"),
+    Column("frames_dropped", "int", "", "frames dropped (getVideoPlaybackQuality)", "video"),
+    Column("frames_dropped_ratio", "float", "", "dropped / decoded frames", "video"),
+    Column("cpu_health_frames", "text", "", "`ok`, or `dropping` above 1 % dropped frames (a CPU-health figure)", "video"),
+    Column("qoe_score", "float", "", "Mbit/s − 4.3 × rebuffer s/min − 1 × switches/min (Yin et al. SIGCOMM'15 linear form)", "video"),
+    Column("player_errors", "int", "", "errors in the player's log", "video"),
+    Column("player_fatal_errors", "int", "", "fatal errors in the player's log", "video"),
     # -- passthrough
     Column("har_entries", "int", "", "entries in the browser's HAR", "passthrough"),
     Column("protocol_mismatches", "text", "", "JSON list of requests that used another protocol (browser)", "passthrough"),
@@ -129,6 +165,8 @@ def _type_ok(col: Column, v: Any) -> bool:
         return isinstance(v, str)
     if col.type == "bool":
         return isinstance(v, bool)
+    if col.type == "json":
+        return isinstance(v, (dict, list))
     if col.type == "int":
         return isinstance(v, int) and not isinstance(v, bool)
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not (isinstance(v, float) and math.isinf(v))

@@ -6,6 +6,7 @@ from quicbench.model.plan import Plan, TrialSpec
 
 TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
 PAGE_OVERHEAD_S = 3.0        # browser start, settle and close per page load (measured: docs/browser.md)
+VIDEO_OVERHEAD_S = 6.5       # browser start, settle, player start and close per playback (tests/integration/test_video.py)
 REALISTIC_PAGE_BYTES = 10_200_000
 LAB_SETUP_S = 1.5            # lab, servers, content
 # effective goodput assumed per protocol when the link does not limit (2-core machine)
@@ -23,6 +24,8 @@ def trial_seconds(t: TrialSpec) -> float:
         mathis = conns * 1460 * 8 / max(rtt_s, 1e-3) * 1.22 / loss ** 0.5 / 1e6
         rate = min(rate, mathis)
     w = t.workload
+    if w.kind == "video":        # a playback lasts as long as what is watched, whatever the link
+        return VIDEO_OVERHEAD_S + (w.video_spec().duration_s if w.mode == "vod" else w.duration_s)
     if w.kind == "page":
         payload = REALISTIC_PAGE_BYTES if w.page == "realistic" else w.payload_bytes
         return PAGE_OVERHEAD_S + payload * 8 / (rate * 1e6) + 6 * rtt_s

@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from quicbench.model.conditions import Condition, KnownKeys
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
+from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
 
 PROTOCOLS = ("h1", "h2", "h3")
 CONNECTION_POLICIES = ("shared", "per-object")
 # Streams in flight on one h2 connection: Caddy's (Go's) 250; nginx and Apache are configured to
 # the same, so that a workload's `parallel` means the same on every server.
 H2_MAX_STREAMS = 250
+LIVE_SOURCE_SEGMENTS = 4   # a live stream loops a VOD of this many segments (16 s at 4 s)
 Protocol = Literal["h1", "h2", "h3"]
 
 
@@ -38,8 +40,12 @@ class Workload(_Strict):
     kind = "page": a page load in a browser — `page = "gallery"` is Go-Quick's
     `<size>/index<count>.html` (count images of size); `page = "realistic"` is a generated
     page of HTML, CSS, JS, fonts and images like DNCS's (about 10 MB in 125 requests).
+    kind = "video": adaptive streaming in a browser (docs/video.md) — `player` hls (hls.js) or
+    dashjs (dash.js), `mode` vod (the whole `duration_s` VOD, played to its end) or live
+    (watched for `duration_s` from a real-time live publisher), `segment_s` seconds per
+    segment, `ladder` [[height, kbit/s], ...] and `codec`.
     """
-    kind: Literal["objects", "page"] = "objects"
+    kind: Literal["objects", "page", "video"] = "objects"
     size: str = "100KB"
     count: int = Field(1, ge=1, le=100_000)
     parallel: int | Literal["all"] = "all"
@@ -63,8 +69,8 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _page_connections(self) -> "Workload":
-        if self.kind == "page" and self.connections != "shared":
-            raise ValueError(f"connections: a page load lets the browser manage its connections; "
+        if self.kind in ("page", "video") and self.connections != "shared":
+            raise ValueError(f"connections: a {self.kind} load lets the browser manage its connections; "
                              f"accepted: shared (got {self.connections!r})")
         return self
 
@@ -72,6 +78,30 @@ class Workload(_Strict):
     def connection_kind(self) -> str:
         """shared, per-object or pool (without its size)."""
         return self.connections.split(":", 1)[0]
+    player: Literal["hls", "dashjs"] = "hls"
+    mode: Literal["vod", "live"] = "vod"
+    duration_s: float = Field(60.0, gt=0, le=3600)
+    segment_s: float = Field(4.0, gt=0, le=20)
+    ladder: list[tuple[int, int]] | None = None
+    codec: str = "h264"
+
+    @model_validator(mode="after")
+    def _video(self) -> "Workload":
+        if self.kind == "video":
+            try:
+                validate(self.video_spec(), where="workloads")
+            except QuicbenchError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    def video_spec(self):
+        """The encoded ladder a video workload plays (VOD and live of equal parameters share it)."""
+        ladder = tuple(tuple(r) for r in self.ladder) if self.ladder else DEFAULT_LADDER
+        segs = max(1, round(self.duration_s / self.segment_s)) if self.segment_s > 0 else 0
+        if self.mode == "live":
+            segs = LIVE_SOURCE_SEGMENTS     # the loop the live publisher repeats, whatever is watched
+        dur = segs * self.segment_s
+        return VideoSpec(duration_s=dur, segment_s=self.segment_s, ladder=ladder, codec=self.codec)
 
     @field_validator("size")
     @classmethod
@@ -98,6 +128,9 @@ class Workload(_Strict):
 
     @property
     def label(self) -> str:
+        if self.kind == "video":
+            custom = "" if (self.ladder is None and self.codec == "h264") else f":{self.video_spec().key[:6]}"
+            return f"video:{self.player}:{self.mode}:{self.duration_s:g}s:seg{self.segment_s:g}{custom}"
         if self.kind == "page":
             return "page:realistic" if self.page == "realistic" else f"page:{self.count}x{self.size}"
         policy = "" if self.connections == "shared" else "/" + self.connections.replace("pool:", "pool")
@@ -176,13 +209,28 @@ class Plan(_Strict):
         return [srv] if isinstance(srv, str) else list(srv)
 
     def client_for(self, workload: Workload) -> str:
-        """Object downloads use the plan's client; page loads use a browser."""
-        return "browser" if workload.kind == "page" else self.client
+        """Object downloads use the plan's client; page loads a browser; videos the video player."""
+        return {"page": "browser", "video": "video"}.get(workload.kind, self.client)
+
+    def video_specs(self) -> list:
+        """The distinct ladders the plan's video workloads play."""
+        specs = {}
+        for w in self.workloads:
+            if w.kind == "video":
+                specs.setdefault(w.video_spec().key, w.video_spec())
+        return list(specs.values())
+
+    def live_videos(self) -> list:
+        specs = {}
+        for w in self.workloads:
+            if w.kind == "video" and w.mode == "live":
+                specs.setdefault(w.video_spec().key, w.video_spec())
+        return list(specs.values())
 
     def content_objects(self) -> dict[int, int]:
         objs: dict[int, int] = {}
         for w in self.workloads:
-            if w.kind == "page" and w.page == "realistic":
+            if (w.kind == "page" and w.page == "realistic") or w.kind == "video":
                 continue
             objs[w.size_bytes] = max(objs.get(w.size_bytes, 0), w.count)
         return objs

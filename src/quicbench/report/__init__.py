@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quicbench.analysis.load import load_run
+from quicbench.analysis.load import RunData, load_run
 from quicbench.analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
 from quicbench.analysis.tables import Method
 from quicbench.errors import QuicbenchError

@@ -98,11 +98,13 @@ class Runner:
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
             return self.store.rows()
         clients = {name: CLIENTS.get(name)() for name in {plan.client_for(t.workload) for t in todo}}
-        content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
+        content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
+                           videos=plan.video_specs())
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
                                link=plan.link, offload=plan.offload, condition=todo[0].condition,
                                run_dir=str(self.store.dir.resolve())))
         servers: dict[str, Any] = {}
+        publishers: list[Any] = []
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
         self.store.reserve_space()
         try:
@@ -114,6 +116,15 @@ class Runner:
                 srv = SERVERS.get(name)(lab, self.store.layout.server(name), content, tls, port=ports[name])
                 srv.start()
                 servers[name] = srv
+            live_keys = {t.workload.video_spec().key for t in todo
+                         if t.workload.kind == "video" and t.workload.mode == "live"}
+            for key in sorted(live_keys):
+                from quicbench.content.video import LivePublisher
+                info = content.manifest["videos"][key]
+                pub = LivePublisher(lab, Path(info["vod"]), Path(info["live_dir"]),
+                                    self.store.dir / "live" / f"{key}.log")
+                pub.start()
+                publishers.append(pub)
             self.store.update_meta(
                 lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
                      "offload": lab.spec.offload, "addresses": lab.state["addresses"]},
@@ -141,6 +152,8 @@ class Runner:
             faulthandler.dump_traceback_later(TEARDOWN_WATCHDOG_S)
             with _sigint_deferred():
                 try:
+                    for p in publishers:
+                        p.stop()
                     for s in servers.values():
                         s.stop()
                     lab.down()

@@ -45,6 +45,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
     duration = m.get("total_time_s")
+    if w.kind == "video" and row.get("watched_s"):
+        # a player's CPU is spent over the playback (decoding), not over its requests' span
+        duration = row["watched_s"] + (row.get("startup_s") or 0.0)
     server_cpu = server_wait = None
     if srv0 is not None and srv1 is not None:
         server_cpu, server_wait = srv1[0] - srv0[0], max(0.0, srv1[1] - srv0[1])
@@ -104,6 +107,14 @@ def _wire_view(pcap: Path, server_ip: str, payload: int | None, trial_dir: Path,
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
     """Check what was measured: protocol negotiated, every request, every byte."""
     w = spec.workload
+    if w.kind == "video":
+        # every request that got a response used the requested protocol (requests still in
+        # flight when playback stopped have none); the client checked segments and the player
+        bad = [p for p in (row.get("protocols") or "").split(",")
+               if p and not p.startswith(f"{spec.protocol}:") and not p.startswith("none:")]
+        if bad or f"{spec.protocol}:" not in (row.get("protocols") or ""):
+            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
+        return None
     if w.kind == "page":
         bad = [p for p in (row.get("protocols") or "").split(",") if p and not p.startswith(f"{spec.protocol}:")]
         if bad or not row.get("protocols"):

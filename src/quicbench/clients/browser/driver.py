@@ -136,24 +136,13 @@ class BrowserClient(Client):
             except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
                 return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
                                     error=str(e))
-            argv = target.lab.cmd("client", [sys.executable, "-c", CHILD, "--args-json", json.dumps(args)])
-            # the browser's home is the fresh profile: no NSS database, cache or config is shared
-            env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / ".config"),
-                       XDG_CACHE_HOME=str(profile / ".cache"), XDG_DATA_HOME=str(profile / ".local"))
-            with open(trial_dir / "client.log", "wb") as log:
-                # hard stop a little after the child's own deadline (launch + load + close)
-                returncode, cpu, wall, killed = run_measured(
-                    argv, timeout_s + 30, on_deadline=lambda p: _kill_load(p.pid, profile),
-                    stdout=log, stderr=log, env=env, start_new_session=True)
-            _kill_load(None, profile)          # nothing of this load may outlive it
+            returncode, cpu, wall, killed = run_child(target, CHILD, args, trial_dir, timeout_s, profile)
         finally:
             shutil.rmtree(profile, ignore_errors=True)
         page = _read_json(trial_dir / "page.json")
         if not page:
-            tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-3:]
-            why = "killed after the deadline" if killed else f"exit code {returncode}"
             return ClientResult(requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
-                                error=f"browser load failed ({why})" + (f": {' | '.join(tail)}" if tail else ""))
+                                error=child_failed("browser load", trial_dir, returncode, killed))
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
         with open(trial_dir / "requests.jsonl", "w") as f:
@@ -165,6 +154,28 @@ class BrowserClient(Client):
         (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
         return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
                             returncode=returncode, error=error, extra=extra)
+
+
+def run_child(target: Target, child: str, args: dict[str, Any], trial_dir: Path, timeout_s: float,
+              profile: Path) -> tuple[int, float, float, bool]:
+    """Run a browser child (one load or playback) in the client node: (exit code, CPU s, wall s,
+    killed at the deadline). Its home is the fresh profile (no NSS database, cache or config is
+    shared); a hard stop comes a little after the child's own deadline; nothing outlives it."""
+    argv = target.lab.cmd("client", [sys.executable, "-c", child, "--args-json", json.dumps(args)])
+    env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / ".config"),
+               XDG_CACHE_HOME=str(profile / ".cache"), XDG_DATA_HOME=str(profile / ".local"))
+    with open(trial_dir / "client.log", "wb") as log:
+        result = run_measured(argv, timeout_s + 30, on_deadline=lambda p: _kill_load(p.pid, profile),
+                              stdout=log, stderr=log, env=env, start_new_session=True)
+    _kill_load(None, profile)
+    return result
+
+
+def child_failed(what: str, trial_dir: Path, returncode: int, killed: bool) -> str:
+    """Why a child wrote no result, with the last lines of its log."""
+    tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-3:]
+    why = "killed after the deadline" if killed else f"exit code {returncode}"
+    return f"{what} failed ({why})" + (f": {' | '.join(tail)}" if tail else "")
 
 
 def _read_json(path: Path) -> dict:

@@ -179,6 +179,17 @@ _TIMING_JS = """() => {
 }"""
 
 
+def record_network(ctx, page, rec: "_Recorder") -> None:
+    """Feed every DevTools Network event of the page to the recorder, with the cache off."""
+    cdp = ctx.new_cdp_session(page)
+    for ev, fn in (("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
+                   ("Network.dataReceived", rec.data), ("Network.loadingFinished", rec.finished),
+                   ("Network.loadingFailed", rec.failed)):
+        cdp.on(ev, fn)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+
+
 SETTLE_IDLE = 0.05      # the browser is settled when it uses less than 5 % of a core ...
 SETTLE_WINDOW = 0.2     # ... over this many seconds
 SETTLE_MAX = 5.0        # give up waiting after this long (the load still runs)
@@ -236,13 +247,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         try:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
             page = ctx.pages[0] if ctx.pages else ctx.new_page()
-            cdp = ctx.new_cdp_session(page)
-            for ev, fn in (("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
-                           ("Network.dataReceived", rec.data), ("Network.loadingFinished", rec.finished),
-                           ("Network.loadingFailed", rec.failed)):
-                cdp.on(ev, fn)
-            cdp.send("Network.enable")
-            cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+            record_network(ctx, page, rec)
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
             cpu0 = tree_cpu()
@@ -288,12 +293,14 @@ def _die_with_parent(profile: Path) -> None:
     """If quicbench dies (even by SIGKILL), this load and its browser die too: the kernel sends
     SIGTERM on the parent's death (PR_SET_PDEATHSIG), and the handler kills the load's processes."""
     import ctypes
+    import shutil
     import signal
 
     from quicbench.clients.browser.driver import _kill_load
 
     def on_parent_death(signum: int, frame: object) -> None:
         _kill_load(None, profile)             # the browser (its own process group), found by its profile
+        shutil.rmtree(profile, ignore_errors=True)   # the parent that would have removed it is gone
         os.killpg(os.getpgrp(), signal.SIGKILL)   # then our group (Playwright's driver and us)
 
     signal.signal(signal.SIGTERM, on_parent_death)

@@ -1,0 +1,312 @@
+"""`video`: adaptive video playback (hls.js or dash.js) in Debian's Chromium, inside the client node.
+
+The same structure as the page-load child (driver.py): one child process per trial in the
+client namespace, a fresh profile, the protocol forced by ``chromium_flags`` and verified on
+every request from the DevTools Network events. The child first checks that this Chromium's
+MediaSource plays H.264 (``MediaSource.isTypeSupported('video/mp4; codecs="avc1.64001f"')``),
+opens ``/player/player.html?player=...&src=...`` on the lab's server, lets it play for the
+workload's duration (a VOD to its end), and writes ``video.json``: the player's log
+(``window.qbLog``), every request, the flags. The parent computes the QoE metrics
+(video_metrics.py), writes ``video_metrics.json`` and ``p1203.json``, and fails the trial when a
+request went over another protocol, the player reported a fatal error, a stall never ended or
+playback never started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from quicbench.clients.base import ClientResult, FetchRequest, Target
+from quicbench.clients.browser.driver import BrowserClient, _read_json, child_failed, chromium_flags, run_child
+from quicbench.clients.browser.recorder import (_die_with_parent, _Recorder, _settle, _write_prefs, record_network,
+                                                tree_cpu)
+from quicbench.clients.browser.video_metrics import END_SLACK_S, compute
+
+CHILD = "import sys; from quicbench.clients.browser.video import main; sys.exit(main())"
+MSE_TYPE = 'video/mp4; codecs="avc1.64001f"'
+STARTUP_LIMIT_S = 30.0        # no first frame after this long: the trial fails
+STALL_LIMIT_S = 20.0          # a stall longer than this "never ends": the trial fails
+
+
+def player_url(target: Target, workload) -> str:
+    port = "" if target.port == 443 else f":{target.port}"
+    vkey = workload_video_key(workload)
+    base = "live" if workload.mode == "live" else "video"
+    src = f"/{base}/{vkey}/" + ("manifest.mpd" if workload.player == "dashjs" else "master.m3u8")
+    return (f"https://{target.hostname}{port}/player/player.html?player={workload.player}&src={quote(src)}"
+            f"&live={1 if workload.mode == 'live' else 0}")
+
+
+def workload_video_key(workload) -> str:
+    return workload.video_spec().key
+
+
+class VideoClient(BrowserClient):
+    name = "video"
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        from quicbench.content.video import player_versions
+        out = {**super().version(), **player_versions()}
+        try:
+            import subprocess
+            out["ffmpeg"] = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True,
+                                           timeout=20).stdout.split("\n")[0]
+        except Exception as e:  # noqa: BLE001
+            out["ffmpeg"] = f"unknown ({e})"
+        return out
+
+    def fetch(self, req: FetchRequest) -> ClientResult:
+        target, protocol, workload, trial_dir, timeout_s, options = (
+            req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"):
+            (trial_dir / stale).unlink(missing_ok=True)
+        vinfo = (target.content.manifest.get("videos") or {}).get(workload_video_key(workload))
+        if vinfo is None:
+            return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
+                                error=f"video {workload.label}: not in the content set (generate it with the plan)")
+        profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
+        os.chmod(profile, 0o700)
+        try:
+            try:
+                args = {"url": player_url(target, workload), "protocol": protocol, "host": target.hostname,
+                        "port": target.port, "address": target.address, "spki": target.tls.spki_sha256_b64,
+                        "trial_dir": str(trial_dir), "profile": str(profile), "timeout_s": timeout_s,
+                        "executable": self.executable(),
+                        "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
+                        "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
+                        "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split()}
+                if options is not None and options.keylog:
+                    args["keylog"] = str(trial_dir / "keys.log")
+                if options is not None and options.qlog and protocol == "h3":
+                    args["netlog"] = str(trial_dir / "netlog.json")
+            except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
+                return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1, error=str(e))
+            returncode, cpu, wall, killed = run_child(target, CHILD, args, trial_dir, timeout_s, profile)
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+        out = _read_json(trial_dir / "video.json")
+        if not out:
+            return ClientResult(requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
+                                error=child_failed("video playback", trial_dir, returncode, killed))
+        requests, extra, error = interpret_video(out, protocol, vinfo, workload)
+        with open(trial_dir / "requests.jsonl", "w") as f:
+            for r in requests:
+                f.write(json.dumps(r) + "\n")
+        if out.get("metrics_detail"):
+            detail = out.pop("metrics_detail")
+            (trial_dir / "p1203.json").write_text(json.dumps(detail["p1203"], indent=1))
+            (trial_dir / "video_metrics.json").write_text(json.dumps(
+                {k: detail[k] for k in ("row", "segments", "stalls", "switches")}, indent=1))
+        summary = {k: out[k] for k in ("cpu_user_s", "cpu_sys_s", "cpu_wait_s") if out.get(k) is not None}
+        summary.update({"url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
+                        "players": (out.get("qblog") or {}).get("versions")})
+        (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
+                            returncode=returncode, error=error, extra=extra)
+
+
+def streams_of(vinfo: dict) -> dict[int, dict]:
+    out = {}
+    level = 0
+    for s in vinfo["streams"]:
+        d = dict(s)
+        if s["type"] == "video":
+            d["level"] = level
+            level += 1
+        out[int(s["id"])] = d
+    return out
+
+
+def interpret_video(out: dict, protocol: str, vinfo: dict, workload) -> tuple[list[dict], dict[str, Any], str | None]:
+    """video.json -> (per-request records, row columns, error or None). Computes the metrics
+    into out['metrics_detail']."""
+    requests = out.get("requests") or []
+    log = out.get("qblog") or {}
+    spec = vinfo["spec"]
+    problems: list[str] = []
+    if out.get("error"):
+        problems.append(out["error"])
+    # the requests still in flight when playback was stopped (the next segment, a playlist
+    # refresh) and those a player cancelled itself (an abandoned download) are not failures
+    finished = [r for r in requests if r.get("error") not in ("unfinished",) and "ERR_ABORTED" not in (r.get("error") or "")]
+    mismatches = [f"{r['path']}: {r.get('proto') or r.get('raw_protocol') or 'none'}" for r in requests
+                  if r.get("proto") is not None and r["proto"] != protocol]
+    extra: dict[str, Any] = {}
+    if mismatches:
+        extra["protocol_mismatches"] = json.dumps(mismatches)
+        problems.append(f"protocol mismatch: requested {protocol}, {len(mismatches)} of {len(requests)} request(s) "
+                        f"used another protocol ({', '.join(mismatches[:5])}{', ...' if len(mismatches) > 5 else ''})")
+    no_proto = [r for r in finished if r.get("proto") is None and not r.get("error")]
+    if no_proto:
+        problems.append(f"{len(no_proto)} request(s) without a protocol, first: {no_proto[0]['path']}")
+    failed = [r for r in finished if r.get("error")]
+    if failed:
+        problems.append(f"{len(failed)} of {len(requests)} request(s) failed, first: {failed[0]['path']}: "
+                        f"{failed[0]['error']}")
+    host = out.get("host")
+    foreign = [r["url"] for r in requests if host and urlsplit(r.get("url", "")).hostname != host]
+    if foreign:
+        problems.append(f"requests outside the lab origin: {', '.join(foreign[:3])}")
+    t_end = out.get("t_end_ms") or (max((s["t"] for s in log.get("samples") or []), default=0))
+    detail = compute(log, requests, streams_of(vinfo), float(spec["segment_s"]), float(spec["fps"]), t_end,
+                     live=workload.mode == "live", codec=spec.get("codec", "h264"),
+                     media_end=float(spec["duration_s"]))
+    out["metrics_detail"] = detail
+    row = detail["row"]
+    extra.update(row)
+    extra["video_player"] = workload.player
+    extra["video_mode"] = workload.mode
+    fatal = [e for e in log.get("errors") or [] if e.get("fatal")]
+    if fatal:
+        problems.append(f"player error ({fatal[0]['source']}): {fatal[0]['detail']}")
+    if row.get("startup_s") is None and not out.get("error"):
+        problems.append("playback never started (no 'playing' event)")
+    if row.get("stall_unended"):
+        last = detail["stalls"][-1]
+        problems.append(f"a stall never ended: waiting since media position {last['pos']} s for "
+                        f"{last['duration_s']} s")
+    if [r for r in requests if r.get("proto") is not None] == [] and not out.get("error"):
+        problems.append("no request was recorded")
+    vsegs = [s for s in detail["segments"] if s["type"] == "video" and s["ok"]]
+    wrong = [s["path"] for s in vsegs if s["proto"] != protocol]
+    if wrong:      # already in the mismatch list; said again for segments, the figure that matters
+        problems.append(f"{len(wrong)} video segment(s) over another protocol than {protocol}")
+    error = "; ".join(dict.fromkeys(problems)) if problems else None
+    return requests, extra, error
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: runs inside the client namespace, plays the video in Chromium.
+# ---------------------------------------------------------------------------------------------
+
+_STATE_JS = """() => { const l = window.qbLog; if (!l) return null;
+  const ev = l.events, v = document.getElementById('v');
+  return {n: ev.length, playing: ev.some(e => e.type === 'playing'), ended: ev.some(e => e.type === 'ended'),
+          last: ev.length ? ev[ev.length - 1].type : null, t_last: ev.length ? ev[ev.length - 1].t : null,
+          fatal: l.errors.filter(e => e.fatal).length, pos: v ? v.currentTime : null,
+          waiting_since: (() => { for (let i = ev.length - 1; i >= 0; i--) {
+            if (ev[i].type === 'playing') return null; if (ev[i].type === 'waiting') return ev[i].t; }
+            return null; })(),
+          now: performance.timeOrigin + performance.now()}; }"""
+
+
+def play(page, a: dict, out: dict) -> None:
+    """Wait while the player plays: until the watched time is reached (VOD: or its end), a fatal
+    player error, a stall longer than STALL_LIMIT_S, or no start within STARTUP_LIMIT_S."""
+    t0 = time.time()
+    deadline = t0 + a["timeout_s"]
+    t_play = None
+    while True:
+        page.wait_for_timeout(250)
+        s = page.evaluate(_STATE_JS) or {}
+        now = time.time()
+        if s.get("fatal"):
+            out["stop_reason"] = "player error"
+            return
+        if s.get("playing") and t_play is None:
+            t_play = now
+        if t_play is None and now - t0 > STARTUP_LIMIT_S:
+            out["stop_reason"] = f"no playback after {STARTUP_LIMIT_S:.0f} s"
+            return
+        if s.get("waiting_since") and t_play is not None and (s["now"] - s["waiting_since"]) / 1000 > STALL_LIMIT_S:
+            out["stop_reason"] = f"stalled for more than {STALL_LIMIT_S:.0f} s"
+            return
+        if s.get("ended") or (a.get("vod") and (s.get("pos") or 0) >= a["play_s"] - END_SLACK_S):
+            out["stop_reason"] = "ended"
+            return
+        if t_play is not None and now - t_play >= a["play_s"] + (2.0 if a.get("vod") else 0.0):
+            out["stop_reason"] = "duration reached"
+            return
+        if now > deadline:
+            out["stop_reason"] = "trial timeout"
+            return
+
+
+def run_video(a: dict[str, Any]) -> dict[str, Any]:
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
+    flags += ["--autoplay-policy=no-user-gesture-required"]
+    flags += a.get("extra_flags") or []
+    if a.get("netlog"):
+        flags += [f"--log-net-log={a['netlog']}", "--net-log-capture-mode=Default"]
+    if a.get("keylog"):
+        flags += [f"--ssl-key-log-file={a['keylog']}"]
+    out: dict[str, Any] = {"url": a["url"], "protocol": a["protocol"], "host": a["host"], "port": a["port"],
+                           "flags": flags, "error": None}
+    _write_prefs(Path(a["profile"]))
+    rec = _Recorder()
+    with sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            a["profile"], executable_path=a["executable"], headless=True, args=flags, service_workers="block",
+            viewport={"width": 1366, "height": 768}, timeout=60_000)
+        try:
+            out["browser_version"] = ctx.browser.version if ctx.browser else None
+            page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            supported = page.evaluate(f"() => window.MediaSource ? MediaSource.isTypeSupported('{MSE_TYPE}') : null")
+            out["mse_h264"] = supported
+            if not supported:
+                out["error"] = (f"this Chromium ({a['executable']}) cannot play H.264 in MediaSource "
+                                f"(isTypeSupported('{MSE_TYPE}') is {supported}): install Debian's chromium, "
+                                "which is built with the proprietary codecs")
+                return out
+            record_network(ctx, page, rec)
+            if a.get("settle", True):
+                out["settle_s"] = _settle(page)
+            cpu0 = tree_cpu()
+            t0 = time.time()
+            try:
+                page.goto(a["url"], wait_until="load", timeout=a["timeout_s"] * 1000)
+                play(page, a, out)
+            except PlaywrightError as e:
+                out["error"] = f"video page over {a['protocol']} failed: " + \
+                    str(e).splitlines()[0].removeprefix("Page.goto: ")
+            out["t_end_ms"] = time.time() * 1000
+            out["play_wall_s"] = time.time() - t0
+            cpu1 = tree_cpu()
+            out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
+            out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
+            try:
+                out["qblog"] = page.evaluate("() => window.qbLog || null")
+            except PlaywrightError as e:
+                out["qblog_error"] = str(e).splitlines()[0]
+            out["requests"] = rec.records({})
+        finally:
+            ctx.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="one video playback in Chromium (run by the video client)")
+    ap.add_argument("--args-json", required=True)
+    ns = ap.parse_args(argv)
+    a = json.loads(ns.args_json)
+    trial_dir = Path(a["trial_dir"])
+    _die_with_parent(Path(a["profile"]))
+    try:
+        out = run_video(a)
+    except Exception as e:  # noqa: BLE001 - a crash of the browser or driver, reported in video.json
+        out = {"url": a.get("url"), "protocol": a.get("protocol"), "host": a.get("host"),
+               "error": f"browser failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+               "requests": []}
+        print(out["error"], file=sys.stderr)
+    tmp = trial_dir / "video.json.tmp"
+    tmp.write_text(json.dumps(out))
+    os.replace(tmp, trial_dir / "video.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

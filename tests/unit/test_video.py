@@ -1,0 +1,239 @@
+"""Video: metric computations from event logs (synthetic and recorded), content validation,
+the fMP4 decode-time shift of the live publisher, and kind = "video" plans."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from quicbench.clients.browser import video_metrics as vm
+from quicbench.clients.browser.video import interpret_video, streams_of
+from quicbench.content import video
+from quicbench.errors import QuicbenchError
+from quicbench.model.plan import Workload, plan_from_dict
+
+FIX = Path(__file__).parent.parent / "fixtures" / "video"
+STREAMS = {0: {"type": "video", "level": 0, "kbps": 800, "width": 640, "height": 360},
+           1: {"type": "video", "level": 1, "kbps": 1600, "width": 960, "height": 540},
+           2: {"type": "video", "level": 2, "kbps": 3000, "width": 1280, "height": 720},
+           3: {"type": "audio", "kbps": 128}}
+T0 = 1_000_000.0     # wall ms
+
+
+def ev(t, type_, pos=0.0, **kw):
+    return {"t": T0 + t, "type": type_, "pos": pos, **kw}
+
+
+def samples(t_from, t_to, pos0=0.0, step=250, frozen=()):
+    """Samples every `step` ms; the position advances except inside the `frozen` (start, end) ms."""
+    out, pos = [], pos0
+    for t in range(t_from, t_to + 1, step):
+        if not any(a <= t < b for a, b in frozen) and t > t_from:
+            pos += step / 1000
+        out.append({"t": T0 + t, "pos": pos, "paused": False, "decoded": int(pos * 25), "dropped": 1})
+    return out
+
+
+def seg(path, t_ms, nbytes, ttfb=5, dl=200, proto="h2"):
+    ns = lambda ms: int((T0 + ms) * 1e6)  # noqa: E731
+    return {"path": path, "start_ns": ns(t_ms), "send_ns": ns(t_ms), "first_byte_ns": ns(t_ms + ttfb),
+            "last_byte_ns": ns(t_ms + ttfb + dl), "bytes": nbytes, "status": 200, "proto": proto, "error": None}
+
+
+def test_startup_stalls_rebuffering_and_qoe():
+    # load at 0, first frame at 1.5 s, a 2 s stall at 10 s (media 8.5 s), played until 31.5 s
+    log = {"t_load_start": T0, "t_player_start": T0 + 200,
+           "events": [ev(0, "load_start"), ev(300, "waiting"), ev(1500, "playing"),
+                      ev(10_000, "waiting", 8.5), ev(12_000, "playing", 8.5)],
+           "switches": [{"t": T0 + 1500, "level": 0}, {"t": T0 + 5000, "level": 2}, {"t": T0 + 20_000, "level": 1}],
+           "samples": samples(1500, 31_500, frozen=[(10_000, 12_000)])}
+    d = vm.compute(log, [], STREAMS, 4.0, 25, T0 + 31_500)
+    r = d["row"]
+    assert r["startup_s"] == 1.5 and r["startup_player_s"] == 1.3
+    assert r["stalls"] == 1 and r["stall_total_s"] == 2.0 and not r["stall_unended"]
+    assert d["stalls"][0]["pos"] == 8.5
+    assert r["watched_s"] == 30.0 and r["rebuffer_ratio"] == round(2 / 30, 4)
+    assert (r["switches"], r["switches_up"], r["switches_down"]) == (2, 1, 1)
+    # played time: 28 s (30 s watched - 2 s stalled): 3.5 s of 800, 13 s of 3000 (stall excluded), 11.5 s of 1600
+    assert r["played_s"] == pytest.approx(28.0, abs=0.01)
+    assert r["level_time_s"] == {"0": 3.5, "1": 11.5, "2": 13.0}
+    want = (3.5 * 800 + 13 * 3000 + 11.5 * 1600) / 28
+    assert r["mean_bitrate_kbps"] == pytest.approx(want, abs=0.1)
+    # QoE = Mbit/s - 4.3 x rebuffer s/min - 1 x switches/min, over 0.5 min watched
+    assert r["rebuffer_s_per_min"] == 4.0 and r["switches_per_min"] == 4.0
+    assert r["qoe_score"] == pytest.approx(want / 1000 - 4.3 * 4 - 4, abs=0.002)
+    assert r["frames_dropped"] == 1 and r["cpu_health_frames"] == "ok"
+
+
+def test_a_stall_that_never_ends_and_waiting_that_is_no_stall():
+    log = {"t_load_start": T0, "events": [ev(0, "load_start"), ev(1000, "playing"), ev(3000, "seeking", 2),
+                                          ev(3050, "waiting", 30), ev(3100, "seeked", 30), ev(3200, "playing", 30),
+                                          ev(9000, "waiting", 35.8)],
+           "samples": samples(1000, 20_000, frozen=[(9000, 20_000)])}
+    d = vm.compute(log, [], STREAMS, 4.0, 25, T0 + 20_000)
+    assert d["row"]["stalls"] == 1 and d["row"]["stall_unended"] is True       # the seek's waiting is not a stall
+    assert d["stalls"][0]["duration_s"] == 11.0 and d["stalls"][0]["pos"] == 35.8
+    # a VOD of 36 s waiting at 35.8 s is its end (audio outlasts video a little), not a stall
+    d = vm.compute(log, [], STREAMS, 4.0, 25, T0 + 20_000, media_end=36.0)
+    assert d["row"]["stalls"] == 0
+    # no playing at all: no startup, no QoE
+    d = vm.compute({"t_load_start": T0, "events": [ev(0, "load_start"), ev(100, "waiting")]}, [], STREAMS, 4, 25,
+                   T0 + 5000)
+    assert d["row"]["startup_s"] is None and d["row"]["qoe_score"] is None and d["row"]["stalls"] == 0
+
+
+def test_segments_and_p1203_shape():
+    recs = [seg("/video/k/init-stream0.m4s", 0, 800), seg("/video/k/chunk-stream0-00001.m4s", 100, 400_000),
+            seg("/video/k/chunk-stream3-00001.m4s", 110, 64_000),
+            seg("/video/k/chunk-stream2-00002.m4s", 400, 1_500_000, ttfb=12, dl=1300),
+            seg("/video/k/chunk-stream2-00001.m4s", 2000, 1_600_000),       # replaces segment 1 at 720p
+            seg("/video/k/chunk-stream2-00003.m4s", 2500, 1_500_000)]
+    log = {"t_load_start": T0, "events": [ev(0, "load_start"), ev(900, "playing"), ev(5000, "waiting", 3.0),
+                                          ev(6000, "playing", 3.0)],
+           "samples": samples(900, 9000, frozen=[(5000, 6000)])}
+    d = vm.compute(log, recs, STREAMS, 4.0, 25, T0 + 9000)
+    s = [x for x in d["segments"] if x["type"] == "video"]
+    assert [(x["stream"], x["number"], x["resolution"]) for x in s] == \
+        [(0, 1, "640x360"), (2, 2, "1280x720"), (2, 1, "1280x720"), (2, 3, "1280x720")]
+    assert s[1]["ttfb_ms"] == 12 and s[1]["download_ms"] == 1300 and s[1]["kbps"] == 3000.0
+    assert d["row"]["segments_video"] == 4 and d["row"]["segments_audio"] == 1
+    p = d["p1203"]
+    # media order, the last download of a position wins; played up to media position 7.1 s: 2 segments
+    assert [(x["start"], x["resolution"], x["bitrate"]) for x in p["I13"]["segments"]] == \
+        [(0.0, "1280x720", 3200.0), (4.0, "1280x720", 3000.0)]
+    assert all(x["codec"] == "h264" and x["fps"] == 25 and x["duration"] == 4.0 for x in p["I13"]["segments"])
+    assert p["I11"]["segments"][0]["codec"] == "aaclc"
+    assert p["I23"]["stalling"] == [[0.0, 0.9], [3.0, 1.0]]
+    json.dumps(p)
+
+
+def test_live_latency():
+    log = {"t_load_start": T0, "events": [ev(0, "load_start"), ev(1000, "playing", 100)],
+           "samples": [{"t": T0 + t, "pos": 100 + t / 1000, "latency_s": 12 + t / 10_000} for t in range(0, 5001, 1000)]}
+    r = vm.compute(log, [], STREAMS, 4.0, 25, T0 + 5000, live=True)["row"]
+    assert r["live_latency_s_mean"] == pytest.approx(12.3) and r["live_latency_s_max"] == 12.5
+    assert r["live_latency_s_last"] == 12.5
+
+
+def _recorded(name):
+    out = json.loads((FIX / name).read_text())
+    vinfo = {"spec": {"segment_s": 4.0, "fps": 25, "codec": "h264", "duration_s": 16.0},
+             "streams": [{"id": i, **{k: v for k, v in s.items() if k != "level"}} for i, s in STREAMS.items()]}
+    return out, vinfo
+
+
+def test_recorded_live_rate_drop_shows_a_down_switch():
+    """hls.js live over h3 through the lab: 10 Mbit/s, then 1.5 Mbit/s (tests/integration/test_video.py)."""
+    out, vinfo = _recorded("hls-live-rate-drop.json")
+    reqs, extra, err = interpret_video(out, "h3", vinfo, Workload(kind="video", player="hls", mode="live",
+                                                                  duration_s=24))
+    assert err is None, err
+    assert extra["switches_down"] >= 1 and extra["stalls"] == 0
+    assert 800 < extra["mean_bitrate_kbps"] < 3000
+    assert 10 < extra["live_latency_s_median"] < 16
+    segs = out["metrics_detail"]["segments"]
+    assert max(s["download_ms"] for s in segs if s["type"] == "video" and s["ok"]) > 1000
+    # the same playback, claimed to be h2, fails: every request was h3
+    _, extra, err = interpret_video(json.loads((FIX / "hls-live-rate-drop.json").read_text()), "h2", vinfo,
+                                    Workload(kind="video", player="hls", mode="live", duration_s=24))
+    assert "protocol mismatch: requested h2" in err and "video segment(s) over another protocol" in err
+    assert extra["protocol_mismatches"]
+
+
+def test_recorded_dashjs_vod_and_player_errors():
+    out, vinfo = _recorded("dashjs-vod-h2.json")
+    w = Workload(kind="video", player="dashjs", mode="vod", duration_s=16)
+    _, extra, err = interpret_video(out, "h2", vinfo, w)
+    assert err is None, err
+    assert extra["startup_s"] > 0 and extra["stalls"] == 0 and extra["video_player"] == "dashjs"
+    out, _ = _recorded("dashjs-vod-h2.json")
+    out["qblog"]["errors"].append({"t": 0, "source": "dashjs", "detail": "MEDIA_ERR_DECODE", "fatal": True})
+    _, _, err = interpret_video(out, "h2", vinfo, w)
+    assert "player error (dashjs): MEDIA_ERR_DECODE" in err
+
+
+def test_streams_levels():
+    s = streams_of({"streams": [{"id": 0, "type": "video"}, {"id": 1, "type": "video"}, {"id": 2, "type": "audio"}]})
+    assert s[0]["level"] == 0 and s[1]["level"] == 1 and "level" not in s[2]
+
+
+# -- content ------------------------------------------------------------------------------------
+
+def test_validation_names_the_field_and_the_fix(monkeypatch, tmp_path):
+    with pytest.raises(QuicbenchError, match=r"codec: unknown codec 'vp9': accepted: h264"):
+        video.validate(video.VideoSpec(codec="vp9"))
+    with pytest.raises(QuicbenchError, match=r"segment_s: segment length must be > 0"):
+        video.validate(video.VideoSpec(segment_s=0))
+    with pytest.raises(QuicbenchError, match=r"ladder: rungs must go up"):
+        video.validate(video.VideoSpec(ladder=((720, 3000), (360, 800))))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(QuicbenchError, match=r"missing 'ffmpeg'.*apt-get install ffmpeg"):
+        video.make_vod(video.VideoSpec(duration_s=4), cache=tmp_path)
+
+
+needs_ffmpeg = pytest.mark.skipif(not shutil.which("ffmpeg"), reason="apt-get install ffmpeg")
+
+
+@needs_ffmpeg
+def test_a_ladder_ffmpeg_cannot_encode_fails_clearly(tmp_path):
+    with pytest.raises(QuicbenchError, match=r"video.ladder: ffmpeg could not encode .*exit"):
+        video.make_vod(video.VideoSpec(duration_s=2, segment_s=2, ladder=((144, 100),), preset="no-such-preset"),
+                       cache=tmp_path)
+    assert not list((tmp_path / "video").iterdir())           # nothing half-made is left in the cache
+
+
+@needs_ffmpeg
+def test_tiny_ladder_cache_manifest_and_live_shift(tmp_path):
+    spec = video.VideoSpec(duration_s=4, segment_s=2, ladder=((144, 100), (240, 300)), audio_kbps=32,
+                           preset="ultrafast")
+    v = video.make_vod(spec, cache=tmp_path)
+    assert v.manifest["segments"] == 2 and (v.root / "master.m3u8").exists() and (v.root / "manifest.mpd").exists()
+    names = {f["path"] for f in v.manifest["files"]}
+    assert {"chunk-stream0-00001.m4s", "chunk-stream1-00002.m4s", "init-stream2.m4s", "media_0.m3u8"} <= names
+    for f in v.manifest["files"]:
+        assert (v.root / f["path"]).stat().st_size == f["size"]
+    assert video.make_vod(spec, cache=tmp_path).root == v.root            # cached by parameters
+    master = (v.root / "master.m3u8").read_text()
+    assert "RESOLUTION=256x144" in master and "RESOLUTION=426x240" in master   # 16:9, even
+    ts = video.track_timescales((v.root / "init-stream0.m4s").read_bytes())
+    seg = (v.root / "chunk-stream0-00002.m4s").read_bytes()
+    shifted = video.shift_decode_time(seg, 4.0, ts)
+    assert len(shifted) == len(seg) and shifted != seg
+
+    def tfdt(b):
+        i = b.index(b"tfdt")
+        ver = b[i + 4]
+        import struct
+        return struct.unpack_from(">Q" if ver == 1 else ">I", b, i + 8)[0]
+    assert tfdt(shifted) - tfdt(seg) == 4 * next(iter(ts.values()))
+
+
+@needs_ffmpeg
+def test_live_publisher_writes_a_sliding_window(tmp_path):
+    spec = video.VideoSpec(duration_s=2, segment_s=1, fps=10, ladder=((144, 100),), audio_kbps=32, preset="ultrafast")
+    v = video.make_vod(spec, cache=tmp_path)
+    video.publish_live(v.root, tmp_path / "live", window=3, prefill=3, stop_after_s=1.2)
+    pl = (tmp_path / "live" / "media_0.m3u8").read_text()
+    info = json.loads((tmp_path / "live" / "live.json").read_text())
+    assert pl.count("#EXTINF:") == 3 and pl.count("#EXT-X-PROGRAM-DATE-TIME:") == 3
+    assert "#EXT-X-MEDIA-SEQUENCE:2" in pl and "chunk-stream0-00004.m4s" in pl   # 4 published after 1.2 s
+    assert video.iso(info["ast"] + 3 * 1.0) in pl            # PDT of segment n = AST + (n-1) x segment_s
+    assert 'type="dynamic"' in (tmp_path / "live" / "manifest.mpd").read_text()
+
+
+def test_video_workloads_in_plans():
+    p = plan_from_dict({"protocols": ["h1", "h3"], "workloads": [
+        {"kind": "video", "player": "dashjs", "mode": "live", "duration_s": 30},
+        {"kind": "video", "duration_s": 20, "segment_s": 2, "ladder": [[360, 600], [720, 2500]]}]})
+    a, b = p.workloads
+    assert a.label == "video:dashjs:live:30s:seg4" and b.label.startswith("video:hls:vod:20s:seg2:")
+    assert p.client_for(a) == "video" and p.content_objects() == {}
+    assert len(p.video_specs()) == 2 and p.live_videos() == [a.video_spec()]
+    assert b.video_spec().ladder == ((360, 600), (720, 2500)) and b.video_spec().duration_s == 20
+    with pytest.raises(QuicbenchError, match=r"segment_s"):
+        plan_from_dict({"workloads": [{"kind": "video", "segment_s": 0}]})
+    with pytest.raises(QuicbenchError, match=r"unknown codec 'av1'"):
+        plan_from_dict({"workloads": [{"kind": "video", "codec": "av1"}]})
+    with pytest.raises(QuicbenchError, match=r"player"):
+        plan_from_dict({"workloads": [{"kind": "video", "player": "shaka"}]})
