@@ -64,6 +64,9 @@ def test_startup_stalls_rebuffering_and_qoe():
     assert r["rebuffer_s_per_min"] == 4.0 and r["switches_per_min"] == 4.0
     assert r["qoe_score"] == pytest.approx(want / 1000 - 4.3 * 4 - 4, abs=0.002)
     assert r["frames_dropped"] == 1 and r["cpu_health_frames"] == "ok"
+    # the timeline the report draws: seconds since page load, the stall as a span
+    assert d["stall_spans"] == [[10.0, 12.0]]
+    assert d["timeline"][0]["t_s"] == 1.5 and d["timeline"][-1]["t_s"] <= 31.5
 
 
 def test_a_stall_that_never_ends_and_waiting_that_is_no_stall():

@@ -21,6 +21,7 @@ from quicbench.analysis.stats import MIN_N
 from quicbench.analysis.stats import finite as _f
 from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
+from quicbench.analysis.video import median_startup_timelines
 from quicbench.model.units import size_label
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
@@ -78,6 +79,8 @@ class ReportData:
     missing: list[str]                               # what the report cannot show or claim, and why
     n_tests_table1: int                              # tests behind Table 1's verdicts
     pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdict)
+    video: pd.DataFrame = field(default_factory=pd.DataFrame)       # video playback (summary rows + verdicts)
+    video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
     sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
@@ -300,6 +303,28 @@ def page_loads(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFr
     return pages.reset_index(drop=True)
 
 
+# the video QoE a report shows, with whether lower is better (for the verdict)
+VIDEO_METRICS = (("startup_s", "startup (s)", False), ("stall_total_s", "stalled (s)", False),
+                 ("mean_bitrate_kbps", "played bitrate (kbit/s)", True),
+                 ("live_latency_s_mean", "live latency (s)", False), ("qoe_score", "QoE score", True))
+
+
+def video_cells(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFrame:
+    """Video playback per cell (summary columns of the QoE metrics) with, per metric, the best
+    protocol and its verdict against every other protocol (DNCS's startup, latency, bitrate)."""
+    if summary.empty or "startup_s_mean" not in summary or not summary["startup_s_mean"].notna().any():
+        return pd.DataFrame()
+    video = summary[summary["startup_s_mean"].notna()].copy()
+    keys = list(zip(video["condition"], video["workload"]))
+    for metric, _, higher in VIDEO_METRICS:
+        if f"{metric}_mean" not in video or not video[f"{metric}_mean"].notna().any():
+            continue
+        best = best_protocols(run, method, metric, higher_is_better=higher).set_index(["condition", "workload"])
+        for col in ("cell_best", "cell_verdict", "cell_p"):
+            video[f"{metric}_{col}"] = [best.at[k, col] if k in best.index else None for k in keys]
+    return video.reset_index(drop=True)
+
+
 def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
     """Fig. 12's numbers: each mean goodput (and its CI bounds) as % of the same protocol's best
     workload in the same condition; protocols without a positive best are left out."""
@@ -339,7 +364,9 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
         counts=counts(run), missing=missing_items(run, summary, seed, calibration),
         n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
-        pages=page_loads(run, summary, method), relative=relative_to_best(run, summary),
+        pages=page_loads(run, summary, method), video=video_cells(run, summary, method),
+        video_timelines=median_startup_timelines(run) if not summary.empty else {},
+        relative=relative_to_best(run, summary),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
         delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))

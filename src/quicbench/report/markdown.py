@@ -42,6 +42,9 @@ def render_markdown(data: ReportData) -> str:
         t = views.diff_table(data, a, b)
         if t:
             out += [f"## {a.upper()} vs {b.upper()}: % difference in mean goodput", "", t.markdown(), ""]
+    video = views.video_table(data)
+    if video:
+        out += ["## Video (HLS / DASH in the browser)", "", video.markdown(), ""]
     pages = views.pages_table(data)
     if pages:
         out += ["## Page loads (browser)", "", pages.markdown(), ""]

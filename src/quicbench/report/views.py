@@ -6,7 +6,7 @@ import pandas as pd
 
 from quicbench.analysis.tables import METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval
-from quicbench.analysis.report_data import ReportData
+from quicbench.analysis.report_data import VIDEO_METRICS, ReportData
 
 
 def _wl(data: ReportData, w: str) -> str:
@@ -128,6 +128,29 @@ def pages_table(data: ReportData) -> SimpleTable:
                        num(get("page_weight_bytes") / 1e6 if pd.notna(get("page_weight_bytes")) else None),
                        num(get("page_requests")), num(get("page_connections")), str(int(r["n"])),
                        str(r["load_cell_best"] or "–"), verdict])
+    return t
+
+
+def video_table(data: ReportData) -> SimpleTable | None:
+    """DNCS's video table: per condition, workload and protocol, QoE metrics with CIs, the best
+    protocol per metric and its verdict."""
+    if data.video.empty:
+        return None
+    metrics = [(m, lbl) for m, lbl, _ in VIDEO_METRICS if f"{m}_mean" in data.video
+               and data.video[f"{m}_mean"].notna().any()]
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in metrics], "stalls", "switches/min",
+                     "dropped frames", "n", *[f"best {lbl.split(' (')[0]} (verdict)" for _, lbl in metrics]])
+    for _, r in data.video.iterrows():
+        def verdict(m):
+            best = r.get(f"{m}_cell_best")
+            v = r.get(f"{m}_cell_verdict")
+            p = r.get(f"{m}_cell_p")
+            return f"{best or '–'} ({v or '–'}{', ' + pval(p) if p is not None and pd.notna(p) else ''})"
+        t.rows.append([r["condition"], r["workload"], r["protocol"],
+                       *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
+                       num(r.get("stalls_mean")), num(r.get("switches_per_min_mean")),
+                       pct(100 * r["frames_dropped_ratio_mean"]) if pd.notna(r.get("frames_dropped_ratio_mean"))
+                       else "–", str(int(r["n"])), *[verdict(m) for m, _ in metrics]])
     return t
 
 

@@ -225,7 +225,12 @@ def compute(log: dict, records: list[dict], streams: dict[int, dict], segment_s:
     row["player_errors"] = len(errors)
     row["player_fatal_errors"] = sum(1 for e in errors if e.get("fatal"))
     p1203 = p1203_input(segs, st, row["startup_s"], segment_s, fps, codec, samples, t_play)
-    return {"row": row, "segments": segs, "stalls": st, "switches": sw, "p1203": p1203}
+    t0 = log.get("t_load_start") or (samples[0]["t"] if samples else 0)
+    timeline = [{"t_s": round((s["t"] - t0) / 1000, 3), "buffer_s": s.get("buffer_s"), "height": s.get("h") or None}
+                for s in samples]
+    spans = [[round((s["t"] - t0) / 1000, 3), round((s["end_t"] - t0) / 1000, 3)] for s in st]
+    return {"row": row, "segments": segs, "stalls": st, "switches": sw, "p1203": p1203, "timeline": timeline,
+            "stall_spans": spans}
 
 
 def p1203_input(segs: list[dict], st: list[dict], startup_s: float | None, segment_s: float, fps: float,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from quicbench.analysis.report_data import ReportData
-from quicbench.report.figures import compare, cpu, cvart, goodput, heatmap, phases
+from quicbench.report.figures import compare, cpu, cvart, goodput, heatmap, phases, video
 from quicbench.report.figures.plotting import Drawing, Plot, render
 
 
@@ -93,6 +93,12 @@ FIGURES: list[FigureSpec] = [
                 "interval of the geometric mean (never below zero), one panel per page workload (DNCS's page "
                 "metrics, seed 004).",
         draw=goodput.page_loads),
+    FigureSpec(
+        id="video-timelines", section="video", title="Video playback over time",
+        caption="For the trial with the median startup of each protocol × condition × video workload: the rendered "
+                "resolution (solid, the player's ABR choice) and the buffer ahead of the play position (dashed); "
+                "red bands are stalls.",
+        draw=video.timelines),
 ]
 
 # the figure of `quicbench compare` (draws a CompareData)
