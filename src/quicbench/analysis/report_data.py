@@ -45,7 +45,16 @@ def workload_title(info: pd.DataFrame, workload: str) -> str:
         par_txt = "all in parallel"
     else:
         par_txt = "one at a time" if par == 1 else f"{par} in parallel"
-    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "")
+    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "") + _policy_text(row)
+
+
+def _policy_text(row: pd.Series) -> str:
+    policy = str(row.get("connection_policy") or "shared")
+    if policy == "per-object":
+        return ", a connection per object"
+    if policy.startswith("pool:"):
+        return f", a pool of {policy[5:]} connections"
+    return ""
 
 
 def workload_short(info: pd.DataFrame, workload: str, sep: str = "×") -> str:
@@ -54,9 +63,11 @@ def workload_short(info: pd.DataFrame, workload: str, sep: str = "×") -> str:
         return workload
     try:
         size, count = info.at[workload, "size"], int(info.at[workload, "count"])
+        policy = str(info.at[workload, "connection_policy"]) if "connection_policy" in info else "shared"
     except (KeyError, TypeError, ValueError):
         return workload
-    return f"{size}{sep}{count}"
+    tag = {"shared": "", "per-object": "/obj"}.get(policy, "/" + policy.replace("pool:", "pool"))
+    return f"{size}{sep}{count}{tag}"
 
 
 # -- the data -------------------------------------------------------------------------------------
@@ -206,7 +217,11 @@ def build_methods_table(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame)
                                 "n_cpu_bound": int(r["n_cpu_bound"])}
                 means = {p: (v or {}).get("mean") for p, v in cells.items()}
                 rank = ranking(means) if w is not None else ""
-                row[kind] = {"workload": w, "cells": cells, "rank": rank,
+                verdict = None
+                if w is not None:
+                    best_rows = [s.loc[(c, w, p)] for p in run.protocols if (c, w, p) in s.index]
+                    verdict = str(best_rows[0]["cell_verdict"]) if best_rows else None
+                row[kind] = {"workload": w, "cells": cells, "rank": rank, "verdict": verdict,
                              "differs": bool(rank) and rank != row["seed_rank"],
                              "best_differs": bool(rank) and rank.split(" > ")[0] != row["seed_rank"].split(" > ")[0]}
             rows.append(row)

@@ -169,7 +169,8 @@ def methods_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
                 cells = r[k]["cells"]
                 row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})") for p in protos]
                 mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
-                row.append(r[k]["rank"] + mark)
+                sig = "" if r[k]["verdict"] in (None, "significant") else f" ({r[k]['verdict']})"
+                row.append(r[k]["rank"] + mark + sig)
             t.rows.append(row)
         out.append((f"{blk['size']} objects: seed 000, ours per object, ours shared", t))
     return out
