@@ -94,7 +94,7 @@ def main() -> None:
     except ImportError:
         console.print("link emulator benchmark: not available")
     else:
-        link_main(console)
+        link_main(console, RESULTS)
     console.print(f"results in {RESULTS}")
 
 

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -35,7 +36,10 @@ from quicbench.run.calibrate import measure_iperf3
 from quicbench.model.conditions import Condition
 from quicbench.cpu import process_cpu_seconds
 from quicbench.lab import LabSpec, make_lab
+from quicbench.paths import REPO_ROOT
 from quicbench.proc import run
+
+RESULTS = REPO_ROOT / "bench" / "results"
 
 IPERF_S = 5.0
 THROUGHPUT_REPS = 3
@@ -204,16 +208,15 @@ def rate_accuracy() -> dict:
     return out
 
 
-def main(console: Console | None = None) -> dict:
-    from bench import RESULTS
+def main(console: Console | None = None, results: Path = RESULTS) -> dict:
     console = console or Console()
     t0, steal0 = time.time(), _steal_ticks()
     res = {"throughput": throughput(), "rtt_error": rtt_error(), "rate": rate_accuracy(),
            "iperf3_seconds": IPERF_S, "started": t0}
     # share of the machine's CPU time the hypervisor gave to other guests while we measured
     res["steal_pct"] = 100 * (_steal_ticks() - steal0) / (os.sysconf("SC_CLK_TCK") * (time.time() - t0) * os.cpu_count())
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "linkem.json").write_text(json.dumps(res, indent=2))
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "linkem.json").write_text(json.dumps(res, indent=2))
     tp, rt, ra = res["throughput"], res["rtt_error"], res["rate"]
     t = Table("measure", "value", "target", title="linkem benchmark (iperf3 TCP, ping)")
     for tag, label in (("", "offloads off"), ("_offload", "offloads on")):
