@@ -55,6 +55,17 @@ class CaddyServer(Server):
         return {**super().env(), "HOME": wd, "XDG_DATA_HOME": wd, "XDG_CONFIG_HOME": wd}
 
     @classmethod
+    def version(cls) -> dict[str, str]:
+        """Caddy's version and the quic-go it was built with: the HTTP/3 sender's loss detection
+        (reordering thresholds) is quic-go's, so results depend on it."""
+        out = super().version()
+        cp = run(["dpkg-query", "-W", "-f", "${Built-Using}", "caddy"], check=False)
+        m = re.search(r"golang-github-(?:lucas-clemente|quic-go)-quic-go \(= ([^)]+)\)", cp.stdout)
+        if m:
+            out["quic_go"] = m.group(1)
+        return out
+
+    @classmethod
     def version_text(cls) -> str:
         out = run([find_binary("caddy", cls.install_hint), "version"]).stdout
         m = re.search(r"v?(\d+\.\d+\.\d+\S*)", out)
