@@ -302,11 +302,17 @@ def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
     wait_for(browsers, what="a browser of the run")
     p.send_signal(signal.SIGKILL)
     p.wait()
-    profiles = set(Path("/tmp").glob("qb-browser-profile-*"))
+    profiles = set()
+    for pid in browsers():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        profiles |= {Path(a.split(b"=", 1)[1].decode()) for a in args if a.startswith(b"--user-data-dir=")}
     wait_for(lambda: not browsers(), timeout=15, what="no browser of the killed run")
     # the load's fresh profile goes with it (other runs' profiles on this host are not ours to judge)
     wait_for(lambda: not [p for p in profiles if p.exists()], timeout=15, what="the killed load's profile removed")
-    r = run_qb("lab", "down", "--all")       # the killed run's lab itself is reaped by the next command
+    r = run_qb("lab", "down", run_lab_state(run_dir)["name"])   # the killed run's lab itself
     assert r.returncode == 0
 
 
@@ -325,3 +331,22 @@ def test_ctrl_c_during_the_report_says_so(tmp_path, no_leftovers):
     assert p.returncode == 130, output
     assert "the report was not written" in output and f"quicbench report {run_dir}" in output, output
     assert not (run_dir / "report.html").exists()
+
+
+# 4b. a lab removed from outside (another user's `ip netns del`) stops the run; nothing is recorded for it
+def test_a_lab_removed_from_outside_stops_the_run_without_wrong_rows(tmp_path, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text(SLOW_PLAN)
+    out = tmp_path / "runs"
+    p = start(plan, out)
+    run_dir = run_dir_with_rows(out, 2)
+    state = run_lab_state(run_dir)
+    subprocess.run(["ip", "netns", "del", state["namespaces"]["client"]], check=True)
+    output = p.communicate(timeout=120)[0]
+    assert p.returncode == 1, output
+    assert "lost its namespace(s)" in output and "resume" in output, output
+    assert all(r["status"] == "ok" for r in rows(run_dir)), [r["error"] for r in rows(run_dir)]
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
+    r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(rows(run_dir)) == len({r["key"] for r in rows(run_dir)}) == 18

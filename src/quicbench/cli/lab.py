@@ -213,6 +213,11 @@ def lab_down(name: Optional[str] = typer.Argument(None, help="Lab name."),
         console.print(f"lab {n} removed")
     if all_:
         for ns in orphan_namespaces():
+            busy = run(["ip", "netns", "pids", ns], check=False).stdout.split()
+            if busy and not force:
+                # another quicbench (another state directory) may be using it
+                console.print(f"stray namespace {ns} skipped: {len(busy)} process(es) run inside; --force removes it")
+                continue
             run(["ip", "netns", "del", ns], check=False)
             console.print(f"stray namespace {ns} removed")
 

@@ -189,6 +189,10 @@ class Lab(ABC):
         """None while the link emulation runs, else what is wrong with it."""
         return self.link.alive() if self.link is not None else None
 
+    def node_fault(self) -> str | None:
+        """None while every node of the lab exists, else which are gone (removed from outside)."""
+        return None
+
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Lab":
         lab = cls(LabSpec.model_validate(state["spec"]))

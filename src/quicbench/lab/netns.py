@@ -201,6 +201,12 @@ class NetnsLab(Lab):
             pids += [int(p) for p in cp.stdout.split()]
         return pids
 
+    def node_fault(self) -> str | None:
+        existing = set(run(["ip", "netns", "list"], check=False).stdout.split())
+        gone = [self.ns(n) for n in self.nodes if self.ns(n) not in existing]
+        return f"lab '{self.name}' lost its namespace(s) {', '.join(gone)} (removed by another process)" if gone \
+            else None
+
     def kill_node_processes(self, node: str) -> None:
         for pid in self.pids([node]):
             try:

@@ -180,6 +180,10 @@ class Runner:
                     self._ensure_link(lab, spec.condition, progress.console)
                     row = self._one(spec, lab, servers, clients[self.plan.client_for(spec.workload)], content,
                                     tls, ports)
+                    gone = lab.node_fault()
+                    if gone:   # the trial's failure was the lab's: not recorded
+                        raise EnvironmentFault(f"{gone} during {spec.key}: the run stops; resume it to run "
+                                               f"the remaining trials")
                     fault = lab.link_fault()
                     if fault is None:
                         break
@@ -191,7 +195,11 @@ class Runner:
                 progress.advance(task)
 
     def _ensure_link(self, lab, condition, console) -> None:
-        """Restart a dead link emulator (at most LINK_RESTARTS times a run), else stop the run."""
+        """Restart a dead link emulator (at most LINK_RESTARTS times a run), else stop the run. A lab
+        whose nodes are gone cannot be repaired: the run stops and can be resumed."""
+        gone = lab.node_fault()
+        if gone:
+            raise EnvironmentFault(f"{gone}: the run stops; resume it to run the remaining trials")
         fault = lab.link_fault()
         if fault is None:
             return
@@ -252,7 +260,7 @@ class _LinkWatch:
 
     def _watch(self) -> None:
         while not self.done.wait(LINK_WATCH_S):
-            if self.lab.link_fault() is not None:
+            if self.lab.link_fault() is not None or self.lab.node_fault() is not None:
                 self.lab.kill_node_processes("client")
                 return
 

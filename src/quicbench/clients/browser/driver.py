@@ -193,15 +193,24 @@ def _kill_load(pid: int | None, profile: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    marker = f"--user-data-dir={profile}".encode()
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    for pid in browser_pids(profile):
         try:
-            if marker in (d / "cmdline").read_bytes():
-                os.kill(int(d.name), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
             continue
+
+
+def browser_pids(profile: Path) -> list[int]:
+    """Processes of the browser that uses this profile (found by its --user-data-dir)."""
+    marker = f"--user-data-dir={profile}".encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes():
+                out.append(int(d.name))
+        except OSError:
+            continue
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -296,10 +296,13 @@ def _die_with_parent(profile: Path) -> None:
     import shutil
     import signal
 
-    from quicbench.clients.browser.driver import _kill_load
+    from quicbench.clients.browser.driver import _kill_load, browser_pids
 
     def on_parent_death(signum: int, frame: object) -> None:
         _kill_load(None, profile)             # the browser (its own process group), found by its profile
+        deadline = time.monotonic() + 3       # its processes end, then nothing writes the profile any more
+        while browser_pids(profile) and time.monotonic() < deadline:
+            time.sleep(0.05)
         shutil.rmtree(profile, ignore_errors=True)   # the parent that would have removed it is gone
         os.killpg(os.getpgrp(), signal.SIGKILL)   # then our group (Playwright's driver and us)
 
