@@ -1,0 +1,29 @@
+"""Kernels quicbench can run in: `host` (this machine's kernel) and `uml` (User-Mode Linux).
+
+A kernel driver runs a quicbench command line in its kernel. `host` does nothing special; `uml`
+boots Debian's user-mode-linux (a Linux 6.1 kernel as a user process) on the host's files and
+runs the command inside, so that `sch_netem`, `tbf` and `htb` exist even where the host
+kernel has none. Register a new driver in ``KERNELS``.
+"""
+
+from __future__ import annotations
+
+from quicbench.errors import QuicbenchError
+from quicbench.kernels.base import Kernel
+from quicbench.kernels.host import HostKernel
+from quicbench.kernels.uml import UmlKernel
+
+KERNELS: dict[str, type[Kernel]] = {
+    "host": HostKernel,
+    "uml": UmlKernel,
+}
+
+
+def get_kernel(name: str) -> Kernel:
+    try:
+        return KERNELS[name]()
+    except KeyError:
+        raise QuicbenchError(f"unknown kernel '{name}': accepted: {', '.join(KERNELS)}") from None
+
+
+__all__ = ["Kernel", "KERNELS", "get_kernel", "HostKernel", "UmlKernel"]
