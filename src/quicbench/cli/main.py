@@ -81,6 +81,36 @@ def require_root() -> None:
         raise QuicbenchError("quicbench needs root for network namespaces: run as root (or with sudo)")
 
 
+KernelOpt = typer.Option("host", "--kernel", help="Kernel to run in: host (this machine's) or uml "
+                         "(User-Mode Linux: the kernel's netem, tbf and htb on any host; slow: tens of Mbit/s).")
+
+
+def _argv_without_kernel(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--kernel":
+            skip = True
+        elif not a.startswith("--kernel="):
+            out.append(a)
+    return out
+
+
+def _in_kernel(kernel: str) -> int | None:
+    """With a kernel other than host: run this same command line inside it and return its exit
+    code (the caller exits with it); None means go on here."""
+    from quicbench.kernels import get_kernel
+    k = get_kernel(kernel)
+    if k.name == "host":
+        return None
+    ok, why = k.available()
+    if not ok:
+        raise QuicbenchError(f"kernel '{kernel}' is not usable here: {why}")
+    argv = [sys.executable, "-m", "quicbench.cli.main", *_argv_without_kernel(sys.argv[1:])]
+    return k.run(argv, dict(os.environ), os.getcwd())
+
+
 def _reap() -> None:
     from quicbench.lab import reap_dead_labs
     for name in reap_dead_labs():
@@ -137,6 +167,7 @@ app.add_typer(link_app, name="link")
 @link_app.command("calibrate")
 def link_calibrate(
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+    kernel: str = KernelOpt,
     pings: int = typer.Option(200, help="Pings (10 ms apart)."),
     seconds: float = typer.Option(3.0, help="iperf3 seconds (0 skips iperf3)."),
     as_json: bool = typer.Option(False, "--json"),
@@ -145,7 +176,12 @@ def link_calibrate(
     up: cf.Up = [], down: cf.Down = [],
 ) -> None:
     """Apply a condition in a fresh lab and measure it with ping and iperf3: configured vs measured."""
+    from quicbench.kernels import get_kernel
+    get_kernel(kernel)   # an unknown name fails before anything runs
     require_root()
+    rc = _in_kernel(kernel)
+    if rc is not None:
+        raise SystemExit(rc)
     _reap()
     import secrets
     from quicbench.run.calibrate import calibrate
@@ -252,14 +288,20 @@ def run_cmd(
     only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, server=, workload=, size= (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
+    kernel: str = KernelOpt,
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
+    from quicbench.kernels import get_kernel
+    get_kernel(kernel)   # an unknown name fails before anything runs
     p = _load_plan(plan)
     only_map = _parse_only(only)
     if dry_run:
         _show_plan(p, reps, only_map)
         return
     require_root()
+    rc = _in_kernel(kernel)
+    if rc is not None:
+        raise SystemExit(rc)
     _reap()
     from quicbench.run.runner import start_run, summary_table
     store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed)

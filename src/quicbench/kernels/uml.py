@@ -13,7 +13,7 @@ Output: the command's stdout and stderr are UML consoles 0 and 1, wired to pipes
 process copies live to its own stdout and stderr; the kernel's messages are silenced (`quiet
 loglevel=0`). Ctrl-C / SIGTERM: a stop file asks the instance to SIGINT everything inside
 (quicbench tears its lab down and marks the run interrupted), then after a grace period the
-UML process group is killed; PR_SET_PDEATHSIG kills UML should the caller be SIGKILLed. The
+UML process group is killed; a watchdog process kills the UML process group should the caller be SIGKILLed. The
 temporary directory (init script, exit code, UML's umid dir and memory file) is removed on
 every exit path, and stale ones of dead callers are removed by the next run.
 
@@ -22,7 +22,6 @@ Inside UML there is one (slow) CPU: tens of Mbit/s, timer noise of a few hundred
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shlex
 import shutil
@@ -115,13 +114,19 @@ def _reap_stale() -> None:
             shutil.rmtree(Path("/dev/shm") / d.name, ignore_errors=True)
 
 
-def _set_pdeathsig() -> None:
-    """In the child before exec: die (SIGTERM: UML cleans up) when the caller dies."""
+# Kills the UML process group and removes the temporary directories when the caller dies
+# (its stdin, a pipe only the caller holds, ends); exits quietly when the caller says "done".
+# UML's main process alone would not do: killed, it leaves its helper processes running.
+WATCHDOG = """
+import os, shutil, signal, sys
+if sys.stdin.buffer.read() != b"done":
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)    # PR_SET_PDEATHSIG
+        os.killpg(int(sys.argv[1]), signal.SIGKILL)
     except OSError:
         pass
+    for d in sys.argv[2:]:
+        shutil.rmtree(d, ignore_errors=True)
+"""
 
 
 def _copy(src: int, dst) -> None:
@@ -237,6 +242,7 @@ class UmlKernel(Kernel):
         shm = Path("/dev/shm") / tmp.name if os.path.isdir("/dev/shm") else tmp / "mem"
         shm.mkdir(mode=0o700)
         proc: subprocess.Popen | None = None
+        watchdog: subprocess.Popen | None = None
         threads: list[threading.Thread] = []
         try:
             (tmp / "caller.pid").write_text(str(os.getpid()))
@@ -247,11 +253,14 @@ class UmlKernel(Kernel):
             err_r, err_w = os.pipe()
             try:
                 proc = subprocess.Popen(self.command(tmp, mem), stdin=subprocess.DEVNULL, stdout=out_w,
-                                        stderr=err_w, start_new_session=True, preexec_fn=_set_pdeathsig,
+                                        stderr=err_w, start_new_session=True,
                                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(shm)})
             finally:
                 os.close(out_w)
                 os.close(err_w)
+            watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(proc.pid), str(tmp), str(shm)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, start_new_session=True)
             threads = [threading.Thread(target=_copy, args=(out_r, stdout), daemon=True),
                        threading.Thread(target=_copy, args=(err_r, stderr), daemon=True)]
             for t in threads:
@@ -272,6 +281,8 @@ class UmlKernel(Kernel):
             if proc is not None:
                 _killpg(proc, signal.SIGKILL)
                 proc.wait()
+            if watchdog is not None:
+                watchdog.communicate(b"done")
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(shm, ignore_errors=True)
 
