@@ -71,6 +71,9 @@ def measure(lab, what: tuple) -> tuple[str, dict]:
     if kind == "udp":
         _, direction, count, pps, size = what
         src, dst = ("client", "server") if direction == "up" else ("server", "client")
+        # resolve ARP on every segment first: the first datagrams would wait for it (+2 delays)
+        subprocess.run(lab.cmd(src, ["ping", "-n", "-c", "1", "-W", "3", lab.address(dst)]),
+                       capture_output=True, timeout=10)
         return f"udp_{direction}", probe(lab.ns(src), lab.ns(dst), lab.address(dst), count=count, pps=pps,
                                          size=size, drain_s=1.0)
     if kind == "ping":
