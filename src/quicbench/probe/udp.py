@@ -214,8 +214,10 @@ def send(sock: socket.socket, dst: tuple[str, int], count: int, pps: float, size
 
 
 def probe(src_ns: str | None, dst_ns: str | None, dst_ip: str, count: int = 1000, pps: float = 500,
-          size: int = 64, port: int = 47000, drain_s: float = 1.0, src_ip: str | None = None) -> dict:
-    """Send count datagrams from namespace src_ns to dst_ip:port in dst_ns and measure them."""
+          size: int = 64, port: int = 47000, drain_s: float = 1.0, src_ip: str | None = None,
+          samples: bool = False) -> dict:
+    """Send count datagrams from namespace src_ns to dst_ip:port in dst_ns and measure them;
+    samples: also return every intact datagram's one-way delay (ms, arrival order)."""
     rx = udp_socket(dst_ns, (dst_ip, port))
     tx = udp_socket(src_ns, (src_ip, 0) if src_ip else None)
     records: list[Record] = []
@@ -232,4 +234,18 @@ def probe(src_ns: str | None, dst_ns: str | None, dst_ip: str, count: int = 1000
         rx.close()
     out = stats(records, count, size)
     out.update({"pps": pps, "achieved_pps": achieved, "size": size})
+    if samples:
+        out["owd_samples_ms"] = owd_samples(records)
+    return out
+
+
+def owd_samples(records: Sequence[Record]) -> list[float]:
+    """One-way delay (ms, µs resolution) of the first intact copy of each datagram."""
+    seen: set[int] = set()
+    out = []
+    for r in records:
+        if r.seq in seen or not r.intact:
+            continue
+        seen.add(r.seq)
+        out.append(round((r.recv_ns - r.send_ns) / 1e6, 3))
     return out
