@@ -8,7 +8,8 @@ Verdicts per direction:
 - one-way delay: two-sample Kolmogorov-Smirnov test, p > 0.01, on each side's delays plus an
   excess drawn at random from the OTHER side's noise floor (delay measured minus configured):
   if the emulators agree, both samples are emulator + noise A + noise B;
-- loss and duplicates: each side's fraction inside the binomial 99 % interval of the other's;
+- loss and duplicates: the difference of the two fractions inside its binomial 99 % interval
+  (two samples, pooled fraction);
 - reorder fraction: within 10 % (relative) of each other, or both below 1 %.
 """
 
@@ -28,7 +29,6 @@ from typing import Any
 
 from quicbench.errors import QuicbenchError
 from quicbench.model.conditions import Condition
-from quicbench.run.calibrate import binomial_interval
 
 DIRECTIONS = ("up", "down")
 
@@ -65,12 +65,12 @@ def measure_side(link: str, cond: Condition, count: int, pps: float, size: int) 
     return out
 
 
-def _fraction_verdict(a: float, b: float, n: int) -> tuple[bool, str]:
-    """Each fraction inside the binomial 99 % interval of the other (at least 1/n wide)."""
-    ia = binomial_interval(n, max(a, 1 / n))
-    ib = binomial_interval(n, max(b, 1 / n))
-    ok = (ib[0] - 1e-9 <= a <= ib[1] + 1e-9) and (ia[0] - 1e-9 <= b <= ia[1] + 1e-9)
-    return ok, f"{100 * a:.2f} % vs {100 * b:.2f} % (99 % interval of the second {100 * ib[0]:.2f}..{100 * ib[1]:.2f} %)"
+def _fraction_verdict(a: float, b: float, n: int, z: float = 2.576) -> tuple[bool, str]:
+    """The two fractions (n trials each) agree: their difference lies inside the 99 % binomial
+    interval of a difference of two samples (pooled fraction, at least 1/n)."""
+    p = max((a + b) / 2, 1 / n)
+    half = z * math.sqrt(p * (1 - p) * 2 / n)
+    return abs(a - b) <= half + 1e-12, f"{100 * a:.2f} % vs {100 * b:.2f} % (99 % interval of the difference ±{100 * half:.2f} %)"
 
 
 def compare(cond: Condition, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
