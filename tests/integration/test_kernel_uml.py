@@ -153,3 +153,19 @@ def test_cli_kernel_flag(tmp_path):
     assert 10.0 <= res["ping"]["rtt_p50_ms"] <= 11.0
     doctor = run_qb("doctor")
     assert "kernel: uml" in doctor.stdout and "netem" in doctor.stdout
+
+
+def test_run_in_uml_writes_the_run_directory_on_the_host(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "uml"\nrepetitions = 1\nlink = "netem"\nprotocols = ["h1", "h3"]\n'
+                    '[[conditions]]\nname = "d5"\ndelay_ms = 5\n'
+                    '[[workloads]]\nsize = "100KB"\ncount = 2\nparallel = "all"\n')
+    cp = run_qb("run", str(plan), "--kernel", "uml", "--out", str(tmp_path / "runs"), "--no-report", timeout=300)
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["host"]["kernel_driver"] == "uml"
+    assert meta["host"]["kernel"] == UmlKernel().version()["version"]
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert sorted(r["protocol"] for r in rows) == ["h1", "h3"]
+    assert all(r["status"] == "ok" and r["link"] == "netem" for r in rows), rows
