@@ -23,7 +23,7 @@ from conftest import REPO, root_only
 from quicbench.kernels import UmlKernel
 from quicbench.run.calibrate import binomial_interval
 
-pytestmark = [pytest.mark.integration, root_only]
+pytestmark = [pytest.mark.integration, root_only, pytest.mark.timeout(600)]
 
 SCRIPT = Path(__file__).with_name("uml_netem_probe.py")
 DIST_DIRS = [Path("/usr/lib/x86_64-linux-gnu/tc"), Path("/usr/lib/tc"), Path("/usr/lib64/tc")]
