@@ -236,6 +236,10 @@ class UmlKernel(Kernel):
             raise QuicbenchError(why)
         stdout = stdout or sys.stdout.buffer
         stderr = stderr or sys.stderr.buffer
+        if _isatty(stdout) and "COLUMNS" not in env:
+            # the command's console is 80 columns wide unless told the caller's terminal size
+            size = shutil.get_terminal_size()
+            env = {**env, "COLUMNS": str(size.columns), "LINES": str(size.lines)}
         _reap_stale()
         tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
         # UML's memory is a file it creates (and unlinks) in $TMPDIR: on tmpfs, not on disk
