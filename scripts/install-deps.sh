@@ -2,6 +2,8 @@
 # Install the Debian packages quicbench calls, only those missing. Idempotent.
 set -euo pipefail
 PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
+# The kernel's netem, tbf and htb on any host: `--kernel uml` (User-Mode Linux and its insmod)
+[ "${QB_NO_UML:-0}" = 1 ] || PKGS+=(user-mode-linux kmod)
 # Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
 # Video workloads: ffmpeg encodes the ladder locally; npm installs the pinned hls.js/dash.js

@@ -10,7 +10,10 @@ ROUTERS = [("router", "to-client", "to-server")]
 
 
 def cmds(cond):
-    return [" ".join(argv) for _, argv in netem_commands(Condition.model_validate(cond), ROUTERS)]
+    """The add commands (each comes after a delete of the root qdisc)."""
+    out = [" ".join(argv) for _, argv in netem_commands(Condition.model_validate(cond), ROUTERS)]
+    assert out[0::2] == [f"tc qdisc del dev {dev} root" for dev in ("to-server", "to-client")]
+    return out[1::2]
 
 
 def test_go_quick_scenario_on_both_interfaces():
@@ -19,15 +22,22 @@ def test_go_quick_scenario_on_both_interfaces():
     # netem's limit must hold the whole delay line: 1 Gbit/s x 100 ms = 8334 packets (the
     # default 1000 would cap a 50 ms path at 240 Mbit/s)
     expected = "netem delay 50ms 5ms distribution pareto loss random 2% limit 8334"
-    assert out == [f"tc qdisc replace dev to-server root handle 1: {expected}",
-                   f"tc qdisc replace dev to-client root handle 1: {expected}"]
+    assert out == [f"tc qdisc add dev to-server root handle 1: {expected}",
+                   f"tc qdisc add dev to-client root handle 1: {expected}"]
 
 
-def test_rate_queue_and_order_keeping_pfifo():
+def test_rate_queue_limit_counts_the_delay_line():
+    # netem's limit holds the delay line too: 200 queued + 40 Mbit/s x 11 ms of 1500-byte packets
     out = cmds({"name": "x", "rate_mbit": 40, "delay_ms": 10, "jitter_ms": 1, "queue": {"packets": 200}})
-    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem delay 10ms 1ms rate 40mbit -14 limit 200"
-    assert out[1] == "tc qdisc replace dev to-server parent 1:1 pfifo limit 1000"
-    assert len(out) == 4
+    assert out[0] == "tc qdisc add dev to-server root handle 1: netem delay 10ms 1ms rate 40mbit -14 limit 237"
+    assert len(out) == 2
+
+
+def test_order_keeping_jitter_uses_rate_mode_not_a_pfifo_child():
+    # netem's time-sorted queue reorders whatever child it has; its rate mode does not
+    out = cmds({"name": "x", "delay_ms": 20, "jitter_ms": 5})
+    assert out[0] == "tc qdisc add dev to-server root handle 1: netem delay 20ms 5ms rate 100gbit limit 3334"
+    assert "rate" not in cmds({"name": "x", "delay_ms": 20, "jitter_ms": 5, "reorder": True})[0]
 
 
 def test_rate_counts_ip_bytes_plus_the_configured_overhead():
@@ -40,15 +50,15 @@ def test_per_direction_and_gilbert_elliott():
     out = cmds({"name": "x", "down": {"delay_ms": 50, "loss": {"model": "gilbert_elliott", "p_pct": 1,
                                                                "r_pct": 20, "h_pct": 30, "k_pct": 99}},
                 "up": {"duplicate_pct": 1, "corrupt_pct": 0.1}})
-    assert out[0] == "tc qdisc replace dev to-server root handle 1: netem duplicate 1% corrupt 0.1% limit 1667"
-    assert out[1] == ("tc qdisc replace dev to-client root handle 1: netem delay 50ms loss gemodel 1% 20% 70% 1% "
+    assert out[0] == "tc qdisc add dev to-server root handle 1: netem duplicate 1% corrupt 0.1% limit 1667"
+    assert out[1] == ("tc qdisc add dev to-client root handle 1: netem delay 50ms loss gemodel 1% 20% 70% 1% "
                       "limit 8334")
 
 
 def test_two_hops_each_their_own():
     routers = [("router", "to-client", "to-server"), ("router2", "to-client", "to-server")]
     c = Condition.model_validate({"name": "x", "hops": [{"delay_ms": 5}, {"loss_pct": 1}]})
-    out = netem_commands(c, routers)
+    out = [(n, a) for n, a in netem_commands(c, routers) if a[2] == "add"]
     assert [(n, a[4]) for n, a in out] == [("router", "to-server"), ("router", "to-client"),
                                           ("router2", "to-server"), ("router2", "to-client")]
     assert "loss" in out[2][1] and "delay" in out[0][1]

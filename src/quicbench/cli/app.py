@@ -32,3 +32,42 @@ def reap() -> None:
     from quicbench.lab import reap_dead_labs
     for name in reap_dead_labs():
         err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")
+
+
+KernelOpt = typer.Option("host", "--kernel", help="Kernel to run in: host (this machine's) or uml "
+                         "(User-Mode Linux: the kernel's netem, tbf and htb on any host; slow: tens of Mbit/s).")
+
+
+def check_kernel(kernel: str) -> None:
+    """An unknown kernel name fails before anything runs."""
+    from quicbench.kernels import get_kernel
+    get_kernel(kernel)
+
+
+def _argv_without_kernel(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--kernel":
+            skip = True
+        elif not a.startswith("--kernel="):
+            out.append(a)
+    return out
+
+
+def rerun_in_kernel(kernel: str) -> None:
+    """With a kernel other than host: run this same command line inside it and exit with its exit
+    code; with host, return and go on here."""
+    import sys
+
+    from quicbench.errors import QuicbenchError
+    from quicbench.kernels import get_kernel
+    k = get_kernel(kernel)
+    if k.name == "host":
+        return
+    ok, why = k.available()
+    if not ok:
+        raise QuicbenchError(f"--kernel {kernel}: not usable here: {why}")
+    argv = [sys.executable, "-m", "quicbench.cli.main", *_argv_without_kernel(sys.argv[1:])]
+    raise SystemExit(k.run(argv, dict(os.environ), os.getcwd()))

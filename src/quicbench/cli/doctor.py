@@ -44,6 +44,16 @@ def checks() -> list[tuple[str, bool, str]]:
     out.append(("kernel: veth", k["veth"], "veth pairs" if k["veth"] else "needs CONFIG_VETH (modprobe veth)"))
     out.append(("kernel: netem", True, "present: link 'auto' uses netem" if k["netem"] else
                 "absent (no sch_netem): link 'auto' uses linkem, the user-space emulator"))
+    from quicbench.kernels import UmlKernel
+    uml = UmlKernel()
+    ok, why = uml.available()
+    if ok:
+        v = uml.version()
+        detail = (f"User-Mode Linux {v['version']} with qdiscs {', '.join(v['qdiscs'])}: "
+                  "--kernel uml runs the kernel's netem (slow: tens of Mbit/s)")
+    else:
+        detail = f"optional, for --kernel uml (the kernel's netem on any host): {why}"
+    out.append(("kernel: uml", True, detail))
     out.append(("kernel: tbf", k["tbf"], "rate limiting" if k["tbf"] else "needs CONFIG_NET_SCH_TBF"))
     out.append(("kernel: htb", k["htb"], "rate limiting" if k["htb"] else "needs CONFIG_NET_SCH_HTB"))
     out.append(("kernel: TUN", k["tun"], "/dev/net/tun" if k["tun"] else "needs CONFIG_TUN"))

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from quicbench.cli import condflags as cf
-from quicbench.cli.app import console, lab_app, link_app, reap, require_root
+from quicbench.cli.app import KernelOpt, check_kernel, console, lab_app, link_app, reap, require_root, rerun_in_kernel
 from quicbench.errors import QuicbenchError
 
 OWNER_STOP_S = 60     # lab down --force: how long the owning run gets to stop cleanly
@@ -80,6 +80,7 @@ def lab_set(
 @link_app.command("calibrate")
 def link_calibrate(
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
+    kernel: str = KernelOpt,
     pings: int = typer.Option(200, help="Pings (10 ms apart)."),
     seconds: float = typer.Option(3.0, help="iperf3 seconds (0 skips iperf3)."),
     as_json: bool = typer.Option(False, "--json"),
@@ -88,7 +89,9 @@ def link_calibrate(
     up: cf.Up = [], down: cf.Down = [],
 ) -> None:
     """Apply a condition in a fresh lab and measure it with ping and iperf3: configured vs measured."""
+    check_kernel(kernel)
     require_root()
+    rerun_in_kernel(kernel)
     reap()
     import secrets
     from quicbench.lab import LabSpec, make_lab
@@ -112,6 +115,47 @@ def link_calibrate(
         t.add_row("TCP goodput (Mbit/s)", "-" if c["rate_mbit"] is None else f"{c['rate_mbit']:g}",
                   "-" if gp is None else f"{gp:.1f}", res["verdicts"].get("goodput", ""))
     console.print(t)
+    if not res["ok"]:
+        raise SystemExit(1)
+
+
+@link_app.command("crosscheck")
+def link_crosscheck(
+    count: int = typer.Option(2000, help="Probe datagrams per direction and phase."),
+    pps: float = typer.Option(500, help="Probe datagrams per second."),
+    size: int = typer.Option(64, help="Probe UDP payload bytes."),
+    as_json: bool = typer.Option(False, "--json"),
+    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
+    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
+    up: cf.Up = [], down: cf.Down = [],
+) -> None:
+    """The same probe traffic through linkem (this kernel) and netem (User-Mode Linux): one-way
+    delay (KS test), loss, duplicates and reordering compared, each side's noise floor measured."""
+    require_root()
+    reap()
+    from quicbench.run.crosscheck import crosscheck
+    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    res = crosscheck(cond, count=count, pps=pps, size=size)
+    if as_json:
+        print(json.dumps(res, indent=2))
+    else:
+        t = Table("direction", "metric", "linkem (host)", "netem (UML)", "verdict",
+                  title=f"crosscheck: {cond.short()} ({count} datagrams at {pps:g}/s per direction)")
+        for d in ("up", "down"):
+            v = res["verdicts"][d]
+            fl = v["floor_excess_p50_ms"]
+            t.add_row(d, "noise floor p50 (ms over delay)", f"{fl[0]:+.3f}", f"{fl[1]:+.3f}", "")
+            o = v["owd"]
+            if "p50_ms" in o:
+                t.add_row(d, "one-way delay p50 / p95 (ms)", f"{o['p50_ms'][0]:.2f} / {o['p95_ms'][0]:.2f}",
+                          f"{o['p50_ms'][1]:.2f} / {o['p95_ms'][1]:.2f}",
+                          f"{o['verdict']}: KS D {o['ks_d']:.3f} p {o['ks_p']:.3g}")
+            else:
+                t.add_row(d, "one-way delay", "", "", o["verdict"])
+            for m in ("loss", "duplicates", "reorder"):
+                a, b = v[m]["values"]
+                t.add_row(d, m + " (%)", f"{100 * a:.2f}", f"{100 * b:.2f}", v[m]["verdict"])
+        console.print(t)
     if not res["ok"]:
         raise SystemExit(1)
 

@@ -10,7 +10,7 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from quicbench.cli.app import app, console, err, plan_app, reap, require_root
+from quicbench.cli.app import KernelOpt, app, check_kernel, console, err, plan_app, reap, require_root, rerun_in_kernel
 from quicbench.errors import QuicbenchError
 
 
@@ -39,8 +39,10 @@ def run_cmd(
     only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, server=, workload=, size= (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
+    kernel: str = KernelOpt,
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
+    check_kernel(kernel)
     if retry_failed and not resume:
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
@@ -56,6 +58,7 @@ def run_cmd(
         _show_plan(p, reps, only_map)
         return
     require_root()
+    rerun_in_kernel(kernel)
     reap()
     from quicbench.run.runner import start_run
     try:

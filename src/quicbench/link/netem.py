@@ -3,13 +3,27 @@
 On each router, netem on both interfaces (Go-Quick's `tc qdisc add dev ens3 root netem loss 2%
 delay 50ms 5ms distribution pareto`): traffic towards the server ("up") is shaped on the
 router's `to-server` interface, traffic towards the client ("down") on `to-client`. Rate uses
-netem's own `rate` with a `limit` in packets (the drop-tail queue), counting IP bytes like linkem. With reorder = false a
-pfifo child replaces netem's time-sorted queue so that jitter does not reorder packets (see
-tc-netem(8)). Spikes, on/off periods and mahimahi traces are not netem features, and netem
-never reorders when it also limits the rate: such conditions need linkem (`auto` chooses it).
+netem's own `rate`, counting IP bytes like linkem. Spikes, on/off periods and mahimahi traces are
+not netem features, and netem never reorders when it also limits the rate: such conditions need
+linkem (`auto` chooses it).
+
+Three things measured under User-Mode Linux (tests/integration/test_netem_uml.py, docs/link.md)
+shape what is sent:
+- a condition is applied by deleting the root qdisc and adding a new one: `tc qdisc replace`
+  (netem's change) keeps the previous condition's corrupt, rate, slot and distribution table
+  when the new one does not name them;
+- reorder = false under jitter: netem's internal queue is sorted by send time whatever child
+  qdisc it has (a pfifo child, as tc-netem(8) suggests, still reordered 57 % of packets), but
+  with a rate netem times each packet from the previous one's departure; a rate of 100 Gbit/s
+  (0.12 µs per 1500 bytes) keeps packets in order and costs nothing else;
+- netem's `limit` counts the packets on the delay line as well as those queued at the rate, so
+  it is the queue plus the delay line (rate x (delay + jitter) in 1500-byte packets): a 20-packet
+  queue at 1 Mbit/s behind 100 ms then adds 240 ms, as linkem's, not 140 ms.
 """
 
 from __future__ import annotations
+
+import math
 
 from quicbench.model.conditions import Condition, Direction, default_queue_packets
 from quicbench.errors import QuicbenchError
@@ -19,6 +33,9 @@ from quicbench.link.base import LinkEmulator, per_router
 
 
 ETH_HEADER = 14
+# keeps packets in order under jitter (netem's rate mode) and shapes nothing: 0.12 us per 1500 bytes
+ORDER_RATE = "100gbit"
+MTU = 1500
 
 
 def _num(x: float) -> str:
@@ -66,9 +83,20 @@ def netem_args(d: Direction) -> list[str]:
         # netem's rate counts the whole Ethernet frame (14 header bytes); its packet overhead
         # argument (which may be negative, tc-netem(8)) makes it count IP bytes as linkem does
         args += ["rate", f"{_num(d.rate_mbit)}mbit", str(d.rate_overhead_bytes - ETH_HEADER)]
-    # netem's limit is its queue in packets (default 1000): size it as linkem does
-    args += ["limit", str(default_queue_packets(d) if d.rate_mbit else max(1000, default_queue_packets(d)))]
+    elif d.jitter_ms and not d.reorder:
+        # in rate mode a packet never leaves before the previous one: jitter without reordering
+        args += ["rate", ORDER_RATE]
+    args += ["limit", str(netem_limit(d))]
     return args
+
+
+def netem_limit(d: Direction) -> int:
+    """netem's limit (packets, default 1000): the queue sized as linkem's, plus, with a rate,
+    the packets on the delay line, which netem counts too (full-size packets)."""
+    if not d.rate_mbit:
+        return max(1000, default_queue_packets(d))
+    line = math.ceil(d.rate_mbit * 1e6 / 8 * (d.delay_ms + d.jitter_ms) / 1000 / MTU)
+    return default_queue_packets(d) + line
 
 
 def netem_commands(condition: Condition, routers: list[tuple[str, str, str]]) -> list[tuple[str, list[str]]]:
@@ -80,10 +108,10 @@ def netem_commands(condition: Condition, routers: list[tuple[str, str, str]]) ->
     cmds: list[tuple[str, list[str]]] = []
     for (node, if_client, if_server), hop in zip(routers, hops):
         for dev, d in ((if_server, hop.up), (if_client, hop.down)):
-            cmds.append((node, ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", *netem_args(d)]))
-            if d.jitter_ms and not d.reorder:
-                cmds.append((node, ["tc", "qdisc", "replace", "dev", dev, "parent", "1:1", "pfifo", "limit",
-                                    str(max(1000, default_queue_packets(d)))]))
+            # a fresh qdisc: netem's change keeps corrupt, rate, slot and the delay distribution
+            # of the previous condition when the new one does not name them
+            cmds.append((node, ["tc", "qdisc", "del", "dev", dev, "root"]))
+            cmds.append((node, ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem_args(d)]))
     return cmds
 
 
@@ -105,7 +133,8 @@ class NetemLink(LinkEmulator):
     def apply(self, condition: Condition) -> None:
         routers = [(r.node, r.if_client, r.if_server) for r in self.routers]
         for node, argv in netem_commands(condition, routers):
-            run(self.nodes.cmd(node, argv))
+            # deleting fails where no qdisc is yet (a new lab): that is fine
+            run(self.nodes.cmd(node, argv), check=argv[2] != "del")
         for r in self.routers:
             self.sysctl(r.node, "net.ipv4.ip_forward=1")
 

@@ -61,7 +61,9 @@ def host_facts() -> dict[str, Any]:
     except OSError:
         pass
     import os
-    return {"hostname": platform.node(), "kernel": platform.release(), "cpu_model": cpu,
+    # kernel_driver: "uml" when the run executes inside User-Mode Linux (--kernel uml)
+    return {"hostname": platform.node(), "kernel": platform.release(),
+            "kernel_driver": os.environ.get("QUICBENCH_KERNEL", "host"), "cpu_model": cpu,
             "cpus": os.cpu_count(), "python": platform.python_version(), "quicbench": __version__}
 
 

@@ -1,0 +1,1 @@
+"""Active probes of a lab path (paced UDP sequence probe)."""

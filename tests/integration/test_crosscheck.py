@@ -1,0 +1,48 @@
+"""`quicbench link crosscheck`: linkem on this kernel against netem in User-Mode Linux."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import root_only, run_qb
+from quicbench.kernels import UmlKernel
+
+pytestmark = [pytest.mark.integration, root_only,
+              pytest.mark.skipif(not UmlKernel().available()[0], reason=UmlKernel().available()[1])]
+
+
+def crosscheck_namespaces() -> set[str]:
+    import subprocess
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {l.split()[0] for l in out.splitlines() if l.startswith("qb-x")}
+
+
+def test_crosscheck_jitter_and_loss():
+    before = crosscheck_namespaces()
+    cp = run_qb("link", "crosscheck", "--delay", "20", "--jitter", "5", "--loss", "2", "--up", "reorder=true",
+                "--down", "reorder=true", "--count", "1000", "--json", timeout=240)
+    assert cp.returncode in (0, 1), cp.stderr
+    res = json.loads(cp.stdout)
+    assert res["linkem"]["link"]["name"] == "linkem" and res["netem"]["link"]["name"] == "netem"
+    assert res["netem"]["kernel"] == UmlKernel().version()["version"]
+    for d in ("up", "down"):
+        v = res["verdicts"][d]
+        # the same condition through both: loss agrees, both reorder, medians close (a busy
+        # host has delayed UML's timers by 1.5 ms at the median for a whole probe)
+        assert v["loss"]["verdict"] == "ok", v["loss"]
+        assert min(v["reorder"]["values"]) > 0.2, v["reorder"]
+        a, b = v["owd"]["p50_ms"]
+        assert abs(a - b) < 2.5 and 18.5 < a < 21.5, v["owd"]
+        # the noise floors are measured: linkem's is small
+        assert 0 <= v["floor_excess_p50_ms"][0] < 0.3
+    assert res["ok"] == all(not m["verdict"].startswith(("differ", "fail")) for d in ("up", "down")
+                            for m in res["verdicts"][d].values() if isinstance(m, dict) and "verdict" in m)
+    assert not list(Path(tempfile.gettempdir()).glob("qb-crosscheck-*"))
+    assert crosscheck_namespaces() <= before
+
+
+def test_crosscheck_refuses_what_netem_cannot_do():
+    cp = run_qb("link", "crosscheck", "--rate", "10", "--spikes", "1000")
+    assert cp.returncode == 2 and "netem has no spikes" in cp.stderr

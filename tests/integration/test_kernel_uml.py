@@ -1,0 +1,171 @@
+"""The `uml` kernel driver: a command runs inside User-Mode Linux with the caller's
+environment and directory, its output streams back, its exit code comes back, Ctrl-C and
+SIGKILL of the caller leave nothing behind; and the CLI's --kernel."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QB, REPO, root_only, run_qb
+from quicbench.kernels import UmlKernel
+
+pytestmark = [pytest.mark.integration, root_only,
+              pytest.mark.skipif(not UmlKernel().available()[0], reason=UmlKernel().available()[1])]
+
+# a caller of the driver as the CLI is: SIGINT and SIGTERM raise in the main thread
+CALLER = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+from quicbench.kernels import UmlKernel
+print("caller", os.getpid(), flush=True)
+sys.exit(UmlKernel().run(sys.argv[1:], dict(os.environ), os.getcwd()))
+"""
+
+
+def uml_processes(caller_pid: int) -> list[int]:
+    """Host processes of the UML instance of one caller (its kernel and helpers)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            args = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"umid=qb{caller_pid}".encode() in args:
+            found.append(int(d.name))
+    return found
+
+
+def leftovers(caller_pid: int) -> list[str]:
+    """UML processes and temporary directories of one caller."""
+    left = [f"process {p}" for p in uml_processes(caller_pid)]
+    for d in list(Path(tempfile.gettempdir()).glob("qb-uml-*")) + list(Path("/dev/shm").glob("qb-uml-*")):
+        pid_file = Path(tempfile.gettempdir()) / d.name / "caller.pid"
+        if not pid_file.exists() or pid_file.read_text().strip() == str(caller_pid):
+            left.append(str(d))
+    if (Path.home() / ".uml" / f"qb{caller_pid}").exists():
+        left.append(str(Path.home() / ".uml" / f"qb{caller_pid}"))
+    return left
+
+
+def wait_no_leftovers(caller_pid: int, timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := leftovers(caller_pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_runs_a_command_with_env_cwd_private_state_and_exit_code(tmp_path):
+    out, err = io.BytesIO(), io.BytesIO()
+    script = ("echo out-line; echo err-line >&2; echo \"FOO=$FOO\"; pwd; echo \"STATE=$QUICBENCH_STATE\"; "
+              "uname -r; ls /run/quicbench 2>/dev/null | wc -l; "
+              "tc qdisc add dev lo root netem delay 1ms && echo netem-ok; "
+              "ip netns add qb-umltest && ip netns list; exit 7")
+    t0 = time.monotonic()
+    rc = UmlKernel().run(["sh", "-c", script], {"FOO": "a b'c", "PATH": os.environ["PATH"],
+                                                 "QUICBENCH_STATE": "/somewhere/else"},
+                         str(tmp_path), stdout=out, stderr=err)
+    took = time.monotonic() - t0
+    o, e = out.getvalue().decode(), err.getvalue().decode()
+    assert rc == 7
+    lines = o.splitlines()
+    assert lines[:4] == ["out-line", "FOO=a b'c", str(tmp_path), "STATE=/run/quicbench"], o
+    assert lines[4] == UmlKernel().version()["version"]
+    assert "netem-ok" in o and "qb-umltest" in o
+    assert "err-line" in e and "err-line" not in o
+    # the instance's namespace never reached the host
+    assert "qb-umltest" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert took < 30, f"boot + command + poweroff took {took:.1f} s"
+    assert not wait_no_leftovers(os.getpid(), 5)
+
+
+def test_missing_command_gives_its_exit_code():
+    rc = UmlKernel().run(["/nonexistent/binary"], {"PATH": "/usr/bin:/bin"}, "/", stdout=io.BytesIO(),
+                         stderr=io.BytesIO())
+    assert rc == 127
+
+
+def start_caller(*argv: str) -> tuple[subprocess.Popen, int]:
+    p = subprocess.Popen([sys.executable, "-c", CALLER, *argv], cwd=REPO, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    first = p.stdout.readline().split()
+    assert first[0] == "caller"
+    return p, int(first[1])
+
+
+def wait_for(pred, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_interrupts_the_command_and_leaves_nothing():
+    p, pid = start_caller("sh", "-c", "echo started; exec sleep 120")
+    try:
+        assert p.stdout.readline().strip() == "started"
+        assert uml_processes(pid)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        p.wait(30)
+        took = time.monotonic() - t0
+    finally:
+        p.kill()
+    assert p.returncode != 0
+    assert took < 10, f"Ctrl-C took {took:.1f} s"
+    assert not wait_no_leftovers(pid), leftovers(pid)
+
+
+def test_sigkill_of_the_caller_leaves_nothing():
+    p, pid = start_caller("sh", "-c", "echo started; exec sleep 120")
+    try:
+        assert p.stdout.readline().strip() == "started"
+        assert uml_processes(pid)
+        p.kill()
+        p.wait()
+    finally:
+        p.kill()
+    assert not wait_no_leftovers(pid, 15), leftovers(pid)
+
+
+def test_cli_kernel_flag(tmp_path):
+    bad = run_qb("link", "calibrate", "--kernel", "vm")
+    assert bad.returncode == 2 and "unknown kernel 'vm': accepted: host, uml" in bad.stderr
+    cp = run_qb("link", "calibrate", "--kernel", "uml", "--link", "netem", "--delay", "5", "--loss", "0",
+                "--pings", "50", "--seconds", "0", "--json", cwd=tmp_path)
+    assert cp.returncode == 0, cp.stderr + cp.stdout
+    res = json.loads(cp.stdout)
+    assert res["link"]["name"] == "netem"
+    assert 10.0 <= res["ping"]["rtt_p50_ms"] <= 11.0
+    doctor = run_qb("doctor")
+    assert "kernel: uml" in doctor.stdout and "netem" in doctor.stdout
+
+
+def test_run_in_uml_writes_the_run_directory_on_the_host(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "uml"\nrepetitions = 1\nlink = "netem"\nprotocols = ["h1", "h3"]\n'
+                    '[[conditions]]\nname = "d5"\ndelay_ms = 5\n'
+                    '[[workloads]]\nsize = "100KB"\ncount = 2\nparallel = "all"\n')
+    cp = run_qb("run", str(plan), "--kernel", "uml", "--out", str(tmp_path / "runs"), "--no-report", timeout=300)
+    assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["host"]["kernel_driver"] == "uml"
+    assert meta["host"]["kernel"] == UmlKernel().version()["version"]
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    assert sorted(r["protocol"] for r in rows) == ["h1", "h3"]
+    assert all(r["status"] == "ok" and r["link"] == "netem" for r in rows), rows
