@@ -108,11 +108,12 @@ def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
     from quicbench.model.plan import expand
     trials = expand(p, reps=reps, only=only_map)
     t = Table(title=f"plan {p.name}: {len(trials)} trials")
-    for col in ("#", "condition", "workload", "protocol", "server", "rep"):
+    clients = len({tr.client for tr in trials}) > 1
+    for col in ("#", "condition", "workload", "protocol", "server", *(["client"] if clients else []), "rep"):
         t.add_column(col)
     for tr in trials[:200]:
         t.add_row(str(tr.seq), f"{tr.condition.name} ({tr.condition.short()})", tr.workload.label, tr.protocol,
-                  tr.server, "warm-up" if tr.warmup else str(tr.rep))
+                  tr.server, *([tr.client] if clients else []), "warm-up" if tr.warmup else str(tr.rep))
     console.print(t)
     if len(trials) > 200:
         console.print(f"... and {len(trials) - 200} more")

@@ -486,7 +486,7 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
 # percent are significant (Welch's t-test, p < 0.01).
 DEFAULT_PLAN: dict[str, Any] = {
     "name": "default",
-    "description": "h1, h2, h3 x 10 x 50KB x 6 repetitions on broadband, mobile and satellite paths",
+    "description": "h1, h2, h3 x 10 x 50KB x 7 repetitions on broadband, mobile and satellite paths",
     "protocols": ["h1", "h2", "h3"],
     "workloads": [{"size": "50KB", "count": 10, "parallel": "all"}],
     "conditions": [
@@ -494,9 +494,9 @@ DEFAULT_PLAN: dict[str, Any] = {
         {"name": "broadband", "delay_ms": 10, "rate_mbit": 50},
         # a lossy mobile path: 40 ms RTT, 1.5 % random loss each way, 10 Mbit/s
         {"name": "mobile", "delay_ms": 20, "loss_pct": 1.5, "rate_mbit": 10},
-        # geostationary satellite: 600 ms RTT, 20 Mbit/s, a little loss
-        {"name": "satellite", "delay_ms": 300, "loss_pct": 0.2, "rate_mbit": 20},
+        # geostationary satellite: 600 ms RTT, 20 Mbit/s, rare loss
+        {"name": "satellite", "delay_ms": 300, "loss_pct": 0.05, "rate_mbit": 20},
     ],
-    "repetitions": 6,
+    "repetitions": 7,
     "link": "auto",
 }

@@ -91,24 +91,30 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
             others = sorted((p for p in means if p != winner), key=lambda p: means[p], reverse=higher)
             runner_up = others[0] if others else None
             test = b["tests"].get(runner_up) if runner_up else None
+            versus = []
+            for o in others:
+                t = b["tests"].get(o)
+                versus.append({"protocol": o, "mean": means[o], "ahead_pct": _pct(means.get(winner), means[o], higher),
+                               "verdict": t.verdict if t is not None else None,
+                               "p": finite(t.p) if t is not None else None})
             verdicts.append({
                 "condition": b["condition"], "workload": b["workload"], "kind": kind, "metric": metric,
                 "higher_is_better": higher, "best": winner, "best_mean": means.get(winner),
                 "runner_up": runner_up, "runner_up_mean": means.get(runner_up) if runner_up else None,
                 "verdict": b["cell_verdict"], "p": finite(b["cell_p"]),
                 "p_vs_runner_up": finite(test.p) if test is not None else None,
+                "versus": versus,
                 "cpu_bound": {r["protocol"]: r["n_cpu_bound"] for r in cell if r["n_cpu_bound"]},
             })
     return {"run_id": run.run_id, "method": method.short(), "conditions": conditions, "cells": rows,
             "verdicts": verdicts, "sentences": sentences(conditions, verdicts)}
 
 
-def _ahead(v: dict[str, Any]) -> float | None:
-    """How much better the best is than the runner-up, in % of the runner-up."""
-    a, b = v["best_mean"], v["runner_up_mean"]
-    if a is None or b is None or b == 0:
+def _pct(best: float | None, other: float | None, higher_is_better: bool) -> float | None:
+    """How much better best is than other, in % of other."""
+    if best is None or other is None or other == 0:
         return None
-    return 100 * ((a - b) / b if v["higher_is_better"] else (b - a) / b)
+    return 100 * ((best - other) / other if higher_is_better else (other - best) / other)
 
 
 def _fmt_p(p: float | None) -> str:
@@ -129,18 +135,20 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         if v["runner_up"] is None:
             parts.append(f"only {best} has results {where}")
             continue
-        ahead = _ahead(v)
-        by = f"{ahead:.0f} %" if ahead is not None and ahead >= 1 else (
-            f"{ahead:.1f} %" if ahead is not None else "?")
         better = "more" if v["higher_is_better"] else "less"
-        if v["verdict"] == SIGNIFICANT:
-            sig = f"significant, {_fmt_p(v['p'])}"
-        elif v["verdict"] == N_TOO_SMALL:
-            sig = "too few trials to test"
-        else:
-            sig = f"not significant, {_fmt_p(v['p_vs_runner_up'] or v['p'])}"
-        parts.append(f"{best} was fastest {where}, {by} {better} {what} than "
-                     f"{protocol_name(v['runner_up'])} ({sig})")
+        against = []
+        for i, o in enumerate(v["versus"]):
+            ahead = o["ahead_pct"]
+            by = "?" if ahead is None else (f"{ahead:.0f} %" if ahead >= 1 else f"{ahead:.1f} %")
+            if o["verdict"] == SIGNIFICANT:
+                sig = f"significant, {_fmt_p(o['p'])}"
+            elif o["verdict"] == N_TOO_SMALL:
+                sig = "too few trials to test"
+            else:
+                sig = f"not significant, {_fmt_p(o['p'])}"
+            more = f"{better} {what} than" if i == 0 else f"{better} than"
+            against.append(f"{by} {more} {protocol_name(o['protocol'])} ({sig})")
+        parts.append(f"{best} was fastest {where}: " + ", ".join(against))
         for p, n in v["cpu_bound"].items():
             bound[p] = bound.get(p, 0) + n
     desc = cond.get("desc") or ""
