@@ -78,7 +78,7 @@ def test_lab_up_serve_own_content(tmp_path, no_leftovers):
 
 @pytest.mark.parametrize("args,needle", [
     (["--serve", "apache"], "missing binary 'apache2'"),      # not installed (PATH without /usr/sbin)
-    (["--serve", "lighttpd"], "--serve 'lighttpd': unknown server, accepted: caddy, nginx, apache"),
+    (["--serve", "lighttpd"], "--serve 'lighttpd': unknown server, accepted: apache, apache-prefork, caddy, nginx"),
     (["--serve", "caddy", "--sizes", "10QB"], "--sizes '10QB'"),
 ])
 def test_lab_up_serve_bad_input_exit_2_nothing_left(tmp_path, args, needle, no_leftovers):

@@ -34,7 +34,7 @@ NEGOTIATED = {1: "h1", 2: "h1", 3: "h2", 30: "h3"}
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="curl_get.py", description="Fetch URLs over one forced protocol (libcurl).")
-    p.add_argument("--proto", required=True, choices=sorted(VERSIONS))
+    p.add_argument("--proto", choices=sorted(VERSIONS))
     p.add_argument("--connect", help="ADDRESS:PORT every connection goes to (the URLs' port; curl --resolve)")
     p.add_argument("--ca", help="PEM CA file, the only trusted CA")
     p.add_argument("--parallel", type=int, default=1)
@@ -44,8 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--version", action="store_true")
     p.add_argument("urls", nargs="*")
     a = p.parse_args(argv)
-    if not a.version and not a.urls:
-        p.error("give at least one URL")
+    if not a.version and (not a.urls or not a.proto):
+        p.error("give --proto and at least one URL")
     if a.parallel < 1:
         p.error("--parallel must be at least 1")
     return a
