@@ -45,9 +45,10 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
             if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
                 raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(policies)}")
-        if not any(p in client_class(n, plan.client_commands).protocols for n in names for p in plan.protocols):
-            raise QuicbenchError(f"{source}: client: none of {', '.join(names)} fetches any of "
-                                 f"{', '.join(plan.protocols)}")
+        for proto in plan.protocols:
+            if not any(proto in client_class(n, plan.client_commands).protocols for n in names):
+                raise QuicbenchError(f"{source}: client: none of {', '.join(names)} fetches {proto}; "
+                                     f"add a client that does or drop {proto} from protocols")
     for proto in dict.fromkeys([*plan.protocols, *plan.servers]):
         for srv in plan.server_options(proto):
             if srv not in SERVERS and srv not in plan.server_commands:
