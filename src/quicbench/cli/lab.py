@@ -244,8 +244,11 @@ def lab_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
     for s in states:
         nodes = "\n".join(f"{node} ({ns}): {', '.join(s['addresses'].get(node, {}).values())}"
                           for node, ns in s["namespaces"].items())
-        t.add_row(s["name"], s.get("status", "?"), nodes, (s.get("link") or {}).get("name", "-"),
-                  s.get("tcp_cc", "-"))
+        status = s.get("status", "?")
+        if s.get("serve"):
+            # a `lab up --serve` lab: what it serves, where
+            status += f"\nserving {s['serve']['url']} ({s['serve']['server']}: {', '.join(s['serve']['protocols'])})"
+        t.add_row(s["name"], status, nodes, (s.get("link") or {}).get("name", "-"), s.get("tcp_cc", "-"))
     console.print(t)
 
 
