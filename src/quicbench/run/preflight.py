@@ -60,8 +60,10 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                 raise QuicbenchError(f"{source}: servers.{proto}: '{srv}' needs a [server_commands.{srv}] table "
                                      f"with command = \"...\" (docs/endpoints.md)")
             if proto not in cls.protocols:
+                can = [n for n in SERVERS.for_protocol(proto) if n != "command"]   # the contract is no server
+                can += [n for n, c in plan.server_commands.items() if proto in c.protocols]
                 raise QuicbenchError(f"{source}: servers.{proto}: {srv} cannot serve {proto}; servers that can: "
-                                     f"{', '.join(SERVERS.for_protocol(proto))}")
+                                     f"{', '.join(can)}")
     if plan.link not in link_names():
         raise QuicbenchError(f"{source}: link: unknown link emulator '{plan.link}', "
                              f"accepted: {', '.join(link_names())}")
