@@ -231,7 +231,7 @@ def test_video_workloads_in_plans():
         {"kind": "video", "duration_s": 20, "segment_s": 2, "ladder": [[360, 600], [720, 2500]]}]})
     a, b = p.workloads
     assert a.label == "video:dashjs:live:30s:seg4" and b.label.startswith("video:hls:vod:20s:seg2:")
-    assert p.client_for(a) == "video" and p.content_objects() == {}
+    assert p.clients_for(a) == ["video"] and p.content_objects() == {}
     assert len(p.video_specs()) == 2 and p.live_videos() == [a.video_spec()]
     assert b.video_spec().ladder == ((360, 600), (720, 2500)) and b.video_spec().duration_s == 20
     with pytest.raises(QuicbenchError, match=r"segment_s"):

@@ -97,9 +97,16 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     # stacks, so their cells must not be pooled; they are named "<protocol>@<server>"
     servers_per_proto = df.groupby("protocol")["server"].nunique() if len(df) else pd.Series(dtype=int)
     swept = set(servers_per_proto[servers_per_proto > 1].index)
+    # likewise a plan that compares clients (client = [...]) measures one protocol with several
+    # client stacks: "<protocol>~<client>", e.g. h3~qb-load and h3~curl
+    clients_per_proto = df.groupby("protocol")["client"].nunique() if len(df) else pd.Series(dtype=int)
+    compared = set(clients_per_proto[clients_per_proto > 1].index)
     if swept:
         mask = df["protocol"].isin(swept) & df["server"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "@" + df.loc[mask, "server"].astype(str)
+    if compared:
+        mask = df["protocol"].str.split("@").str[0].isin(compared) & df["client"].notna()
+        df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "~" + df.loc[mask, "client"].astype(str)
     df["condition"] = df["condition"].fillna("?")
     df["status"] = df["status"].fillna("failed")
     df["workload"] = df.apply(_workload_label, axis=1) if len(df) else df["workload"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -15,8 +17,30 @@ plan_app = typer.Typer(no_args_is_help=True, help="Inspect plans.")
 app.add_typer(lab_app, name="lab")
 app.add_typer(link_app, name="link")
 app.add_typer(plan_app, name="plan")
-console = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+
+
+class LineConsole(Console):
+    """A console whose every message is whole lines on its stream, in the order printed: before a
+    message the other stream is flushed and after it its own, so that stdout and stderr sharing a
+    terminal or a pipe never run two messages into one line (a warning on stderr right after a
+    result on stdout, as 'lab up' printed with 'reaped lab ...')."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        kwargs.setdefault("end", "\n")
+        super().print(*objects, **kwargs)
+        try:
+            self.file.flush()
+        except (OSError, ValueError):
+            pass
+
+
+console = LineConsole(soft_wrap=True)
+err = LineConsole(stderr=True, soft_wrap=True)
 
 
 def require_root() -> None:

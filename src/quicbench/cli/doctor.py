@@ -78,6 +78,8 @@ def checks() -> list[tuple[str, bool, str]]:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
     from quicbench.servers import SERVERS
     for sname, cls in SERVERS.items():
+        if sname == "command":
+            continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
         try:
             ver = cls.version_text()
             out.append((f"server {sname}", True, f"{ver}; serves {', '.join(sorted(cls.protocols))}"))

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -45,17 +46,114 @@ def lab_up(
     delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
     rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
     up: cf.Up = [], down: cf.Down = [],
+    serve: Optional[str] = typer.Option(None, "--serve", help="Also serve content until 'lab down': caddy "
+                                        "(h1, h2, h3), nginx or apache (h1, h2)."),
+    content: Optional[Path] = typer.Option(None, "--content", help="With --serve: a directory of your own "
+                                           "files to serve (instead of generated objects)."),
+    sizes: str = typer.Option("10KB,1MB", "--sizes", help="With --serve and no --content: generated objects "
+                              "of these sizes, 10 copies each (SIZE/obj-N.bin)."),
 ) -> None:
     """Create a lab that stays up until `quicbench lab down NAME` (condition flags optional)."""
     require_root()
+    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    serving = _check_serve(serve, content, sizes) if (serve or content) else None
     reap()
     from quicbench.lab import LabSpec, make_lab
-    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
                            condition=cond))
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
-                  f" (link {lab.link_name}, TCP {tcp_cc}, condition: {cond.short()})")
+                  f" (link {lab.link_name}, TCP {tcp_cc}, condition: {cond.short()})", highlight=False)
+    if serving is not None:
+        try:
+            info = _serve(lab, *serving)
+        except BaseException:
+            lab.down()          # nothing is left of a lab whose server did not start
+            raise
+        for line in serve_instructions(name, info):
+            console.print(line, markup=False, highlight=False)
+
+
+def _check_serve(serve: str | None, content: Path | None, sizes: str) -> tuple:
+    """--serve, --content, --sizes checked before anything starts: (server class, content dir, sizes)."""
+    from quicbench.model.units import parse_size
+    from quicbench.servers import SERVERS
+    names = [n for n in SERVERS.names() if n != "command"]
+    if not serve:
+        raise QuicbenchError(f"--content needs --serve SERVER, accepted: {', '.join(names)}")
+    if serve not in names:
+        raise QuicbenchError(f"--serve '{serve}': unknown server, accepted: {', '.join(names)}")
+    cls = SERVERS.get(serve)
+    ok, why = cls.available()
+    if not ok:
+        raise QuicbenchError(f"--serve {serve}: {why}")
+    if content is not None and not content.is_dir():
+        raise QuicbenchError(f"--content '{content}': not a directory")
+    parsed = []
+    if content is None:
+        for item in sizes.split(","):
+            try:
+                parsed.append(parse_size(item.strip()))
+            except QuicbenchError as e:
+                raise QuicbenchError(f"--sizes '{sizes}': {e}; e.g. --sizes 10KB,1MB") from None
+    return cls, content, parsed
+
+
+def _serve(lab, cls, content_dir: Path | None, sizes: list[int]) -> dict[str, Any]:
+    """Start the server in the lab's server node, detached (it outlives this command; the lab's
+    teardown stops it), and record it in the lab state."""
+    from quicbench.content.objects import ContentSet, generate
+    from quicbench.tls import LAB_HOSTNAME, make_tls
+    workdir = lab.run_dir / "serve"
+    tls = make_tls(workdir / "tls", LAB_HOSTNAME, ips=[lab.address("server")])
+    if content_dir is not None:
+        content = ContentSet(root=content_dir.resolve(), manifest={})
+        paths = sorted(str(p.relative_to(content.root)) for p in content.root.rglob("*") if p.is_file())[:1]
+    else:
+        content = generate({size: 10 for size in sizes})
+        paths = [content.path_template(sizes[0]).replace("{i}", "1").lstrip("/")]
+    srv = cls(lab, workdir / cls.name, content, tls, port=443)
+    srv.start()
+    info = {"server": cls.name, "pid": srv.pid, "protocols": sorted(cls.protocols), "host": LAB_HOSTNAME,
+            "address": lab.address("server"), "port": 443, "root": str(content.root),
+            "url": f"https://{LAB_HOSTNAME}/" + (paths[0] if paths else ""),
+            "ca": str(tls.ca_cert), "spki_sha256": tls.spki_sha256_b64, "log": str(srv.workdir)}
+    lab.state["serve"] = info
+    lab.save_state()
+    srv.proc = None         # detached: this command exits, the server keeps serving until 'lab down'
+    return info
+
+
+def serve_instructions(name: str, info: dict[str, Any]) -> list[str]:
+    """What `lab up --serve` prints: the URL, the CA, the SPKI hash and commands to paste."""
+    import shlex
+    import sys
+
+    from quicbench.clients.browser.driver import CHROMIUM, chromium_flags
+    from quicbench.paths import REPO_ROOT
+    host, addr, port, url, ca = info["host"], info["address"], info["port"], info["url"], info["ca"]
+    import shutil
+    qb = "quicbench" if shutil.which("quicbench") else shlex.quote(os.path.abspath(sys.argv[0]))
+    exec_ = f"{qb} lab exec {name} client --"
+    lines = [f"serving {info['root']} with {info['server']} ({', '.join(info['protocols'])}) until "
+             f"'quicbench lab down {name}'",
+             f"  URL:  {url}  (the host name resolves to {addr} only in the lab: use --resolve)",
+             f"  CA:   {ca}",
+             f"  SPKI: {info['spki_sha256']}  (sha256, base64: Chromium's --ignore-certificate-errors-spki-list)",
+             "paste:"]
+    curl = f"curl -sS -o /dev/null -w '%{{http_version}} %{{size_download}} bytes\\n' " \
+           f"--resolve {host}:{port}:{addr} --cacert {ca}"
+    for proto, flag in (("h1", "--http1.1"), ("h2", "--http2")):
+        if proto in info["protocols"]:
+            lines.append(f"  {exec_} {curl} {flag} {url}")
+    if "h3" in info["protocols"]:
+        tool = REPO_ROOT / "tools" / "clients" / "curl_get.py"
+        lines.append(f"  {exec_} {sys.executable} {tool} --proto h3 --connect {addr}:{port} --ca {ca} {url}")
+    proto = "h3" if "h3" in info["protocols"] else "h2"
+    flags = " ".join(shlex.quote(f) for f in chromium_flags(proto, host, port, addr, info["spki_sha256"]))
+    lines.append(f"  {exec_} {CHROMIUM} {flags} --dump-dom https://{host}/")
+    lines.append(f"  {exec_} sh          (a shell in the client node; $QB_SERVER is {addr})")
+    return lines
 
 
 @lab_app.command("set")
@@ -190,8 +288,11 @@ def lab_status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")
     for s in states:
         nodes = "\n".join(f"{node} ({ns}): {', '.join(s['addresses'].get(node, {}).values())}"
                           for node, ns in s["namespaces"].items())
-        t.add_row(s["name"], s.get("status", "?"), nodes, (s.get("link") or {}).get("name", "-"),
-                  s.get("tcp_cc", "-"))
+        status = s.get("status", "?")
+        if s.get("serve"):
+            # a `lab up --serve` lab: what it serves, where
+            status += f"\nserving {s['serve']['url']} ({s['serve']['server']}: {', '.join(s['serve']['protocols'])})"
+        t.add_row(s["name"], status, nodes, (s.get("link") or {}).get("name", "-"), s.get("tcp_cc", "-"))
     console.print(t)
 
 

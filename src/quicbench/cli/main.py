@@ -13,6 +13,7 @@ import sys
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape      # a message's own [brackets] are text, not markup
 from typer.exceptions import TyperException
 
 from quicbench.cli import doctor, lab, report, run  # noqa: F401 - the commands register themselves
@@ -36,13 +37,13 @@ def main() -> None:
     try:
         rc = app(standalone_mode=False)
     except EnvironmentFault as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(1)
     except QuicbenchError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except ValidationError as e:
-        err.print(f"[bold red]error:[/] {format_validation_error(e)}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(format_validation_error(e))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print("interrupted")

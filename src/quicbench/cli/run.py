@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -40,6 +38,8 @@ def run_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
     kernel: str = KernelOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout (progress and "
+                                 "messages go to stderr)."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
@@ -61,35 +61,44 @@ def run_cmd(
     rerun_in_kernel(kernel)
     reap()
     from quicbench.run.runner import start_run
+    # with --json stdout carries the summary alone: everything else goes to stderr
+    out_console = err if as_json else console
     try:
-        store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
+        store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "")
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
         raise
     rows = store.rows()
-    console.print(summary_table(rows))
+    print_summary(store.dir, as_json)
     failed = [r for r in rows if r.get("status") != "ok"]
-    bound = [r for r in rows if r.get("cpu_bound")]
-    if bound:
-        where = sorted({f"{r['protocol']} {r['workload']} ({r.get('cpu_bound_by')})" for r in bound})
-        console.print(f"[yellow]{len(bound)} trial(s) CPU-bound (an endpoint ran, or below the link's rate wanted, "
-                      ">= 90% of a core): "
-                      + "; ".join(where[:6]) + ("; ..." if len(where) > 6 else "") + "[/]")
     if failed:
-        console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
+        out_console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
     if report:
         from quicbench.report import write_report
         try:
-            console.print(f"report: {write_report(store.dir)}")
+            out_console.print(f"report: {write_report(store.dir)}")
         except KeyboardInterrupt:
             _report_not_written(store.dir)
             raise
         except Exception as e:  # noqa: BLE001 - a report error must not spoil a finished run
             err.print(f"[yellow]report not written ({e}); the data are complete: "
                       f"'quicbench report {store.dir}' tries again[/]")
-    console.print(f"run directory: [bold]{store.dir}[/]")
+    out_console.print(f"run directory: [bold]{store.dir}[/]")
+
+
+def print_summary(run_dir: Path, as_json: bool = False) -> None:
+    """The run's summary: text for the terminal's width, or JSON for scripts."""
+    import json
+
+    from quicbench.analysis import load_run
+    from quicbench.report.terminal import render, summary_data
+    data = summary_data(load_run(run_dir))
+    if as_json:
+        print(json.dumps(data, indent=1))
+    else:
+        console.print(render(data, width=console.width), markup=False, highlight=False)
 
 
 def _report_not_written(run_dir: Path) -> None:
@@ -102,11 +111,12 @@ def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
     from quicbench.model.plan import expand
     trials = expand(p, reps=reps, only=only_map)
     t = Table(title=f"plan {p.name}: {len(trials)} trials")
-    for col in ("#", "condition", "workload", "protocol", "server", "rep"):
+    clients = len({tr.client for tr in trials}) > 1
+    for col in ("#", "condition", "workload", "protocol", "server", *(["client"] if clients else []), "rep"):
         t.add_column(col)
     for tr in trials[:200]:
         t.add_row(str(tr.seq), f"{tr.condition.name} ({tr.condition.short()})", tr.workload.label, tr.protocol,
-                  tr.server, "warm-up" if tr.warmup else str(tr.rep))
+                  tr.server, *([tr.client] if clients else []), "warm-up" if tr.warmup else str(tr.rep))
     console.print(t)
     if len(trials) > 200:
         console.print(f"... and {len(trials) - 200} more")
@@ -124,29 +134,3 @@ def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)
     p = _load_plan(plan)
     check_plan(p, str(plan) if plan else "default plan")
     _show_plan(p, reps, _parse_only(only))
-
-
-def summary_table(rows: list[dict[str, Any]]) -> Table:
-    """Protocol x workload x condition: median goodput, median total time, CPU seconds."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        if not r.get("warmup"):
-            groups[(r.get("condition"), r.get("workload"), r.get("protocol"), r.get("server"))].append(r)
-    t = Table(title="quicbench results (medians over repetitions)")
-    for col in ("condition", "workload", "protocol", "server", "ok/n", "goodput Mbit/s", "total time s",
-                "client CPU s", "server CPU s", "CPU-bound"):
-        t.add_column(col, justify="right" if col not in ("condition", "workload", "protocol", "server") else "left")
-
-    def med(rs, k):
-        vals = [r[k] for r in rs if r.get(k) is not None and r.get("status") == "ok"]
-        return statistics.median(vals) if vals else None
-
-    def fmt(v, spec):
-        return "-" if v is None else format(v, spec)
-
-    for (cond, wl, proto, server), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-        ok = sum(r.get("status") == "ok" for r in rs)
-        t.add_row(str(cond), str(wl), str(proto), str(server), f"{ok}/{len(rs)}", fmt(med(rs, "goodput_mbps"), ".1f"),
-                  fmt(med(rs, "total_time_s"), ".3f"), fmt(med(rs, "client_cpu_s"), ".3f"),
-                  fmt(med(rs, "server_cpu_s"), ".3f"), str(sum(bool(r.get("cpu_bound")) for r in rs)))
-    return t

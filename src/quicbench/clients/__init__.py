@@ -5,9 +5,16 @@ from __future__ import annotations
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient
 from quicbench.clients.browser.video import VideoClient
+from quicbench.clients.command import CommandClient, resolve_client
 from quicbench.clients.loadclient import LoadClient
 from quicbench.registry import Registry
 
-CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient])
+CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, CommandClient])
 
-__all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient", "VideoClient"]
+
+def client_class(name: str, commands: dict | None = None) -> type[Client]:
+    """A plan's client by name: its [client_commands.NAME] definition, else a registered driver."""
+    return resolve_client(name, commands or {}, CLIENTS)
+
+__all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient", "VideoClient",
+           "CommandClient", "client_class"]

@@ -34,14 +34,14 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     # -- trial
-    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups); unique per trial", "trial"),
+    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups; protocol is `protocol~client` when a plan compares clients); unique per trial", "trial"),
     Column("seq", "int", "", "position in the run's trial order", "trial"),
     Column("run_id", "text", "", "the run's id", "trial"),
     Column("condition", "text", "", "condition name", "trial"),
     Column("condition_desc", "text", "", "the condition in words", "trial"),
     Column("protocol", "text", "", "`h1`, `h2`, `h3`", "trial"),
     Column("server", "text", "", "server software", "trial"),
-    Column("client", "text", "", "load client", "trial"),
+    Column("client", "text", "", "the client: a driver (`qb-load`, `browser`) or a plan's `[client_commands.NAME]`", "trial"),
     Column("workload", "text", "", "workload label", "trial"),
     Column("size_bytes", "int", "B", "object size, bytes", "trial"),
     Column("count", "int", "", "objects per trial", "trial"),
@@ -60,7 +60,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("total_time_s", "float", "s", "`end_ns − start_ns`, s", "trial"),
     Column("goodput_mbps", "float", "Mbit/s", "payload bits / total time, Mbit/s (empty unless every request succeeded)", "trial"),
     Column("connections", "int", "", "connections used", "trial"),
-    Column("protocols", "text", "", "negotiated protocols and request counts, e.g. `h2:10`", "trial"),
+    Column("protocols", "text", "", "negotiated protocols and request counts, e.g. `h2:10`; `unverified:N` from a command client that reports only its exit code and bytes", "trial"),
     Column("ttfb_ms", "float", "ms", "first request's time to first byte, ms", "trial"),
     Column("connect_ms", "float", "ms", "median connect time of new connections, ms", "trial"),
     Column("tls_ms", "float", "ms", "median TLS handshake time of new connections, ms", "trial"),

@@ -7,6 +7,9 @@ The plan model is pydantic; errors name the file, the field and what is accepted
 from __future__ import annotations
 
 import random
+import re
+import shlex
+import string
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,7 @@ CONNECTION_POLICIES = ("shared", "per-object")
 H2_MAX_STREAMS = 250
 LIVE_SOURCE_SEGMENTS = 4   # a live stream loops a VOD of this many segments (16 s at 4 s)
 Protocol = Literal["h1", "h2", "h3"]
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 
 
 class _Strict(KnownKeys):
@@ -146,13 +150,133 @@ class Workload(_Strict):
         return self.size_bytes * self.count
 
 
+# Placeholders of a command endpoint's command line (docs/endpoints.md). A client command is run
+# in the client node once per trial; a server command in the server node once per run.
+CLIENT_PLACEHOLDERS: dict[str, str] = {
+    "url": "URL of the first object, https://HOST[:PORT]/PATH",
+    "urls": "the URL of every object of the trial, one argument each (a word of its own)",
+    "base": "https://HOST[:PORT]",
+    "host": "the lab's host name (SNI, certificate, :authority)",
+    "port": "the server's port (TCP and UDP)",
+    "path": "URL path of the first object",
+    "address": "the server's address in the lab",
+    "connect": "ADDRESS:PORT of the server (for --resolve / --connect-to)",
+    "proto": "the protocol to force: h1, h2 or h3",
+    "ca": "PEM file of the lab's CA (the only CA to trust)",
+    "spki": "base64 SHA-256 of the server key's SPKI (Chromium's --ignore-certificate-errors-spki-list)",
+    "count": "objects to fetch",
+    "parallel": "requests in flight at most",
+    "out": "file for per-request JSON lines in qb-load's format; using it says the command writes them",
+    "dir": "the trial's directory (the command may write files there)",
+    "manifest": "the content manifest (path, size, sha256 of every object)",
+    "timeout": "the trial's deadline in seconds",
+    "python": "the Python interpreter quicbench runs with (its packages included)",
+    "plan_dir": "the plan file's directory (fixed when the plan is loaded)",
+}
+SERVER_PLACEHOLDERS: dict[str, str] = {
+    "address": "the server's address in the lab (listen here only)",
+    "port": "the port to listen on (TCP and, for h3, UDP)",
+    "listen": "ADDRESS:PORT (IPv6 in brackets)",
+    "host": "the lab's host name",
+    "cert": "PEM certificate chain for the host name",
+    "key": "PEM private key of the certificate",
+    "ca": "PEM file of the lab's CA",
+    "root": "directory to serve (the content set)",
+    "dir": "a working directory of the server's own (logs, config)",
+    "python": "the Python interpreter quicbench runs with",
+    "plan_dir": "the plan file's directory (fixed when the plan is loaded)",
+}
+
+
+def command_placeholders(command: str) -> list[str]:
+    """The placeholder names a command line uses ({{ and }} are literal braces)."""
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(command) if f is not None]
+    except ValueError as e:
+        raise ValueError(f"command {command!r}: {e} (write a literal brace as {{{{ or }}}})") from None
+
+
+def _check_command(command: str, accepted: dict[str, str], what: str) -> str:
+    if not command.strip():
+        raise ValueError(f"{what}: empty command")
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise ValueError(f"{what}: {command!r} is not a shell-like command line: {e}") from None
+    used = command_placeholders(command)
+    unknown = sorted({f for f in used if f not in accepted})
+    if unknown:
+        raise ValueError(f"{what}: unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                         f"accepted: {', '.join('{' + a + '}' for a in accepted)}")
+    for w in words:
+        if "{urls}" in w and w != "{urls}":
+            raise ValueError(f"{what}: {{urls}} expands to one argument per object, so it must be a word of "
+                             f"its own, not part of {w!r}")
+    first = command_placeholders(words[0])
+    if first and not set(first) <= {"python", "plan_dir"}:
+        raise ValueError(f"{what}: the program {words[0]!r} must be named, not a placeholder other than "
+                         f"{{python}} or {{plan_dir}}")
+    return command
+
+
+class ClientCommand(_Strict):
+    """A client by contract: any command line that fetches a trial's objects (docs/endpoints.md)."""
+    command: str
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
+    version: str | None = Field(None, description="a command that prints the client's version")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        return _check_command(v, CLIENT_PLACEHOLDERS, "command")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else _check_command(v, {"python": "", "plan_dir": ""}, "version")
+
+    @property
+    def writes_requests(self) -> bool:
+        """The command writes per-request JSON lines to {out}; else its exit code and stdout bytes count."""
+        return "out" in command_placeholders(self.command)
+
+
+class ServerCommand(_Strict):
+    """A server by contract: a command that serves the content set over TLS (docs/endpoints.md)."""
+    command: str
+    protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
+    ready: str | None = Field(None, description="a command run in the client node; exit 0 = ready "
+                                                "(default: the ports of its protocols listen)")
+    ready_timeout_s: float = Field(10.0, gt=0, le=300)
+    version: str | None = Field(None, description="a command that prints the server's version")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        return _check_command(v, SERVER_PLACEHOLDERS, "command")
+
+    @field_validator("ready")
+    @classmethod
+    def _ready(cls, v: str | None) -> str | None:
+        return None if v is None else _check_command(v, SERVER_PLACEHOLDERS, "ready")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else _check_command(v, {"python": "", "plan_dir": ""}, "version")
+
+
 class Plan(_Strict):
     name: str = "plan"
     description: str = ""
     protocols: list[Protocol] = Field(default_factory=lambda: list(PROTOCOLS), min_length=1)
     servers: dict[Protocol, str | list[str]] = Field(
         default_factory=dict, description="server per protocol (a list sweeps servers); default caddy")
-    client: str = "qb-load"
+    # the client of object workloads: a driver (qb-load) or a [client_commands.NAME]; a list
+    # compares clients (each protocol runs with every client that fetches it)
+    client: str | list[str] = "qb-load"
+    client_commands: dict[str, ClientCommand] = Field(default_factory=dict)
+    server_commands: dict[str, ServerCommand] = Field(default_factory=dict)
     workloads: list[Workload] = Field(min_length=1)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
     repetitions: int = Field(3, ge=1, le=1000)
@@ -180,6 +304,11 @@ class Plan(_Strict):
     def _check(self) -> "Plan":
         if len(set(self.protocols)) != len(self.protocols):
             raise ValueError(f"protocols: listed twice in {self.protocols}")
+        if not self.client_names or len(set(self.client_names)) != len(self.client_names):
+            raise ValueError(f"client: name one client or a list of different ones, got {self.client!r}")
+        for name in [*self.client_names, *self.client_commands, *self.server_commands]:
+            if not NAME_RE.match(name):
+                raise ValueError(f"client/server name {name!r}: use 1-32 characters of a-z, A-Z, 0-9, '-', '_', '.'")
         names = [c.name for c in self.conditions]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -208,9 +337,18 @@ class Plan(_Strict):
         srv = self.servers.get(proto, "caddy")  # type: ignore[call-overload]
         return [srv] if isinstance(srv, str) else list(srv)
 
-    def client_for(self, workload: Workload) -> str:
-        """Object downloads use the plan's client; page loads a browser; videos the video player."""
-        return {"page": "browser", "video": "video"}.get(workload.kind, self.client)
+    @property
+    def client_names(self) -> list[str]:
+        return [self.client] if isinstance(self.client, str) else list(self.client)
+
+    def clients_for(self, workload: Workload) -> list[str]:
+        """Object downloads use the plan's client(s); page loads a browser; videos the video player."""
+        return {"page": ["browser"], "video": ["video"]}.get(workload.kind, self.client_names)
+
+    def client_protocols(self, name: str) -> frozenset[str] | None:
+        """The protocols a client command offers (None: a driver, which says itself)."""
+        cmd = self.client_commands.get(name)
+        return frozenset(cmd.protocols) if cmd else None
 
     def video_specs(self) -> list:
         """The distinct ladders the plan's video workloads play."""
@@ -259,11 +397,14 @@ class TrialSpec:
     server: str
     rep: int
     warmup: bool = False
+    client: str = "qb-load"
+    compares_clients: bool = False    # the plan runs a protocol with several clients
 
     @property
     def key(self) -> str:
         tag = "warmup" if self.warmup else f"r{self.rep}"
-        return f"{self.condition.name}|{self.workload.label}|{self.protocol}|{self.server}|{tag}"
+        proto = f"{self.protocol}~{self.client}" if self.compares_clients else self.protocol
+        return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server}|{tag}"
 
 
 def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | None = None) -> list[TrialSpec]:
@@ -288,20 +429,29 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
             continue
         protos = [p for p in plan.protocols if keep("protocol", p)]
         workloads = [w for w in plan.workloads if keep("workload", w.label) and keep("size", w.size)]
-        stacks = [(p, s) for p in protos for s in plan.server_options(p) if keep("server", s)]
+        servers = [(p, s) for p in protos for s in plan.server_options(p) if keep("server", s)]
+
+        def stacks(w: Workload) -> list[tuple[str, str, str]]:
+            # every (protocol, server, client) of a workload; a client command runs only its protocols
+            names = [c for c in plan.clients_for(w) if keep("client", c)]
+            return [(p, s, c) for p, s in servers for c in names
+                    if plan.client_protocols(c) is None or p in plan.client_protocols(c)]
+
+        compares = len(plan.client_names) > 1
         for _ in range(plan.warmup):
             for w in workloads[:1]:
-                for p, s in stacks:
-                    trials.append(TrialSpec(len(trials), cond, w, p, s, 0, warmup=True))
+                for p, s, c in stacks(w):
+                    trials.append(TrialSpec(len(trials), cond, w, p, s, 0, warmup=True, client=c,
+                                            compares_clients=compares))
         cells = [(w, r) for w in workloads for r in range(1, reps + 1)]
         if plan.order == "randomized":
             rng.shuffle(cells)
         for w, r in cells:
-            order = list(stacks)
+            order = stacks(w)
             if plan.order == "randomized":
                 rng.shuffle(order)
-            for p, s in order:
-                trials.append(TrialSpec(len(trials), cond, w, p, s, r))
+            for p, s, c in order:
+                trials.append(TrialSpec(len(trials), cond, w, p, s, r, client=c, compares_clients=compares))
     return trials
 
 
@@ -309,7 +459,8 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
     """--only values must name things the plan has."""
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
              "server": sorted({s for p in plan.protocols for s in plan.server_options(p)}),
-             "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads})}
+             "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads}),
+             "client": sorted({c for w in plan.workloads for c in plan.clients_for(w)})}
     for field, values in only.items():
         if field not in known:
             raise QuicbenchError(f"--only {field}=...: unknown field, accepted: {', '.join(known)}")
@@ -338,7 +489,24 @@ def load_plan(path: Path | str) -> Plan:
         raise QuicbenchError(f"{path}: not a TOML plan (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise QuicbenchError(f"{path}: not valid TOML: {e}") from None
-    return plan_from_dict(_traces_relative_to(data, path.resolve().parent), source=str(path))
+    base = path.resolve().parent
+    return plan_from_dict(_commands_relative_to(_traces_relative_to(data, base), base), source=str(path))
+
+
+def _commands_relative_to(data: Any, base: Path) -> Any:
+    """{plan_dir} in a command endpoint's command lines is the plan file's directory, fixed at load
+    (so that a run's meta.json holds the command as it ran)."""
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for table in ("client_commands", "server_commands"):
+        defs = data.get(table)
+        if not isinstance(defs, dict):
+            continue
+        data[table] = {name: ({k: (v.replace("{plan_dir}", shlex.quote(str(base))) if isinstance(v, str) else v)
+                               for k, v in d.items()} if isinstance(d, dict) else d)
+                       for name, d in defs.items()}
+    return data
 
 
 def _traces_relative_to(data: Any, base: Path) -> Any:
@@ -360,12 +528,23 @@ def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
         raise QuicbenchError(format_validation_error(e, source)) from None
 
 
+# The first run says something true about the three protocols on realistic paths, in about two
+# minutes: three named conditions, each with a bottleneck rate that no endpoint comes near to
+# being CPU-bound at on a 2-core machine, and enough repetitions that differences of a few
+# percent are significant (Welch's t-test, p < 0.01).
 DEFAULT_PLAN: dict[str, Any] = {
     "name": "default",
-    "description": "h1, h2, h3 x {10 x 100KB, 4 x 1MB} x 3 repetitions on a plain lab link",
+    "description": "h1, h2, h3 x 10 x 50KB x 7 repetitions on broadband, mobile and satellite paths",
     "protocols": ["h1", "h2", "h3"],
-    "workloads": [{"size": "100KB", "count": 10, "parallel": "all"},
-                  {"size": "1MB", "count": 4, "parallel": "all"}],
-    "repetitions": 3,
+    "workloads": [{"size": "50KB", "count": 10, "parallel": "all"}],
+    "conditions": [
+        # a clean fixed-line path: 20 ms RTT, 50 Mbit/s
+        {"name": "broadband", "delay_ms": 10, "rate_mbit": 50},
+        # a lossy mobile path: 40 ms RTT, 1.5 % random loss each way, 10 Mbit/s
+        {"name": "mobile", "delay_ms": 20, "loss_pct": 1.5, "rate_mbit": 10},
+        # geostationary satellite: 600 ms RTT, 20 Mbit/s, rare loss
+        {"name": "satellite", "delay_ms": 300, "loss_pct": 0.05, "rate_mbit": 20},
+    ],
+    "repetitions": 7,
     "link": "auto",
 }

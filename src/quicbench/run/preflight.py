@@ -7,12 +7,12 @@ a lab or a server exists.
 
 from __future__ import annotations
 
-from quicbench.clients import CLIENTS
+from quicbench.clients import CLIENTS, client_class
 from quicbench.errors import QuicbenchError
 from quicbench.lab import BACKENDS
 from quicbench.link import LINKS, link_names
 from quicbench.model.plan import Plan
-from quicbench.servers import SERVERS
+from quicbench.servers import SERVERS, server_class
 
 
 def available_cc() -> list[str]:
@@ -26,27 +26,44 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     """Raise a QuicbenchError naming the field and the accepted values for the first problem.
     With installed, the clients and servers the plan uses must also be installed here."""
     for w in plan.workloads:
-        name = plan.client_for(w)
-        if name not in CLIENTS:
-            raise QuicbenchError(f"{source}: workloads: {w.label} needs client '{name}', "
-                                 f"accepted clients: {', '.join(CLIENTS.names())}")
-        client = CLIENTS.get(name)
+        names = plan.clients_for(w)
+        for name in names:
+            if name not in CLIENTS and name not in plan.client_commands:
+                raise QuicbenchError(f"{source}: client: unknown client '{name}' (for {w.label}), accepted: "
+                                     f"{', '.join([*CLIENTS.names(), *plan.client_commands])} "
+                                     f"(a command client is a [client_commands.NAME] table)")
+            client = client_class(name, plan.client_commands)
+            if getattr(client, "spec", False) is None:      # the command driver, with no command given
+                raise QuicbenchError(f"{source}: client: '{name}' needs a [client_commands.{name}] table "
+                                     f"with command = \"...\" (docs/endpoints.md)")
+            if len(names) == 1:
+                for proto in plan.protocols:
+                    if proto not in client.protocols:
+                        raise QuicbenchError(f"{source}: client: {name} cannot fetch {proto}; "
+                                             f"it fetches {', '.join(sorted(client.protocols))}")
+            policies = getattr(client, "connection_policies", None)
+            if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
+                raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
+                                     f"client {name}; accepted: {', '.join(policies)}")
         for proto in plan.protocols:
-            if proto not in client.protocols:
-                raise QuicbenchError(f"{source}: client: {name} cannot fetch {proto}; "
-                                     f"it fetches {', '.join(sorted(client.protocols))}")
-        policies = getattr(client, "connection_policies", None)
-        if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
-            raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
-                                 f"client {name}; accepted: {', '.join(policies)}")
+            if not any(proto in client_class(n, plan.client_commands).protocols for n in names):
+                raise QuicbenchError(f"{source}: client: none of {', '.join(names)} fetches {proto}; "
+                                     f"add a client that does or drop {proto} from protocols")
     for proto in dict.fromkeys([*plan.protocols, *plan.servers]):
         for srv in plan.server_options(proto):
-            if srv not in SERVERS:
+            if srv not in SERVERS and srv not in plan.server_commands:
                 raise QuicbenchError(f"{source}: servers.{proto}: unknown server '{srv}', "
-                                     f"accepted: {', '.join(SERVERS.names())}")
-            if proto not in SERVERS.get(srv).protocols:
+                                     f"accepted: {', '.join([*SERVERS.names(), *plan.server_commands])} "
+                                     f"(a command server is a [server_commands.NAME] table)")
+            cls = server_class(srv, plan.server_commands)
+            if getattr(cls, "spec", False) is None:         # the command driver, with no command given
+                raise QuicbenchError(f"{source}: servers.{proto}: '{srv}' needs a [server_commands.{srv}] table "
+                                     f"with command = \"...\" (docs/endpoints.md)")
+            if proto not in cls.protocols:
+                can = [n for n in SERVERS.for_protocol(proto) if n != "command"]   # the contract is no server
+                can += [n for n, c in plan.server_commands.items() if proto in c.protocols]
                 raise QuicbenchError(f"{source}: servers.{proto}: {srv} cannot serve {proto}; servers that can: "
-                                     f"{', '.join(SERVERS.for_protocol(proto))}")
+                                     f"{', '.join(can)}")
     if plan.link not in link_names():
         raise QuicbenchError(f"{source}: link: unknown link emulator '{plan.link}', "
                              f"accepted: {', '.join(link_names())}")
@@ -63,8 +80,8 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if "netns" not in BACKENDS:
         raise QuicbenchError("no lab backend 'netns' registered")
     if installed:
-        drivers = [CLIENTS.get(plan.client_for(w)) for w in plan.workloads]
-        drivers += [SERVERS.get(s) for p in plan.protocols for s in plan.server_options(p)]
+        drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
+        drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
         for d in dict.fromkeys(drivers):
             ok, why = d.available()
             if not ok:

@@ -24,7 +24,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 from quicbench import __version__
-from quicbench.clients import CLIENTS, Target
+from quicbench.clients import Target, client_class
 from quicbench.content.objects import generate
 from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.lab import LabSpec, make_lab
@@ -32,7 +32,7 @@ from quicbench.model import columns
 from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
 from quicbench.run.preflight import check_plan
 from quicbench.run.trial import base_row, run_trial
-from quicbench.servers import SERVERS
+from quicbench.servers import server_class
 from quicbench.store import RunStore
 from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
 
@@ -99,7 +99,7 @@ class Runner:
         if not todo:
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
             return self.store.rows()
-        clients = {name: CLIENTS.get(name)() for name in {plan.client_for(t.workload) for t in todo}}
+        clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
                            videos=plan.video_specs())
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
@@ -115,7 +115,8 @@ class Runner:
             ports = {}
             for i, name in enumerate(sorted({t.server for t in todo})):
                 ports[name] = 443 + 1000 * i
-                srv = SERVERS.get(name)(lab, self.store.layout.server(name), content, tls, port=ports[name])
+                srv = server_class(name, plan.server_commands)(lab, self.store.layout.server(name), content, tls,
+                                                               port=ports[name])
                 srv.start()
                 servers[name] = srv
             live_keys = {t.workload.video_spec().key for t in todo
@@ -180,8 +181,7 @@ class Runner:
                                                   f"r{spec.rep}")
                 while True:
                     self._ensure_link(lab, spec.condition, progress.console)
-                    row = self._one(spec, lab, servers, clients[self.plan.client_for(spec.workload)], content,
-                                    tls, ports)
+                    row = self._one(spec, lab, servers, clients[spec.client], content, tls, ports)
                     gone = lab.node_fault()
                     if gone:   # the trial's failure was the lab's: not recorded
                         raise EnvironmentFault(f"{gone} during {spec.key}: the run stops; resume it to run "

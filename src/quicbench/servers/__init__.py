@@ -6,8 +6,16 @@ from quicbench.registry import Registry
 from quicbench.servers.apache import ApachePreforkServer, ApacheServer
 from quicbench.servers.base import NO_CACHE_HEADERS, Server
 from quicbench.servers.caddy import CaddyServer
+from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.nginx import NginxServer
 
-SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, NginxServer, ApacheServer, ApachePreforkServer])
+SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, NginxServer, ApacheServer, ApachePreforkServer,
+                                                     CommandServer])
 
-__all__ = ["Server", "SERVERS", "NO_CACHE_HEADERS"]
+
+def server_class(name: str, commands: dict | None = None) -> type[Server]:
+    """A plan's server by name: its [server_commands.NAME] definition, else a registered driver."""
+    return resolve_server(name, commands or {}, SERVERS)
+
+
+__all__ = ["Server", "SERVERS", "NO_CACHE_HEADERS", "CommandServer", "server_class"]

@@ -125,7 +125,7 @@ class Server(ABC):
         """TCP (and UDP for h3) port is listening in the server node."""
         cp = run(self.lab.cmd("server", ["ss", "-Hln", "-tu", f"sport = :{self.port}"]), check=False)
         kinds = {line.split()[0] for line in cp.stdout.splitlines() if line.strip()}
-        want = {"tcp"} | ({"udp"} if "h3" in self.protocols else set())
+        want = ({"tcp"} if self.protocols & {"h1", "h2"} else set()) | ({"udp"} if "h3" in self.protocols else set())
         return want <= kinds
 
     def stop(self) -> None:

@@ -1,0 +1,260 @@
+"""The summary a terminal shows after a run (and `quicbench report RUN --format text|json`).
+
+``summary_data`` computes it from the analysis (cell means, the best protocol per cell and its
+tests) as plain JSON-able data; ``render`` lays it out as text for a terminal of a given width
+(80 columns read well): one table per workload kind with that kind's headline metrics, short
+headers with units, long condition and workload names replaced by short codes with a legend,
+and one plain sentence per condition: which protocol was fastest, by how much, whether that is
+significant, and any CPU-bound caveat.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from quicbench.analysis import Method, RunData, best_protocols, cell_summary
+from quicbench.analysis.load import PROTOCOL_NAMES
+from quicbench.analysis.stats import N_TOO_SMALL, SIGNIFICANT, finite
+
+# per workload kind: the headline metric (decides "fastest") and the columns shown
+# (metric, header with unit, digits, higher is better)
+KIND_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
+    "objects": [("goodput_mbps", "Mbit/s", 1, True), ("total_time_s", "time s", 3, False)],
+    "page": [("page_load_ms", "load ms", 0, False), ("page_ttfb_ms", "TTFB ms", 0, False),
+             ("dom_content_loaded_ms", "DCL ms", 0, False)],
+}
+HEADLINE = {kind: metrics[0] for kind, metrics in KIND_METRICS.items()}
+WHAT = {"goodput_mbps": "goodput", "page_load_ms": "page load time"}
+
+
+def condition_words(p: Any) -> str:
+    """'RTT 40 ms, 10 Mbit/s, 1.5 % loss' from a condition's headline values ('' if unknown)."""
+    rtt, rate, loss = finite(p.get("rtt_ms")), finite(p.get("rate_mbit")), finite(p.get("loss_pct"))
+    parts = []
+    if rtt is not None:
+        parts.append(f"RTT {rtt:g} ms")
+    if rate is not None:
+        parts.append(f"{rate:g} Mbit/s")
+    if loss:
+        parts.append(f"{loss:g} % loss")
+    return ", ".join(parts)
+
+
+def _kind(workload: str) -> str:
+    return "page" if str(workload).startswith("page:") else "objects"
+
+
+def _mean(summary_row: Any, metric: str) -> float | None:
+    col = "goodput_mbps_mean" if metric == "goodput_mbps" else f"{metric}_mean"
+    return finite(summary_row.get(col)) if hasattr(summary_row, "get") else None
+
+
+def protocol_name(p: str) -> str:
+    """HTTP/3 for h3; a stack such as h3~curl or h1@nginx keeps its suffix."""
+    base, rest = p[:2], p[2:]
+    return PROTOCOL_NAMES.get(base, base) + rest
+
+
+def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
+    """Everything the terminal summary shows, as JSON-able data."""
+    cells = cell_summary(run, method)
+    conditions = []
+    for c in run.condition_order:
+        p = run.conditions.loc[c]
+        conditions.append({"name": c, "desc": condition_words(p) or run.condition_desc(c),
+                           "rtt_ms": finite(p.get("rtt_ms")), "loss_pct": finite(p.get("loss_pct")),
+                           "rate_mbit": finite(p.get("rate_mbit"))})
+    rows = []
+    for _, r in cells.iterrows():
+        kind = _kind(r["workload"])
+        row = {"condition": r["condition"], "workload": r["workload"], "kind": kind, "protocol": r["protocol"],
+               "server": r["server"], "n": int(r["n"]), "n_trials": int(r["n_trials"]),
+               "n_failed": int(r["n_failed"]), "n_cpu_bound": int(r["n_cpu_bound"]), "best": bool(r["is_best"])}
+        for metric, *_ in KIND_METRICS[kind]:
+            row[metric] = _mean(r, metric)
+        row["client_cpu_s"] = finite(r.get("client_cpu_s_mean"))
+        row["server_cpu_s"] = finite(r.get("server_cpu_s_mean"))
+        rows.append(row)
+    verdicts = []
+    for kind in ("objects", "page"):
+        metric, _, _, higher = HEADLINE[kind]
+        if not any(r["kind"] == kind for r in rows):
+            continue
+        best = best_protocols(run, method, metric=metric, higher_is_better=higher)
+        for _, b in best.iterrows():
+            if _kind(b["workload"]) != kind:
+                continue
+            cell = [r for r in rows if r["condition"] == b["condition"] and r["workload"] == b["workload"]]
+            means = {r["protocol"]: r[metric] for r in cell if r[metric] is not None}
+            winner = b["cell_best"]
+            others = sorted((p for p in means if p != winner), key=lambda p: means[p], reverse=higher)
+            runner_up = others[0] if others else None
+            test = b["tests"].get(runner_up) if runner_up else None
+            versus = []
+            for o in others:
+                t = b["tests"].get(o)
+                versus.append({"protocol": o, "mean": means[o], "ahead_pct": _pct(means.get(winner), means[o], higher),
+                               "verdict": t.verdict if t is not None else None,
+                               "p": finite(t.p) if t is not None else None})
+            verdicts.append({
+                "condition": b["condition"], "workload": b["workload"], "kind": kind, "metric": metric,
+                "higher_is_better": higher, "best": winner, "best_mean": means.get(winner),
+                "runner_up": runner_up, "runner_up_mean": means.get(runner_up) if runner_up else None,
+                "verdict": b["cell_verdict"], "p": finite(b["cell_p"]),
+                "p_vs_runner_up": finite(test.p) if test is not None else None,
+                "versus": versus,
+                "cpu_bound": {r["protocol"]: r["n_cpu_bound"] for r in cell if r["n_cpu_bound"]},
+            })
+    return {"run_id": run.run_id, "method": method.short(), "conditions": conditions, "cells": rows,
+            "verdicts": verdicts, "sentences": sentences(conditions, verdicts)}
+
+
+def _pct(best: float | None, other: float | None, higher_is_better: bool) -> float | None:
+    """How much better best is than other, in % of other."""
+    if best is None or other is None or other == 0:
+        return None
+    return 100 * ((best - other) / other if higher_is_better else (other - best) / other)
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return ""
+    return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
+
+
+def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
+    """One plain sentence for a condition: the fastest protocol per workload, by how much, whether it is
+    significant, and a CPU-bound caveat."""
+    parts = []
+    bound: dict[str, int] = {}
+    for v in verdicts:
+        best = protocol_name(v["best"])
+        what = WHAT[v["metric"]]
+        where = f"on {v['workload']}" if len(verdicts) > 1 else f"({v['workload']})"
+        if v["runner_up"] is None:
+            parts.append(f"only {best} has results {where}")
+            continue
+        better = "more" if v["higher_is_better"] else "less"
+        against = []
+        for i, o in enumerate(v["versus"]):
+            ahead = o["ahead_pct"]
+            by = "?" if ahead is None else (f"{ahead:.0f} %" if ahead >= 1 else f"{ahead:.1f} %")
+            if o["verdict"] == SIGNIFICANT:
+                sig = f"significant, {_fmt_p(o['p'])}"
+            elif o["verdict"] == N_TOO_SMALL:
+                sig = "too few trials to test"
+            else:
+                sig = f"not significant, {_fmt_p(o['p'])}"
+            more = f"{better} {what} than" if i == 0 else f"{better} than"
+            against.append(f"{by} {more} {protocol_name(o['protocol'])} ({sig})")
+        parts.append(f"{best} was fastest {where}: " + ", ".join(against))
+        for p, n in v["cpu_bound"].items():
+            bound[p] = bound.get(p, 0) + n
+    desc = cond.get("desc") or ""
+    text = f"{cond['name']}" + (f" ({desc})" if desc and desc != cond["name"] else "") + ": "
+    text += "; ".join(parts) + "."
+    if bound:
+        n = sum(bound.values())
+        who = ", ".join(f"{protocol_name(p)}: {k}" for p, k in bound.items())
+        text += (f" Caveat: {n} trial{'s' if n > 1 else ''} CPU-bound ({who}): there the CPU, not the "
+                 f"network, set the pace.")
+    return text[0].upper() + text[1:]
+
+
+def sentences(conditions: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in conditions:
+        vs = [v for v in verdicts if v["condition"] == c["name"]]
+        if vs:
+            out.append(sentence(c, vs))
+    return out
+
+
+# -- text layout ------------------------------------------------------------------------------------
+
+def _codes(names: list[str], prefix: str) -> dict[str, str]:
+    return {n: f"{prefix}{i}" for i, n in enumerate(names, 1)}
+
+
+def _fmt(v: float | None, digits: int) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def _kind_table(cells: list[dict[str, Any]], kind: str, cond_code: dict[str, str], wl_code: dict[str, str],
+                proto_code: dict[str, str]) -> list[str]:
+    metrics = KIND_METRICS[kind]
+    header = ["cond", "workload", "proto", "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
+    rows = []
+    for r in cells:
+        vals = []
+        for i, (m, _, digits, _) in enumerate(metrics):
+            mark = "*" if i == 0 and r["best"] else ""
+            vals.append(_fmt(r[m], digits) + mark)
+        cpu = f"{_fmt(r['client_cpu_s'], 2)}/{_fmt(r['server_cpu_s'], 2)}"
+        rows.append([cond_code.get(r["condition"], r["condition"]), wl_code.get(r["workload"], r["workload"]),
+                     proto_code.get(r["protocol"], r["protocol"]), f"{r['n']}/{r['n_trials']}", *vals, cpu,
+                     str(r["n_cpu_bound"]) if r["n_cpu_bound"] else ""])
+    return _table(header, rows, right=set(range(3, len(header))))
+
+
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+
+def render(data: dict[str, Any], width: int = 80) -> str:
+    """The summary as plain text for a terminal of `width` columns."""
+    cells = data["cells"]
+    if not cells:
+        return "no trials recorded"
+    conds = list(dict.fromkeys(r["condition"] for r in cells))
+    wls = list(dict.fromkeys(r["workload"] for r in cells))
+    protos = list(dict.fromkeys(r["protocol"] for r in cells))
+    # shorten names, most verbose first, until every table fits the width
+    options = [({}, {}, {})]
+    options.append(({}, _codes(wls, "W"), {}))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), {}))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P")))
+    for cond_code, wl_code, proto_code in options:
+        tables = {}
+        for kind in ("objects", "page"):
+            kc = [r for r in cells if r["kind"] == kind]
+            if kc:
+                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code)
+        if all(len(line) <= width for t in tables.values() for line in t):
+            break
+    out: list[str] = []
+    titles = {"objects": "Object downloads: mean over successful trials; * = best in its cell",
+              "page": "Page loads (Chromium): mean over successful loads; * = fastest load in its cell"}
+    for kind, t in tables.items():
+        out += _wrap(titles[kind], width) + t + [""]
+    legend = []
+    descs = {c["name"]: c["desc"] for c in data["conditions"]}
+    for name, code in cond_code.items():
+        legend.append(f"{code} = {name}" + (f" ({descs.get(name)})" if descs.get(name) else ""))
+    for name, code in wl_code.items():
+        legend.append(f"{code} = {name}")
+    for name, code in proto_code.items():
+        legend.append(f"{code} = {name}")
+    if legend:
+        for item in legend:
+            out += _wrap(item, width, "     ")
+        out.append("")
+    out += _wrap("CPU s c/s: client / server CPU seconds per trial; CPU-bd: trials where an endpoint, not the "
+                 "network, set the pace.", width)
+    out.append("")
+    for s in data["sentences"]:
+        out += _wrap(s, width, "  ")
+    out += _wrap(f"(significance: {data['method']})", width)
+    return "\n".join(out)

@@ -1,0 +1,123 @@
+"""The terminal summary: 80 columns, per-kind metrics, legend, one sentence per condition; command
+endpoints' placeholders and client naming."""
+
+from pathlib import Path
+
+import pytest
+
+from quicbench.analysis.load import RunData, frame_from_rows
+from quicbench.clients.command import expand_command
+from quicbench.errors import QuicbenchError
+from quicbench.model.plan import expand, plan_from_dict
+from quicbench.report.terminal import render, summary_data
+
+LONG = "a-rather-long-condition-name-from-a-sweep"
+
+
+def run_of(rows: list[dict], conditions: dict | None = None) -> RunData:
+    meta = {"run_id": "t", "conditions": conditions or {}}
+    return RunData(Path("/nonexistent"), meta, frame_from_rows(rows))
+
+
+def row(cond, wl, proto, rep, goodput=None, time_s=None, page=None, client="qb-load", bound=False):
+    r = {"key": f"{cond}|{wl}|{proto}~{client}|caddy|r{rep}", "condition": cond, "workload": wl, "protocol": proto,
+         "server": "caddy", "client": client, "rep": rep, "status": "ok", "size_bytes": 100_000, "count": 10,
+         "parallel": 10, "bytes": 1_000_000, "cpu_bound": bound, "client_cpu_s": 0.05, "server_cpu_s": 0.02}
+    if page is None:
+        r.update(goodput_mbps=goodput, total_time_s=time_s)
+    else:
+        r.update(page_load_ms=page, page_ttfb_ms=page / 10, dom_content_loaded_ms=page / 2,
+                 workload="page:realistic", key=f"{cond}|page:realistic|{proto}|caddy|r{rep}")
+    return r
+
+
+def objects_run(cond=LONG, bound=False):
+    rows = []
+    for rep in range(1, 6):
+        jitter = 0.1 * rep
+        rows.append(row(cond, "10x100KB/p10", "h1", rep, 20 + jitter, 0.4))
+        rows.append(row(cond, "10x100KB/p10", "h2", rep, 20.05 + jitter, 0.4))
+        rows.append(row(cond, "10x100KB/p10", "h3", rep, 30 + jitter, 0.27, bound=bound and rep == 1))
+    return rows
+
+
+def test_fits_80_columns_with_legend_for_long_names():
+    text = render(summary_data(run_of(objects_run())), width=80)
+    lines = text.splitlines()
+    assert max(len(l) for l in lines) <= 80, "\n".join(l for l in lines if len(l) > 80)
+    assert "C1 = " + LONG in text                       # the long condition name became a code
+    assert "Mbit/s" in text and "time s" in text          # objects: goodput and time, units in headers
+    assert "load ms" not in text
+
+
+def test_short_names_are_kept():
+    text = render(summary_data(run_of(objects_run("clean"))), width=80)
+    assert "C1 =" not in text and "clean" in text.splitlines()[3]
+
+
+def test_sentence_names_fastest_by_how_much_and_significance():
+    data = summary_data(run_of(objects_run("clean", bound=True)))
+    (s,) = data["sentences"]
+    assert s.startswith("Clean: HTTP/3 was fastest")
+    assert "% more goodput than" in s and "(significant, p" in s
+    assert "HTTP/1.1 (not" not in s        # h3 beats both clearly
+    assert "Caveat: 1 trial CPU-bound (HTTP/3: 1)" in s
+    text = render(data, width=80)
+    assert all(len(l) <= 80 for l in text.splitlines())
+
+
+def test_not_significant_is_said():
+    rows = []
+    for rep in range(1, 5):
+        rows.append(row("x", "1x1MB/p1", "h1", rep, [10, 12, 9, 11][rep - 1], 1))
+        rows.append(row("x", "1x1MB/p1", "h2", rep, [11, 9, 12, 10][rep - 1], 1))
+    (s,) = summary_data(run_of(rows))["sentences"]
+    assert "not significant" in s
+
+
+def test_page_workloads_get_page_metrics():
+    rows = [row("clean", "page:realistic", p, rep, page=ms + rep)
+            for rep in range(1, 4) for p, ms in (("h2", 900), ("h3", 700))]
+    data = summary_data(run_of(rows))
+    text = render(data, width=80)
+    assert "load ms" in text and "TTFB ms" in text and "DCL ms" in text and "Mbit/s" not in text
+    assert "less page load time than HTTP/2" in data["sentences"][0]
+
+
+def test_clients_compared_are_not_pooled():
+    rows = [row("c", "10x100KB/p10", "h3", rep, g + rep / 10, 0.3, client=cl)
+            for rep in range(1, 4) for cl, g in (("qb-load", 20), ("curl", 25))]
+    rows += [row("c", "10x100KB/p10", "h2", rep, 15, 0.3) for rep in range(1, 4)]
+    run = run_of(rows)
+    assert sorted(run.protocols) == ["h2", "h3~curl", "h3~qb-load"]
+    assert "HTTP/3~curl was fastest" in summary_data(run)["sentences"][0]
+
+
+def test_expand_command_words_and_urls():
+    argv = expand_command("tool --proto {proto} -o '{dir}/x y' {urls} --n={count}",
+                          {"proto": "h3", "dir": "/t", "urls": ["u1", "u2"], "count": 2})
+    assert argv == ["tool", "--proto", "h3", "-o", "/t/x y", "u1", "u2", "--n=2"]
+
+
+@pytest.mark.parametrize("command,needle", [
+    ("curl {nope} {url}", "unknown placeholder(s) {nope}; accepted: {url}"),
+    ("curl --urls={urls}", "{urls} expands to one argument per object"),
+    ("{proto} {url}", "must be named"),
+    ("curl {url", "literal brace"),
+    ("", "empty command"),
+])
+def test_bad_client_commands(command, needle):
+    with pytest.raises(QuicbenchError, match=None) as e:
+        plan_from_dict({"workloads": [{"size": "1MB"}], "client": "c",
+                        "client_commands": {"c": {"command": command}}})
+    assert needle in str(e.value)
+
+
+def test_client_sweep_runs_each_client_on_its_protocols():
+    plan = plan_from_dict({"workloads": [{"size": "1MB"}], "client": ["qb-load", "c"], "repetitions": 1,
+                           "client_commands": {"c": {"command": "x {url}", "protocols": ["h3"]}}})
+    keys = sorted(t.key for t in expand(plan))
+    assert keys == ["none|1x1MB/p1|h1~qb-load|caddy|r1", "none|1x1MB/p1|h2~qb-load|caddy|r1",
+                    "none|1x1MB/p1|h3~c|caddy|r1", "none|1x1MB/p1|h3~qb-load|caddy|r1"]
+    single = plan_from_dict({"workloads": [{"size": "1MB"}], "repetitions": 1})
+    assert "none|1x1MB/p1|h1|caddy|r1" in {t.key for t in expand(single)}   # keys unchanged without a sweep
