@@ -4,7 +4,8 @@ feature MEASURED (paced UDP probe, ping, iperf3), never read back from `tc`.
 One UML boot runs tests/integration/uml_netem_probe.py, which builds a one- and a two-router
 lab with link netem and measures every scenario; the tests below judge its numbers.
 Tolerances: UML adds timer noise (p50 +0.1…0.5 ms, single packets up to tens of ms on a busy
-host), so delays are judged on quantiles up to p95, and losses on binomial 99.9 % intervals.
+host), so delays are judged on quantiles up to p95 (ping: p90), and losses on binomial 99.9 %
+intervals.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def test_delay(results):
     assert 20.0 <= owd["p50"] <= 20.5 and owd["p95"] <= 26, owd
     assert owd["min"] >= 19.9, "netem never sends before the delay"
     assert ping["received"] == ping["sent"]
-    assert 40.0 <= ping["rtt_p50_ms"] <= 40.8 and ping["rtt_p99_ms"] <= 46, ping
+    # p90, not p99: on a busy host (other test suites running) UML's timers have let a few
+    # of 200 echoes come back 45 ms late
+    assert 40.0 <= ping["rtt_p50_ms"] <= 40.8 and ping["rtt_p90_ms"] <= 42, ping
 
 
 @pytest.mark.parametrize("dist", ["uniform", "normal", "pareto", "paretonormal"])
