@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QB, REPO, root_only, run_qb
+from conftest import REPO, root_only, run_qb
 from quicbench.kernels import UmlKernel
 
 pytestmark = [pytest.mark.integration, root_only,

@@ -63,7 +63,7 @@ def ping(lab, count: int, interval: float) -> dict:
     rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", out))
     from quicbench.probe.udp import quantile
     return {"sent": count, "received": len(rtts), "rtt_p50_ms": quantile(rtts, 0.5),
-            "rtt_p99_ms": quantile(rtts, 0.99), "rtt_min_ms": rtts[0] if rtts else None}
+            "rtt_p90_ms": quantile(rtts, 0.90), "rtt_p99_ms": quantile(rtts, 0.99), "rtt_min_ms": rtts[0] if rtts else None}
 
 
 def measure(lab, what: tuple) -> tuple[str, dict]:
