@@ -41,7 +41,7 @@ def video_lab(tmp_path_factory):
     content = generate({}, seed=1, cache=wd / "cache", videos=[VOD.video_spec()])
     info = content.manifest["videos"][VOD.video_spec().key]
     with make_lab(LabSpec(name="t-video", link="linkem", condition=RATE)) as lab:
-        lab.link.apply(RATE)
+        lab.set_condition(RATE)
         tls = make_tls(wd / "tls", ips=[lab.address("server")])
         with CaddyServer(lab, wd / "caddy", content, tls) as server, \
                 LivePublisher(lab, Path(info["vod"]), Path(info["live_dir"]), wd / "live.log"):
@@ -101,19 +101,23 @@ def test_rate_drop_during_live_playback_shows_in_the_metrics(video_lab):
     the player must switch down (or stall); either is what the metrics have to show."""
     lab, server, target, wd = video_lab
     drop = Condition(name="drop", rate_mbit=1.5, delay_ms=10)
-    timer = threading.Timer(8.0, lambda: lab.link.apply(drop))
+    timer = threading.Timer(8.0, lambda: lab.set_condition(drop))
     timer.start()
     try:
         res = fetch(VideoClient(), target, "h3", LIVE_HLS, wd / "drop", timeout_s=90)
     finally:
         timer.cancel()
-        lab.link.apply(RATE)
+        lab.set_condition(RATE)
     assert (wd / "drop" / "video_metrics.json").exists(), res.error
     x = res.extra
     detail = json.loads((wd / "drop" / "video_metrics.json").read_text())
     print(f"\nrate drop: switches {detail['switches']}, stalls {detail['stalls']}, levels {x['level_time_s']}")
     assert res.error is None or "stall never ended" not in res.error, res.error
-    assert x["switches_down"] >= 1 or x["stalls"] >= 1
+    if x["level_time_s"] and set(x["level_time_s"]) != {"0"}:
+        # the player had climbed above the lowest rung: the drop must show as a down-switch or a stall
+        assert x["switches_down"] >= 1 or x["stalls"] >= 1
+    # (a player that never left the lowest rung, as on a host whose CPU is saturated, has nothing to
+    # switch down from: then the slower segments below are what the drop shows)
     # the segments fetched after the drop are slower: download time over the link's new rate
     segs = [s for s in detail["segments"] if s["type"] == "video" and s["ok"]]
     assert max(s["download_ms"] for s in segs) > 1000

@@ -98,7 +98,7 @@ def main() -> int:
             t0 = time.monotonic()
             res: dict = {}
             try:
-                lab.link.apply(Condition.model_validate({"name": name, **cond}))
+                lab.set_condition(Condition.model_validate({"name": name, **cond}))
                 for what in whats:
                     key, val = measure(lab, what)
                     res[key] = val
