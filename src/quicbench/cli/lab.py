@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -45,14 +46,24 @@ def lab_up(
     delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
     rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
     up: cf.Up = [], down: cf.Down = [],
+    backend: str = typer.Option("netns", "--backend", help="Lab backend: netns (this host) or ssh (real hosts)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
 ) -> None:
     """Create a lab that stays up until `quicbench lab down NAME` (condition flags optional)."""
-    require_root()
+    from quicbench.cli.run import check_backend
+    check_backend(backend, inventory)
+    if hops == 2 and backend == "ssh":
+        from quicbench.lab.inventory import load_inventory
+        if load_inventory(inventory).router2 is None:
+            raise QuicbenchError(f"inventory {inventory}: router2: --hops 2 needs a [router2] host")
+    if backend == "netns":
+        require_root()
     reap()
     from quicbench.lab import LabSpec, make_lab
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
-                           condition=cond))
+                           condition=cond, backend=backend,
+                           inventory=str(inventory.resolve()) if inventory else None))
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
                   f" (link {lab.link_name}, TCP {tcp_cc}, condition: {cond.short()})")

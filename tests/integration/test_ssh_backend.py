@@ -1,0 +1,316 @@
+"""Lab backend `ssh` over real SSH: Debian's sshd in network namespaces plays the hosts.
+
+Three namespaces (client, router, server host) are wired as a line by veth pairs without
+addresses (quicbench adds the lab addresses and removes them); each has a management veth to
+the test's namespace on a private 10.213.x.y/30 subnet (no default route: no way out of the
+lab, no NAT) and runs its own sshd with a per-test host key and authorized key. The hosts
+share this machine's disk, so each gets its own workdir: what quicbench copies lands in a
+directory of its own per host, and what it copies back comes from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QB, REPO, root_only
+
+pytestmark = [pytest.mark.integration, root_only,
+              pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs openssh-server")]
+
+HOSTS = ("client", "router", "server")
+LINE = {  # namespace-side interface names of the line client -- router -- server
+    "client": ["eth1"], "router": ["c0", "s0"], "server": ["eth1"]}
+
+PLAN = """
+name = "ssh-e2e"
+protocols = ["h1", "h2", "h3"]
+repetitions = {reps}
+link = "auto"
+[[conditions]]
+name = "d20"
+delay_ms = 20
+[[workloads]]
+size = "100KB"
+count = 4
+parallel = 2
+"""
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=check)
+
+
+def nsx(ns: str, *argv: str, check: bool = False) -> subprocess.CompletedProcess:
+    return sh("ip", "netns", "exec", ns, *argv, check=check)
+
+
+class Hosts:
+    """The three SSH hosts; inventory() writes an inventory for them."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.tag = secrets.token_hex(2)
+        self.ns = {h: f"qbs{self.tag}-{h}" for h in HOSTS}
+        k = int(self.tag, 16) % 60
+        # management /30 per host: the test's side .1 (host namespace), the host's sshd on .2
+        self.mgmt = {h: (f"10.213.{k}.{4 * i + 1}", f"10.213.{k}.{4 * i + 2}") for i, h in enumerate(HOSTS)}
+        self.mgmt_if = {h: f"qbm{self.tag}{h[0]}" for h in HOSTS}
+        self.key = base / "id_ed25519"
+        self.sshd: dict[str, subprocess.Popen] = {}
+
+    def up(self) -> None:
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
+        Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege separation directory
+        for h in HOSTS:
+            sh("ip", "netns", "add", self.ns[h])
+            nsx(self.ns[h], "ip", "link", "set", "lo", "up", check=True)
+        sh("ip", "-n", self.ns["client"], "link", "add", "eth1", "type", "veth", "peer", "name", "c0",
+           "netns", self.ns["router"])
+        sh("ip", "-n", self.ns["router"], "link", "add", "s0", "type", "veth", "peer", "name", "eth1",
+           "netns", self.ns["server"])
+        for h in HOSTS:
+            outside, inside = self.mgmt[h]
+            sh("ip", "link", "add", self.mgmt_if[h], "type", "veth", "peer", "name", "mgmt0", "netns", self.ns[h])
+            sh("ip", "addr", "add", f"{outside}/30", "dev", self.mgmt_if[h])
+            sh("ip", "link", "set", self.mgmt_if[h], "up")
+            nsx(self.ns[h], "ip", "addr", "add", f"{inside}/30", "dev", "mgmt0", check=True)
+            nsx(self.ns[h], "ip", "link", "set", "mgmt0", "up", check=True)
+            d = self.base / "sshd" / h
+            d.mkdir(parents=True)
+            sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "hostkey"))
+            (d / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+            (d / "sshd_config").write_text("\n".join([
+                f"ListenAddress {inside}", "Port 22", f"HostKey {d / 'hostkey'}", f"PidFile {d / 'sshd.pid'}",
+                f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
+                "MaxSessions 100", "MaxStartups 100", "AllowTcpForwarding yes", "AllowStreamLocalForwarding yes", ""]))
+            log = open(d / "sshd.log", "wb")
+            self.sshd[h] = subprocess.Popen(["ip", "netns", "exec", self.ns[h], "/usr/sbin/sshd", "-D", "-e",
+                                             "-f", str(d / "sshd_config")], stdout=log, stderr=log)
+            (self.base / "work" / h).mkdir(parents=True)
+        deadline = time.monotonic() + 10
+        for h in HOSTS:
+            while "LISTEN" not in nsx(self.ns[h], "ss", "-Hltn", "sport = :22").stdout and "22" not in \
+                    nsx(self.ns[h], "ss", "-Hltn", "sport = :22").stdout:
+                assert time.monotonic() < deadline, (self.base / "sshd" / h / "sshd.log").read_text()
+                time.sleep(0.05)
+
+    def down(self) -> None:
+        for p in self.sshd.values():
+            p.terminate()
+            p.wait(5)
+        for h in HOSTS:
+            sh("ip", "link", "del", self.mgmt_if[h], check=False)
+            sh("ip", "netns", "del", self.ns[h], check=False)
+
+    def workdir(self, h: str) -> Path:
+        return self.base / "work" / h / "qb"
+
+    def inventory(self, path: Path, **override: dict) -> Path:
+        fields = {
+            "client": {"host": self.mgmt["client"][1], "iface": "eth1", "address": "198.18.250.1/24",
+                       "bin_dir": str(REPO / "build" / "bin")},
+            "router": {"host": self.mgmt["router"][1], "if_client": "c0", "if_server": "s0",
+                       "ip_client": "198.18.250.2/24", "ip_server": "198.18.251.1/24",
+                       "bin_dir": str(REPO / "build" / "bin")},
+            "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": "198.18.251.2/24"},
+        }
+        lines = ["[ssh]", 'user = "root"', f'key = "{self.key}"', "deadman_s = 6", ""]
+        for h in HOSTS:
+            f = {**fields[h], "workdir": str(self.workdir(h)), **override.get(h, {})}
+            lines.append(f"[{h}]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in f.items() if v is not None]
+            lines.append("")
+        path.write_text("\n".join(lines))
+        return path
+
+    # -- what a host has of quicbench ----------------------------------------------------
+    def foreign_pids(self, h: str) -> list[str]:
+        """Processes in the host namespace other than its sshd listener (and the sessions of
+        an SSH login still closing)."""
+        listener = (self.base / "sshd" / h / "sshd.pid").read_text().strip()
+        out = []
+        for pid in sh("ip", "netns", "pids", self.ns[h]).stdout.split():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            except OSError:
+                continue
+            if pid != listener and cmd:
+                out.append(f"{pid} {cmd}")
+        return out
+
+    def leftovers(self, h: str) -> list[str]:
+        left = [f"process {p}" for p in self.foreign_pids(h)]
+        wd = self.workdir(h)
+        if wd.exists() and any(wd.iterdir()):
+            left.append(f"files {sorted(str(p) for p in wd.rglob('*'))[:5]}")
+        addrs = nsx(self.ns[h], "ip", "-4", "-o", "addr", "show").stdout
+        if "198.18.25" in addrs:
+            left.append(f"lab address: {addrs}")
+        routes = nsx(self.ns[h], "ip", "route", "show").stdout
+        if "198.18.25" in routes:
+            left.append(f"route: {routes}")
+        if h == "router":
+            qd = nsx(self.ns[h], "tc", "qdisc", "show").stdout
+            if "netem" in qd:
+                left.append(f"qdisc: {qd}")
+            if nsx(self.ns[h], "cat", "/proc/sys/net/ipv4/ip_forward").stdout.strip() != "0":
+                left.append("ip_forward not restored")
+        return left
+
+    def wait_clean(self, timeout: float = 30) -> dict[str, list[str]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {h: self.leftovers(h) for h in HOSTS}
+            left = {h: v for h, v in left.items() if v}
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    h = Hosts(tmp_path_factory.mktemp("ssh"))
+    try:
+        h.up()
+        yield h
+    finally:
+        h.down()
+
+
+@pytest.fixture
+def qb_env(tmp_path):
+    # a state directory of the test's own: `lab down --all` and the reaper see only its labs
+    return dict(os.environ, QUICBENCH_STATE=str(tmp_path / "state"), COLUMNS="200")
+
+
+def qb(env, *args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([*QB, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def only_run_dir(out: Path) -> Path:
+    dirs = [d for d in out.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env):
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=2))
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    t0 = time.monotonic()
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"))
+    took = time.monotonic() - t0
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run = only_run_dir(tmp_path / "runs")
+    rows = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and {r["protocol"] for r in rows} == {"h1", "h2", "h3"}
+    for r in rows:
+        assert r["status"] == "ok", r["error"]
+        assert r["protocols"] == f"{r['protocol']}:4" and r["bytes"] == 4 * 100_000
+        assert r["link"] == "linkem"          # this kernel has no netem
+        assert r["client_host"] == hosts.mgmt["client"][1] and r["server_host"] == hosts.mgmt["server"][1]
+        assert r["router_hosts"] == hosts.mgmt["router"][1]
+        # 20 ms each way through the router host: a request takes at least one 40 ms round trip
+        assert r["total_time_s"] > 0.04, r
+    # the client's per-request file was written on the client host and copied back
+    assert all((run / "trials" / f"{r['seq']:05d}" / "requests.jsonl").exists() for r in rows) or \
+        list(run.glob("trials/*/requests.jsonl"))
+    meta = json.loads((run / "meta.json").read_text())
+    facts = meta["lab"]["hosts"]
+    assert set(facts) == set(HOSTS) and facts["router"]["netem"] is False
+    assert "qb-load" in facts["client"]["binaries"] and abs(facts["client"]["clock_offset_s"]) < 1
+    assert meta["lab"]["backend"] == "ssh"
+    assert hosts.wait_clean() == {}
+    print(f"\nssh e2e: 6 trials in {took:.1f}s; total_time_s "
+          + ", ".join(f"{r['protocol']} {r['total_time_s']:.3f}" for r in rows)
+          + "; goodput Mbit/s " + ", ".join(f"{r['goodput_mbps']:.1f}" for r in rows))
+
+
+def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_path, qb_env):
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=200))
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    p = subprocess.Popen([*QB, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--no-report",
+                          "--out", str(tmp_path / "runs")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=qb_env)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("linkem" in x for x in hosts.foreign_pids("router")):
+            assert p.poll() is None and time.monotonic() < deadline, "linkem never started on the router host"
+            time.sleep(0.2)
+        time.sleep(2)          # trials running through the router host
+        assert any("linkem" in x for x in hosts.foreign_pids("router"))
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    t0 = time.monotonic()
+    left = hosts.wait_clean(timeout=40)
+    took = time.monotonic() - t0
+    assert left == {}, left
+    print(f"\ndead-man: hosts clean {took:.1f}s after the controller's SIGKILL")
+    # the next quicbench command reaps the dead lab on the controller too
+    qb(qb_env, "lab", "down", "--all")
+
+
+@pytest.mark.parametrize("case", ["unreachable", "wrong_key", "missing_binary", "no_iface", "ssh_iface"])
+def test_bad_inventory_is_refused_naming_host_and_field(hosts, tmp_path, qb_env, case):
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1))
+    other_key = tmp_path / "other"
+    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key))
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    override, needle = {
+        "unreachable": ({"server": {"host": "10.213.255.254"}}, "server.host"),
+        "wrong_key": ({"router": {"key": str(other_key)}}, "router.key"),
+        "missing_binary": ({"client": {"bin_dir": str(empty)}}, "client.bin_dir"),
+        "no_iface": ({"server": {"iface": "nosuch0"}}, "server.iface"),
+        "ssh_iface": ({"router": {"if_server": "mgmt0"}}, "router.if_server"),
+    }[case]
+    inv = hosts.inventory(tmp_path / "hosts.toml", **override)
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            timeout=120)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    msg = cp.stderr.strip()
+    assert needle in msg and len(msg.splitlines()) == 1, msg
+    if case == "ssh_iface":
+        assert "carries the SSH session" in msg
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert hosts.wait_clean(timeout=10) == {}
+
+
+def test_inventory_unknown_key_lists_accepted(tmp_path, qb_env):
+    inv = tmp_path / "hosts.toml"
+    inv.write_text('[client]\nhost = "a"\niface = "eth0"\naddress = "198.18.0.1/24"\ncolour = "red"\n')
+    cp = qb(qb_env, "run", "--backend", "ssh", "--inventory", str(inv), "--dry-run")
+    assert cp.returncode == 2
+    assert "client.colour: unknown key, accepted: " in cp.stderr and "iface" in cp.stderr
+
+
+def test_lab_up_exec_down_over_ssh(hosts, tmp_path, qb_env):
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "lab", "up", "--backend", "ssh", "--inventory", str(inv), "--name", "sshlab", "--delay", "15")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    try:
+        ping = qb(qb_env, "lab", "exec", "sshlab", "client", "--", "ping", "-c", "3", "-i", "0.2", "198.18.251.2")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        rtts = [float(x.split("time=")[1].split()[0]) for x in ping.stdout.splitlines() if "time=" in x]
+        assert rtts and min(rtts) >= 30, ping.stdout    # 15 ms each way through linkem on the router host
+        cp = qb(qb_env, "lab", "set", "sshlab", "--delay", "40")
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        ping = qb(qb_env, "lab", "exec", "sshlab", "client", "--", "ping", "-c", "2", "-i", "0.2", "198.18.251.2")
+        rtts = [float(x.split("time=")[1].split()[0]) for x in ping.stdout.splitlines() if "time=" in x]
+        assert rtts and min(rtts) >= 80, ping.stdout
+    finally:
+        cp = qb(qb_env, "lab", "down", "sshlab")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert hosts.wait_clean() == {}
