@@ -184,6 +184,13 @@ class SshLab(Lab):
             rs.add(str(Path(self.spec.run_dir).resolve()))
         return sorted(rs, key=len, reverse=True)
 
+    def remote_path(self, node: str, local: str) -> str:
+        """Where a local path is mirrored on the host; unix sockets go to a short directory
+        (a socket path has at most 107 bytes)."""
+        if local.endswith(".sock"):
+            return f"{self.labdir(node)}/sock/{os.path.basename(local)}"
+        return self.remote_root(node) + local
+
     def _local_path(self, arg: str) -> str | None:
         for r in self.roots():
             if arg == r or arg.startswith(r + "/"):
@@ -212,10 +219,12 @@ class SshLab(Lab):
                 continue
             if os.path.exists(local):
                 self._push(node, Path(local))
+            elif local.endswith(".sock"):
+                mkdirs.add(os.path.dirname(self.remote_path(node, local)))
             else:
                 pulls.append(local)
                 mkdirs.add(os.path.dirname(root + local))
-            out.append(key + sep + root + local)
+            out.append(key + sep + self.remote_path(node, local))
         token = secrets.token_hex(6)
         d = self.labdir(node)
         pgfile = f"{d}/pg/{token}"
@@ -283,7 +292,7 @@ class SshLab(Lab):
         """Make a unix socket of a lab process on the host reachable at its local path."""
         local.unlink(missing_ok=True)
         cp = subprocess.run([*self.ssh_argv(node)[:-1], "-O", "forward", "-L",
-                             f"{local}:{self.remote_root(node)}{local}", self.inv.host(node).host],
+                             f"{local}:{self.remote_path(node, str(local))}", self.inv.host(node).host],
                             capture_output=True, text=True, timeout=10)
         if cp.returncode != 0:
             raise QuicbenchError(f"{self.where(node)}: cannot forward {local}: {cp.stderr.strip()}")
