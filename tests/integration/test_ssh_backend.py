@@ -108,6 +108,12 @@ class Hosts:
             p.terminate()
             p.wait(5)
         for h in HOSTS:
+            # SSH sessions still open (sshd forks one per connection) die with their host
+            for pid in sh("ip", "netns", "pids", self.ns[h], check=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             sh("ip", "link", "del", self.mgmt_if[h], check=False)
             sh("ip", "netns", "del", self.ns[h], check=False)
 
@@ -242,13 +248,16 @@ def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_pa
     p = subprocess.Popen([*QB, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--no-report",
                           "--out", str(tmp_path / "runs")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          env=qb_env)
+    def linkem_running() -> bool:
+        return any("linkem --iface-a" in x for x in hosts.foreign_pids("router"))
+
     try:
         deadline = time.monotonic() + 120
-        while not any("linkem" in x for x in hosts.foreign_pids("router")):
+        while not linkem_running():
             assert p.poll() is None and time.monotonic() < deadline, "linkem never started on the router host"
             time.sleep(0.2)
         time.sleep(2)          # trials running through the router host
-        assert any("linkem" in x for x in hosts.foreign_pids("router"))
+        assert linkem_running()
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()

@@ -133,7 +133,7 @@ class SshLab(Lab):
         if check.returncode != 0:
             log = self.ssh_dir / f"master-{node}.log"
             with open(log, "wb") as f:
-                cp = subprocess.run([*self.ssh_argv(node, master="yes")[:-1], "-o", "ControlPersist=120",
+                cp = subprocess.run([*self.ssh_argv(node, master="yes")[:-1], "-o", "ControlPersist=10",
                                      "-N", "-f", self.inv.host(node).host],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f, timeout=30)
             if cp.returncode != 0:
@@ -231,12 +231,14 @@ class SshLab(Lab):
         home = f"{d}/home"
         env = ["env", f"HOME={home}", f"XDG_CONFIG_HOME={home}/.config", f"XDG_DATA_HOME={home}/.local/share"]
         sudo = self.sudo(node) if name in ROOT_BINARIES else []
-        inner = f"echo $$ > {q(pgfile)}; exec \"$@\""
+        # nothing runs unrecorded: without its group id on file (the lab going down removed the
+        # directory) the command does not start
+        inner = f"echo $$ > {q(pgfile)} || exit 97; exec \"$@\""
         remote = (f"mkdir -p {q(d + '/pg')} {q(home)} {' '.join(q(m) for m in sorted(mkdirs))} && "
                   f"{shlex.join([*sudo, *env, 'setsid', '-w', 'sh', '-c', inner, 'qb', *out])}; "
                   f"rc=$?; rm -f {q(pgfile)}; exit $rc")
         spec = {"ssh": self.ssh_argv(node), "remote": remote, "pgfile": pgfile, "pull": pulls,
-                "remote_root": root}
+                "remote_root": root, "sudo": sudo}
         return [sys.executable, EXEC, "run", json.dumps(spec)]
 
     def _binary(self, node: str, argv0: str) -> str:
@@ -569,7 +571,7 @@ class SshLab(Lab):
         return "\n".join([
             f"D={q(d)}",
             "for s in TERM KILL; do",
-            f"  for f in \"$D\"/pg/*; do [ -f \"$f\" ] && {sudo} kill -$s -- -\"$(cat \"$f\")\" 2>/dev/null; done",
+            f"  for f in \"$D\"/pg/*; do [ -f \"$f\" ] && {sudo} kill -$s -\"$(cat \"$f\")\" 2>/dev/null; done",
             "  [ $s = TERM ] && ls \"$D\"/pg/* >/dev/null 2>&1 && sleep 1",
             "done",
             "[ -f \"$D/undo.sh\" ] && tac \"$D/undo.sh\" | while IFS= read -r l; do sh -c \"$l\" >/dev/null 2>&1; done",
@@ -599,7 +601,7 @@ class SshLab(Lab):
     def kill_node_processes(self, node: str) -> None:
         d = self.labdir(node)
         sudo = " ".join(self.sudo(node))
-        self.sh(node, f"for f in {q(d)}/pg/*; do [ -f \"$f\" ] && {sudo} kill -KILL -- -\"$(cat \"$f\")\" "
+        self.sh(node, f"for f in {q(d)}/pg/*; do [ -f \"$f\" ] && {sudo} kill -KILL -\"$(cat \"$f\")\" "
                       f"2>/dev/null; done; true", check=False)
 
     def _destroy(self) -> None:

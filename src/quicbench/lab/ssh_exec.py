@@ -47,7 +47,7 @@ def run(spec: dict) -> int:
         forwarded.append(signum)
         sig = "KILL" if len(forwarded) > 1 else "TERM"
         # the remote process group, by the id its wrapper recorded; the ssh ends with it
-        kill = (f"f={spec['pgfile']}; [ -f \"$f\" ] && kill -{sig} -- -\"$(cat \"$f\")\" 2>/dev/null; true")
+        kill = (f"f={spec['pgfile']}; [ -f \"$f\" ] && {' '.join(spec.get('sudo') or [])} kill -{sig} -\"$(cat \"$f\")\" 2>/dev/null; true")
         try:
             subprocess.run([*ssh, kill], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10)
