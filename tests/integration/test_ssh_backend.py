@@ -323,3 +323,20 @@ def test_lab_up_exec_down_over_ssh(hosts, tmp_path, qb_env):
         cp = qb(qb_env, "lab", "down", "sshlab")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert hosts.wait_clean() == {}
+
+
+def test_provision_installs_what_a_host_misses(hosts, tmp_path, qb_env):
+    """--provision copies quicbench's own binaries to a host that lacks them (Debian packages
+    are all present on these hosts, so apt-get is not exercised here)."""
+    bin_dir = tmp_path / "client-bin"
+    bin_dir.mkdir()
+    inv = hosts.inventory(tmp_path / "hosts.toml", client={"bin_dir": str(bin_dir)})
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1))
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            "--no-report", "--provision", "--only", "protocol=h3")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert os.access(bin_dir / "qb-load", os.X_OK)
+    rows = [json.loads(l) for l in next((tmp_path / "runs").iterdir()).joinpath("trials.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok"]
+    assert hosts.wait_clean() == {}

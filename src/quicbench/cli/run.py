@@ -41,6 +41,8 @@ def run_cmd(
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
     backend: str = typer.Option("netns", "--backend", help="Lab backend: netns (this host) or ssh (real hosts)."),
     inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
+    provision: bool = typer.Option(False, "--provision", help="Backend ssh: install what the hosts miss "
+                                   "(Debian packages, qb-load, linkem) before the run."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     if retry_failed and not resume:
@@ -62,7 +64,9 @@ def run_cmd(
         require_root()
     reap()
     if backend == "ssh":
-        _check_hosts(p, inventory, reps, only_map)
+        _check_hosts(p, inventory, reps, only_map, provision)
+    elif provision:
+        raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     from quicbench.run.runner import start_run
     try:
         store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
@@ -118,7 +122,7 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
 
 
-def _check_hosts(p, inventory: Path, reps, only_map) -> None:
+def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:
     """Every host reachable, its interfaces and binaries in place, before a run directory exists."""
     from quicbench.lab import LabSpec
     from quicbench.lab.ssh import check_hosts
@@ -127,7 +131,7 @@ def _check_hosts(p, inventory: Path, reps, only_map) -> None:
     import secrets
     check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_cc,
                         inventory=str(inventory.resolve()),
-                        binaries=needed_binaries(p, expand(p, reps=reps, only=only_map))))
+                        binaries=needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
 
 
 def _report_not_written(run_dir: Path) -> None:

@@ -58,7 +58,11 @@ OWN_BINARIES = ("qb-load", "linkem")
 # what needs root on a host (a non-root SSH user gets `sudo -n` for these): network
 # configuration, raw sockets (linkem, tcpdump) and servers binding port 443
 ROOT_BINARIES = {"ip", "tc", "sysctl", "ethtool", "linkem", "tcpdump", "caddy", "nginx", "apache2", "httpd"}
-PUSH_TEXT_MAX = 1 << 20      # text files up to this size are scanned for paths to rewrite
+PUSH_TEXT_MAX = 1 << 20
+# what --provision installs for a missing binary: the Debian package that has it
+DEBIAN_PACKAGES = {"tc": "iproute2", "ip": "iproute2", "ss": "iproute2", "ethtool": "ethtool", "caddy": "caddy",
+                   "nginx": "nginx", "apache2": "apache2", "iperf3": "iperf3", "ping": "iputils-ping",
+                   "tcpdump": "tcpdump"}      # text files up to this size are scanned for paths to rewrite
 
 
 def q(s: str) -> str:
@@ -377,7 +381,9 @@ class SshLab(Lab):
             "echo \"route=$(ip -o route get \"${SSH_CONNECTION%% *}\" 2>&1 | head -n1)\"",
             "echo \"links=$(ip -j addr show 2>/dev/null | tr -d '\\n')\"",
             "echo \"systemd=$([ -d /run/systemd/system ] && echo yes || echo no)\"",
-            *[f"p={q(bin_dir + '/' + b)}; if [ -n {q(bin_dir)} ] && [ -x \"$p\" ]; then echo \"bin.{b}=$p\"; "
+            *[f"p={q(bin_dir + '/' + b)}; w={q(self.provision_dir(node) + '/' + b)}; "
+              f"if [ -n {q(bin_dir)} ] && [ -x \"$p\" ]; then echo \"bin.{b}=$p\"; "
+              f"elif [ -x \"$w\" ]; then echo \"bin.{b}=$w\"; "
               f"else echo \"bin.{b}=$(command -v {q(b)} || PATH=$PATH:/usr/sbin:/sbin command -v {q(b)})\"; fi"
               for b in want + optional],
             *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^(tcp-segmentation-offload|"
@@ -434,6 +440,40 @@ class SshLab(Lab):
             facts["netem"] = self._probe_netem(node)
         facts["versions"] = self._versions(node, facts["binaries"])
         return facts
+
+    def provision_dir(self, node: str) -> str:
+        """Where --provision puts quicbench's own binaries when the host has no bin_dir (kept
+        after the lab: an install, not a lab file)."""
+        return self.inv.setting(node, "bin_dir") or f"{self.inv.setting(node, 'workdir').rstrip('/')}/bin"
+
+    def provision(self, binaries: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Install what the hosts miss: Debian packages with apt-get, quicbench's own binaries
+        (qb-load, linkem) copied from this controller. Returns what was installed per node."""
+        from quicbench.paths import find_binary
+        binaries = binaries if binaries is not None else self.spec.binaries
+        done: dict[str, list[str]] = {}
+        for node in self.nodes:
+            want = list(binaries.get(node, [])) + (["tc", "ip", "ethtool", "linkem"] if node.startswith("router")
+                                                   else ["ip", "ethtool", "ping", "iperf3"])
+            if node == "client":
+                want.append("qb-load")
+            want = list(dict.fromkeys(want))
+            bin_dir = self.inv.setting(node, "bin_dir") or ""
+            probe = "; ".join(f"[ -x {q(bin_dir + '/' + b)} ] || [ -x {q(self.provision_dir(node) + '/' + b)} ] || "
+                              f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
+            missing = self.sh(node, probe).stdout.split()
+            sudo = " ".join(self.sudo(node))
+            pkgs = sorted({DEBIAN_PACKAGES[b] for b in missing if b in DEBIAN_PACKAGES})
+            if pkgs:
+                self.sh(node, f"export DEBIAN_FRONTEND=noninteractive; {sudo} apt-get update -qq && "
+                              f"{sudo} apt-get install -y -qq --no-install-recommends {' '.join(pkgs)}", timeout=900)
+            for b in (b for b in missing if b in OWN_BINARIES):
+                dest = f"{self.provision_dir(node)}/{b}"
+                self.sh(node, f"mkdir -p {q(os.path.dirname(dest))} && cat > {q(dest)}.tmp && chmod 755 {q(dest)}.tmp "
+                              f"&& mv {q(dest)}.tmp {q(dest)}",
+                        input=Path(find_binary(b, "run 'make setup' on the controller")).read_bytes(), timeout=300)
+            done[node] = pkgs + [b for b in missing if b in OWN_BINARIES]
+        return done
 
     def _probe_netem(self, node: str) -> bool:
         """netem in the host's kernel, tried in a throwaway network namespace (nothing of the
@@ -625,11 +665,14 @@ class SshLab(Lab):
         shutil.rmtree(self.ssh_dir, ignore_errors=True)
 
 
-def check_hosts(spec: LabSpec) -> dict[str, dict[str, Any]]:
+def check_hosts(spec: LabSpec, provision: bool = False) -> dict[str, dict[str, Any]]:
     """The doctor of an ssh lab without creating it: every host reachable, its interfaces and
-    binaries in place (raises a QuicbenchError naming the host and the field)."""
+    binaries in place (raises a QuicbenchError naming the host and the field). With provision,
+    what the hosts miss is installed first."""
     lab = SshLab(spec)
     try:
+        if provision:
+            lab.provision()
         return lab.doctor()
     finally:
         for n in lab.nodes:
