@@ -369,7 +369,8 @@ class SshLab(Lab):
     def _doctor_host(self, node: str, want: list[str]) -> dict[str, Any]:
         ifaces = self._ifaces(node)
         bin_dir = self.inv.setting(node, "bin_dir") or ""
-        want = list(dict.fromkeys(want + (["tc", "ip", "ethtool"] if node.startswith("router") else ["ip", "ethtool"])))
+        want = list(dict.fromkeys(want + (["tc", "ip", "ethtool"] if node.startswith("router") else ["ip", "ethtool"])
+                                  + (["ss"] if node == "server" else [])))
         # looked up, not required: the link driver is chosen from what the routers have
         optional = [b for b in (["linkem"] if node.startswith("router") else ["ping", "iperf3"]) if b not in want]
         script = "\n".join([
