@@ -297,6 +297,18 @@ def test_bad_inventory_is_refused_naming_host_and_field(hosts, tmp_path, qb_env,
     assert hosts.wait_clean(timeout=10) == {}
 
 
+def test_doctor_reports_each_host(hosts, tmp_path, qb_env):
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "doctor", "--backend", "ssh", "--inventory", str(inv), "--json")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    facts = json.loads(cp.stdout)
+    assert set(facts) == set(HOSTS)
+    assert facts["router"]["netem"] is False and "linkem" in facts["router"]["binaries"]
+    assert facts["client"]["ssh_iface"] == "mgmt0" and facts["server"]["binaries"]["caddy"]
+    assert all(abs(f["clock_offset_s"]) < 1 for f in facts.values())
+    assert hosts.wait_clean(timeout=15) == {}
+
+
 def test_inventory_unknown_key_lists_accepted(tmp_path, qb_env):
     inv = tmp_path / "hosts.toml"
     inv.write_text('[client]\nhost = "a"\niface = "eth0"\naddress = "198.18.0.1/24"\ncolour = "red"\n')
