@@ -182,6 +182,19 @@ class Hosts:
             time.sleep(0.5)
 
 
+def controller_leftovers(hosts: Hosts, timeout: float = 20) -> list[str]:
+    """Processes on the controller that still talk to the test's hosts (keeper, SSH connections;
+    a connection master lingers up to its ControlPersist of 10 s once idle)."""
+    ips = [hosts.mgmt[h][1] for h in HOSTS]
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [a for a in sh("ps", "-eo", "args").stdout.splitlines()
+                if any(f" {ip}" in a or f'"{ip}"' in a for ip in ips) and "sshd" not in a]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory):
     h = Hosts(tmp_path_factory.mktemp("ssh"))
@@ -236,6 +249,7 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
     assert "qb-load" in facts["client"]["binaries"] and abs(facts["client"]["clock_offset_s"]) < 1
     assert meta["lab"]["backend"] == "ssh"
     assert hosts.wait_clean() == {}
+    assert controller_leftovers(hosts) == []
     print(f"\nssh e2e: 6 trials in {took:.1f}s; total_time_s "
           + ", ".join(f"{r['protocol']} {r['total_time_s']:.3f}" for r in rows)
           + "; goodput Mbit/s " + ", ".join(f"{r['goodput_mbps']:.1f}" for r in rows))
@@ -262,12 +276,37 @@ def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_pa
         p.send_signal(signal.SIGKILL)
         p.wait()
     t0 = time.monotonic()
+    while linkem_running() or hosts.workdir("router").exists() and any(hosts.workdir("router").iterdir()):
+        assert time.monotonic() - t0 < 30, "the router host still shapes 30 s after the controller died"
+        time.sleep(0.1)
+    unshaped = time.monotonic() - t0
     left = hosts.wait_clean(timeout=40)
     took = time.monotonic() - t0
     assert left == {}, left
-    print(f"\ndead-man: hosts clean {took:.1f}s after the controller's SIGKILL")
+    print(f"\ndead-man: linkem gone and router workdir removed {unshaped:.1f}s after the controller's SIGKILL; "
+          f"every host clean (SSH sessions closed too) after {took:.1f}s")
     # the next quicbench command reaps the dead lab on the controller too
     qb(qb_env, "lab", "down", "--all")
+    assert controller_leftovers(hosts) == []
+
+
+def test_ctrl_c_mid_run_leaves_nothing_on_any_host(hosts, tmp_path, qb_env):
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=200))
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    p = subprocess.Popen([*QB, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--no-report",
+                          "--out", str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=qb_env)
+    deadline = time.monotonic() + 120
+    run = tmp_path / "runs"
+    while not (run.exists() and any((d / "trials.jsonl").exists() for d in run.iterdir())):
+        assert p.poll() is None and time.monotonic() < deadline, p.stdout.read()
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=90)[0]
+    assert p.returncode == 130, out
+    assert hosts.wait_clean(timeout=20) == {}
+    assert controller_leftovers(hosts) == []
 
 
 @pytest.mark.parametrize("case", ["unreachable", "wrong_key", "missing_binary", "no_iface", "ssh_iface"])
