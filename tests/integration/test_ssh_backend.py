@@ -309,6 +309,32 @@ def test_ctrl_c_mid_run_leaves_nothing_on_any_host(hosts, tmp_path, qb_env):
     assert controller_leftovers(hosts) == []
 
 
+def test_deadman_fires_when_the_network_to_the_controller_is_gone(hosts, tmp_path, qb_env):
+    """No heartbeat for deadman_s (6 s here): the router host removes the emulation by itself."""
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "lab", "up", "--backend", "ssh", "--inventory", str(inv), "--name", "cut", "--delay", "10")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert any("linkem --iface-a" in x for x in hosts.foreign_pids("router"))
+    sh("ip", "link", "set", hosts.mgmt_if["router"], "down")      # the router host loses the controller
+    try:
+        t0 = time.monotonic()
+        wd = hosts.workdir("router")
+        while any("linkem --iface-a" in x for x in hosts.foreign_pids("router")) or wd.exists() and any(wd.iterdir()):
+            assert time.monotonic() - t0 < 30, "linkem still runs 30 s after the controller became unreachable"
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+        assert took > 3, f"the emulation went after {took:.1f}s, before any dead-man time"
+        print(f"\ndead-man (network cut): router unshaped {took:.1f}s after its management link went down")
+    finally:
+        sh("ip", "link", "set", hosts.mgmt_if["router"], "up")
+        sh("ip", "addr", "replace", f"{hosts.mgmt['router'][0]}/30", "dev", hosts.mgmt_if["router"], check=False)
+    cp = qb(qb_env, "lab", "down", "cut")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    # the sessions of the cut connection end when sshd notices (ClientAlive is off): not checked here
+    left = {h: [x for x in v if "sshd" not in x] for h, v in hosts.wait_clean(timeout=20).items()}
+    assert {h: v for h, v in left.items() if v} == {}
+
+
 @pytest.mark.parametrize("case", ["unreachable", "wrong_key", "missing_binary", "no_iface", "ssh_iface"])
 def test_bad_inventory_is_refused_naming_host_and_field(hosts, tmp_path, qb_env, case):
     plan = tmp_path / "p.toml"
