@@ -44,6 +44,14 @@ parallel = 2
 """
 
 
+def has_files(d: Path) -> bool:
+    """d exists and is not empty (it may vanish while we look: the host's cleanup removes it)."""
+    try:
+        return any(d.iterdir())
+    except FileNotFoundError:
+        return False
+
+
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(argv), capture_output=True, text=True, check=check)
 
@@ -156,7 +164,7 @@ class Hosts:
     def leftovers(self, h: str) -> list[str]:
         left = [f"process {p}" for p in self.foreign_pids(h)]
         wd = self.workdir(h)
-        if wd.exists() and any(wd.iterdir()):
+        if has_files(wd):
             left.append(f"files {sorted(str(p) for p in wd.rglob('*'))[:5]}")
         addrs = nsx(self.ns[h], "ip", "-4", "-o", "addr", "show").stdout
         if "198.18.25" in addrs:
@@ -276,7 +284,7 @@ def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_pa
         p.send_signal(signal.SIGKILL)
         p.wait()
     t0 = time.monotonic()
-    while linkem_running() or hosts.workdir("router").exists() and any(hosts.workdir("router").iterdir()):
+    while linkem_running() or has_files(hosts.workdir("router")):
         assert time.monotonic() - t0 < 30, "the router host still shapes 30 s after the controller died"
         time.sleep(0.1)
     unshaped = time.monotonic() - t0
@@ -319,7 +327,7 @@ def test_deadman_fires_when_the_network_to_the_controller_is_gone(hosts, tmp_pat
     try:
         t0 = time.monotonic()
         wd = hosts.workdir("router")
-        while any("linkem --iface-a" in x for x in hosts.foreign_pids("router")) or wd.exists() and any(wd.iterdir()):
+        while any("linkem --iface-a" in x for x in hosts.foreign_pids("router")) or has_files(wd):
             assert time.monotonic() - t0 < 30, "linkem still runs 30 s after the controller became unreachable"
             time.sleep(0.2)
         took = time.monotonic() - t0

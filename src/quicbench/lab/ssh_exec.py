@@ -20,7 +20,6 @@ the process that owns the lab (SPEC["owner"]) is gone, or when the network is.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
