@@ -63,28 +63,30 @@ def nsx(ns: str, *argv: str, check: bool = False) -> subprocess.CompletedProcess
 class Hosts:
     """The three SSH hosts; inventory() writes an inventory for them."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, hops: int = 1):
         self.base = base
+        self.names = HOSTS if hops == 1 else ("client", "router", "router2", "server")
         self.tag = secrets.token_hex(2)
-        self.ns = {h: f"qbs{self.tag}-{h}" for h in HOSTS}
+        self.ns = {h: f"qbs{self.tag}-{h}" for h in self.names}
         k = int(self.tag, 16) % 60
         # management /30 per host: the test's side .1 (host namespace), the host's sshd on .2
-        self.mgmt = {h: (f"10.213.{k}.{4 * i + 1}", f"10.213.{k}.{4 * i + 2}") for i, h in enumerate(HOSTS)}
-        self.mgmt_if = {h: f"qbm{self.tag}{h[0]}" for h in HOSTS}
+        self.mgmt = {h: (f"10.213.{k}.{4 * i + 1}", f"10.213.{k}.{4 * i + 2}") for i, h in enumerate(self.names)}
+        self.mgmt_if = {h: f"qbm{self.tag}{i}" for i, h in enumerate(self.names)}
         self.key = base / "id_ed25519"
         self.sshd: dict[str, subprocess.Popen] = {}
 
     def up(self) -> None:
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
         Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege separation directory
-        for h in HOSTS:
+        for h in self.names:
             sh("ip", "netns", "add", self.ns[h])
             nsx(self.ns[h], "ip", "link", "set", "lo", "up", check=True)
-        sh("ip", "-n", self.ns["client"], "link", "add", "eth1", "type", "veth", "peer", "name", "c0",
-           "netns", self.ns["router"])
-        sh("ip", "-n", self.ns["router"], "link", "add", "s0", "type", "veth", "peer", "name", "eth1",
-           "netns", self.ns["server"])
-        for h in HOSTS:
+        # the line: each host's interface towards the server is eth1 (client) or s0 (routers),
+        # towards the client c0 (routers) or eth1 (server)
+        for left, right in zip(self.names, self.names[1:]):
+            sh("ip", "-n", self.ns[left], "link", "add", "eth1" if left == "client" else "s0", "type", "veth",
+               "peer", "name", "eth1" if right == "server" else "c0", "netns", self.ns[right])
+        for h in self.names:
             outside, inside = self.mgmt[h]
             sh("ip", "link", "add", self.mgmt_if[h], "type", "veth", "peer", "name", "mgmt0", "netns", self.ns[h])
             sh("ip", "addr", "add", f"{outside}/30", "dev", self.mgmt_if[h])
@@ -105,7 +107,7 @@ class Hosts:
                                              "-f", str(d / "sshd_config")], stdout=log, stderr=log)
             (self.base / "work" / h).mkdir(parents=True)
         deadline = time.monotonic() + 10
-        for h in HOSTS:
+        for h in self.names:
             while "LISTEN" not in nsx(self.ns[h], "ss", "-Hltn", "sport = :22").stdout and "22" not in \
                     nsx(self.ns[h], "ss", "-Hltn", "sport = :22").stdout:
                 assert time.monotonic() < deadline, (self.base / "sshd" / h / "sshd.log").read_text()
@@ -115,7 +117,7 @@ class Hosts:
         for p in self.sshd.values():
             p.terminate()
             p.wait(5)
-        for h in HOSTS:
+        for h in self.names:
             # SSH sessions still open (sshd forks one per connection) die with their host
             for pid in sh("ip", "netns", "pids", self.ns[h], check=False).stdout.split():
                 try:
@@ -129,16 +131,20 @@ class Hosts:
         return self.base / "work" / h / "qb"
 
     def inventory(self, path: Path, **override: dict) -> Path:
+        last = len(self.names) - 2       # the segment between the last router and the server
         fields = {
             "client": {"host": self.mgmt["client"][1], "iface": "eth1", "address": "198.18.250.1/24",
                        "bin_dir": str(REPO / "build" / "bin")},
             "router": {"host": self.mgmt["router"][1], "if_client": "c0", "if_server": "s0",
                        "ip_client": "198.18.250.2/24", "ip_server": "198.18.251.1/24",
                        "bin_dir": str(REPO / "build" / "bin")},
-            "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": "198.18.251.2/24"},
+            "router2": {"host": self.mgmt["router2"][1] if "router2" in self.mgmt else "", "if_client": "c0",
+                        "if_server": "s0", "ip_client": "198.18.251.2/24", "ip_server": "198.18.252.1/24",
+                        "bin_dir": str(REPO / "build" / "bin")},
+            "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": f"198.18.{250 + last}.2/24"},
         }
         lines = ["[ssh]", 'user = "root"', f'key = "{self.key}"', "deadman_s = 6", ""]
-        for h in HOSTS:
+        for h in self.names:
             f = {**fields[h], "workdir": str(self.workdir(h)), **override.get(h, {})}
             lines.append(f"[{h}]")
             lines += [f"{k} = {json.dumps(v)}" for k, v in f.items() if v is not None]
@@ -172,7 +178,7 @@ class Hosts:
         routes = nsx(self.ns[h], "ip", "route", "show").stdout
         if "198.18.25" in routes:
             left.append(f"route: {routes}")
-        if h == "router":
+        if h.startswith("router"):
             qd = nsx(self.ns[h], "tc", "qdisc", "show").stdout
             if "netem" in qd:
                 left.append(f"qdisc: {qd}")
@@ -183,7 +189,7 @@ class Hosts:
     def wait_clean(self, timeout: float = 30) -> dict[str, list[str]]:
         deadline = time.monotonic() + timeout
         while True:
-            left = {h: self.leftovers(h) for h in HOSTS}
+            left = {h: self.leftovers(h) for h in self.names}
             left = {h: v for h, v in left.items() if v}
             if not left or time.monotonic() > deadline:
                 return left
@@ -193,7 +199,7 @@ class Hosts:
 def controller_leftovers(hosts: Hosts, timeout: float = 20) -> list[str]:
     """Processes on the controller that still talk to the test's hosts (keeper, SSH connections;
     a connection master lingers up to its ControlPersist of 10 s once idle)."""
-    ips = [hosts.mgmt[h][1] for h in HOSTS]
+    ips = [hosts.mgmt[h][1] for h in hosts.names]
     deadline = time.monotonic() + timeout
     while True:
         left = [a for a in sh("ps", "-eo", "args").stdout.splitlines()
@@ -425,3 +431,30 @@ def test_provision_installs_what_a_host_misses(hosts, tmp_path, qb_env):
     rows = [json.loads(l) for l in next((tmp_path / "runs").iterdir()).joinpath("trials.jsonl").read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok"]
     assert hosts.wait_clean() == {}
+
+
+@pytest.fixture(scope="module")
+def hosts2(tmp_path_factory):
+    h = Hosts(tmp_path_factory.mktemp("ssh2"), hops=2)
+    try:
+        h.up()
+        yield h
+    finally:
+        h.down()
+
+
+def test_two_router_hosts(hosts2, tmp_path, qb_env):
+    """hops = 2: client -- router -- router2 -- server; the one-hop condition shapes the first
+    router host, the second forwards (linkem, transparent)."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1).replace(
+        'link = "auto"', 'link = "auto"\nhops = 2'))
+    inv = hosts2.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            "--no-report")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    rows = [json.loads(l) for l in only_run_dir(tmp_path / "runs").joinpath("trials.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok"] * 3, [r["error"] for r in rows]
+    assert all(r["hops"] == 2 and r["router_hosts"] == f"{hosts2.mgmt['router'][1]},{hosts2.mgmt['router2'][1]}"
+               and r["total_time_s"] > 0.04 for r in rows)
+    assert hosts2.wait_clean() == {}
