@@ -401,6 +401,11 @@ def test_lab_up_exec_down_over_ssh(hosts, tmp_path, qb_env):
     cp = qb(qb_env, "lab", "up", "--backend", "ssh", "--inventory", str(inv), "--name", "sshlab", "--delay", "15")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     try:
+        st = qb(qb_env, "lab", "status", "--json")
+        assert st.returncode == 0, st.stderr
+        lab = next(x for x in json.loads(st.stdout) if x["name"] == "sshlab")
+        assert lab["backend"] == "ssh" and lab["namespaces"]["router"] == f"root@{hosts.mgmt['router'][1]}"
+        assert qb(qb_env, "lab", "status").returncode == 0
         ping = qb(qb_env, "lab", "exec", "sshlab", "client", "--", "ping", "-c", "3", "-i", "0.2", "198.18.251.2")
         assert ping.returncode == 0, ping.stdout + ping.stderr
         rtts = [float(x.split("time=")[1].split()[0]) for x in ping.stdout.splitlines() if "time=" in x]

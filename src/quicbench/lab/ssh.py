@@ -626,8 +626,10 @@ class SshLab(Lab):
         heartbeats stop, its stdin ends, or the SSH connection is gone."""
         d = self.labdir(node)
         n = int(self.inv.setting(node, "deadman_s"))
-        return (f"while l=$(timeout {n} head -n 1) && [ -n \"$l\" ]; do :; done; "
-                f"[ -f {q(d)}/cleanup.sh ] && sh {q(d)}/cleanup.sh >/dev/null 2>&1; true")
+        # a hangup or a TERM (sshd or logind ending the session) cleans up too, never skips it
+        return (f"c() {{ [ -f {q(d)}/cleanup.sh ] && sh {q(d)}/cleanup.sh >/dev/null 2>&1; exit 0; }}; "
+                f"trap c HUP TERM INT; "
+                f"while l=$(timeout {n} head -n 1) && [ -n \"$l\" ]; do :; done; c")
 
     def _start_keeper(self) -> None:
         spec = {"owner": None if self.spec.persistent else self.state["owner"],
