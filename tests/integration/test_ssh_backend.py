@@ -68,7 +68,7 @@ class Hosts:
         self.names = HOSTS if hops == 1 else ("client", "router", "router2", "server")
         self.tag = secrets.token_hex(2)
         self.ns = {h: f"qbs{self.tag}-{h}" for h in self.names}
-        k = int(self.tag, 16) % 60
+        k = int(self.tag, 16) % 60 + (60 if hops == 2 else 0)    # the two fixtures never share a subnet
         # management /30 per host: the test's side .1 (host namespace), the host's sshd on .2
         self.mgmt = {h: (f"10.213.{k}.{4 * i + 1}", f"10.213.{k}.{4 * i + 2}") for i, h in enumerate(self.names)}
         self.mgmt_if = {h: f"qbm{self.tag}{i}" for i, h in enumerate(self.names)}
@@ -463,3 +463,19 @@ def test_two_router_hosts(hosts2, tmp_path, qb_env):
     assert all(r["hops"] == 2 and r["router_hosts"] == f"{hosts2.mgmt['router'][1]},{hosts2.mgmt['router2'][1]}"
                and r["total_time_s"] > 0.04 for r in rows)
     assert hosts2.wait_clean() == {}
+
+
+def test_capture_and_qlog_come_back_from_the_client_host(hosts, tmp_path, qb_env):
+    """tcpdump on the client host and qb-load's qlogs: written there, copied back after each trial."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1).replace('link = "auto"', 'link = "auto"\ncapture = true\nqlog = true'))
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            "--no-report", "--only", "protocol=h3")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run = only_run_dir(tmp_path / "runs")
+    (row,) = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
+    assert row["status"] == "ok", row["error"]
+    assert row["wire_bytes_down"] and row["wire_bytes_down"] > 4 * 100_000, row
+    assert list(run.glob("trials/*/qlog/*")), sorted(str(p) for p in run.rglob("*"))[:20]
+    assert hosts.wait_clean() == {}
