@@ -479,3 +479,19 @@ def test_capture_and_qlog_come_back_from_the_client_host(hosts, tmp_path, qb_env
     assert row["wire_bytes_down"] and row["wire_bytes_down"] > 4 * 100_000, row
     assert list(run.glob("trials/*/qlog/*")), sorted(str(p) for p in run.rglob("*"))[:20]
     assert hosts.wait_clean() == {}
+
+
+def test_nginx_and_apache_configs_are_mirrored_on_the_server_host(hosts, tmp_path, qb_env):
+    """Server configs name local paths (content, certificates, logs, pid files): the server host
+    gets rewritten copies that name its own mirrors."""
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1).replace('protocols = ["h1", "h2", "h3"]', 'protocols = ["h1", "h2"]')
+                    + '\n[servers]\nh1 = "apache"\nh2 = "nginx"\n')
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            "--no-report")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    rows = [json.loads(l) for l in only_run_dir(tmp_path / "runs").joinpath("trials.jsonl").read_text().splitlines()]
+    assert sorted((r["protocol"], r["server"], r["status"]) for r in rows) == [("h1", "apache", "ok"),
+                                                                               ("h2", "nginx", "ok")], rows
+    assert hosts.wait_clean() == {}

@@ -390,6 +390,7 @@ class SshLab(Lab):
             *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^(tcp-segmentation-offload|"
               f"generic-segmentation-offload|generic-receive-offload):' | tr -d ' ' | tr '\\n' ',')\""
               for i in ifaces.values()],
+            f"echo \"python=$({q(self.inv.setting(node, 'python') or 'python3')} --version 2>&1 | head -n1)\"",
             "echo \"time=$(date +%s.%N)\"",
         ])
         t0 = time.time()
@@ -399,7 +400,7 @@ class SshLab(Lab):
         facts: dict[str, Any] = {
             "host": self.inv.host(node).host, "user": self.inv.setting(node, "user"), "kernel": kv.get("kernel"),
             "root": kv.get("uid") == "0", "tcp_cc": kv.get("cc"), "ip_forward": kv.get("ip_forward"),
-            "systemd": kv.get("systemd") == "yes", "ssh_route": kv.get("route"),
+            "systemd": kv.get("systemd") == "yes", "ssh_route": kv.get("route"), "python": kv.get("python"),
             "clock_offset_s": float(kv["time"]) - (t0 + t1) / 2 if kv.get("time") else None,
             "clock_offset_uncertainty_s": (t1 - t0) / 2,
             "binaries": {b[4:]: v for b, v in kv.items() if b.startswith("bin.") and v},
