@@ -328,9 +328,9 @@ def test_deadman_fires_when_the_network_to_the_controller_is_gone(hosts, tmp_pat
     inv = hosts.inventory(tmp_path / "hosts.toml")
     cp = qb(qb_env, "lab", "up", "--backend", "ssh", "--inventory", str(inv), "--name", "cut", "--delay", "10")
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert any("linkem --iface-a" in x for x in hosts.foreign_pids("router"))
-    sh("ip", "link", "set", hosts.mgmt_if["router"], "down")      # the router host loses the controller
     try:
+        assert any("linkem --iface-a" in x for x in hosts.foreign_pids("router"))
+        sh("ip", "link", "set", hosts.mgmt_if["router"], "down")      # the router host loses the controller
         t0 = time.monotonic()
         wd = hosts.workdir("router")
         while any("linkem --iface-a" in x for x in hosts.foreign_pids("router")) or has_files(wd):
@@ -342,7 +342,7 @@ def test_deadman_fires_when_the_network_to_the_controller_is_gone(hosts, tmp_pat
     finally:
         sh("ip", "link", "set", hosts.mgmt_if["router"], "up")
         sh("ip", "addr", "replace", f"{hosts.mgmt['router'][0]}/30", "dev", hosts.mgmt_if["router"], check=False)
-    cp = qb(qb_env, "lab", "down", "cut")
+        cp = qb(qb_env, "lab", "down", "cut")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     # the sessions of the cut connection end when sshd notices (ClientAlive is off): not checked here
     left = {h: [x for x in v if "sshd" not in x] for h, v in hosts.wait_clean(timeout=20).items()}

@@ -94,6 +94,8 @@ def keeper(spec: dict) -> int:
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, lambda signum, frame: stop.append(signum))
     while not stop and _alive(spec.get("owner")):
+        if all(p.poll() is not None for p in procs):
+            break      # every watchdog has ended: its host cleaned up, or will when its heartbeats stay away
         for p in procs:
             try:
                 p.stdin.write(b"x\n")
