@@ -254,9 +254,11 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
         assert r["router_hosts"] == hosts.mgmt["router"][1]
         # 20 ms each way through the router host: a request takes at least one 40 ms round trip
         assert r["total_time_s"] > 0.04, r
-    # the client's per-request file was written on the client host and copied back
-    assert all((run / "trials" / f"{r['seq']:05d}" / "requests.jsonl").exists() for r in rows) or \
-        list(run.glob("trials/*/requests.jsonl"))
+    # qb-load wrote its per-request file under the client host's workdir (its --requests names the
+    # mirror there); the controller's copy, one line per request, came back when it ended
+    for r in rows:
+        lines = (run / "trials" / f"{r['seq']:05d}" / "requests.jsonl").read_text().splitlines()
+        assert len(lines) == 4 and all(json.loads(l)["proto"] == r["protocol"] for l in lines), lines[:1]
     meta = json.loads((run / "meta.json").read_text())
     facts = meta["lab"]["hosts"]
     assert set(facts) == set(HOSTS) and facts["router"]["netem"] is False

@@ -653,8 +653,11 @@ class SshLab(Lab):
             try:
                 d = self.labdir(node)
                 self.sh(node, f"[ -f {q(d)}/cleanup.sh ] && sh {q(d)}/cleanup.sh; true", check=False, timeout=60)
-            except QuicbenchError:
-                pass       # an unreachable host: its watchdog cleans it up
+            except QuicbenchError as e:
+                # an unreachable host: its watchdog cleans it up when the heartbeats stop; say so
+                sys.stderr.write(f"{self.where(node)} not cleaned up from here ({e}); its dead-man watchdog "
+                                 f"removes the lab there within {self.inv.setting(node, 'deadman_s'):g} s of "
+                                 f"losing the controller\n")
         if self.state.get("inventory") or self.spec.inventory:
             with ThreadPoolExecutor(len(self.nodes)) as pool:
                 list(pool.map(clean, self.nodes))
