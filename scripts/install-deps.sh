@@ -4,6 +4,9 @@ set -euo pipefail
 PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
 # The kernel's netem, tbf and htb on any host: `--kernel uml` (User-Mode Linux and its insmod)
 [ "${QB_NO_UML:-0}" = 1 ] || PKGS+=(user-mode-linux kmod)
+# Lab backend ssh: the OpenSSH client reaches the hosts; its tests run Debian's sshd in lab
+# namespaces as the hosts (the host's own sshd service is not started, see policy-rc.d below)
+PKGS+=(openssh-client openssh-server)
 # Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
 # Video workloads: ffmpeg encodes the ladder locally; npm installs the pinned hls.js/dash.js

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
+from typing import Optional
+
+import typer
 
 from quicbench.kernel import probe
 from quicbench.paths import bin_dir
@@ -88,11 +92,50 @@ def checks() -> list[tuple[str, bool, str]]:
     return out
 
 
-def doctor_cmd() -> None:
-    """Check kernel features and binaries, with the fix for each missing piece."""
+def remote_doctor(inventory: Path, provision: bool, as_json: bool) -> None:
+    """The ssh backend's hosts: reachable, interfaces safe, binaries, kernel, clock offset."""
+    import json
+    import secrets
+
     from rich.table import Table
 
     from quicbench.cli.app import console
+    from quicbench.lab import LabSpec
+    from quicbench.lab.inventory import load_inventory
+    from quicbench.lab.ssh import check_hosts
+    inv = load_inventory(inventory)
+    facts = check_hosts(LabSpec(name=f"d{secrets.token_hex(3)}", backend="ssh", inventory=str(inventory.resolve()),
+                                hops=2 if inv.router2 else 1, binaries={"client": ["qb-load"], "server": ["caddy"]}),
+                        provision=provision)
+    if as_json:
+        print(json.dumps(facts, indent=2))
+        return
+    t = Table("host", "kernel", "netem", "binaries", "offloads", "clock offset", "SSH via")
+    for node, f in facts.items():
+        t.add_row(f"{node} {f['user']}@{f['host']}", f.get("kernel") or "?",
+                  "-" if "netem" not in f else ("yes" if f["netem"] else "no (linkem)"),
+                  "\n".join(f"{b} {f['versions'].get(b, '')}".strip() for b in f["binaries"]),
+                  "\n".join(f"{i}: {v}" for i, v in f["offloads"].items()),
+                  f"{f['clock_offset_s'] * 1000:+.1f} ms ± {f['clock_offset_uncertainty_s'] * 1000:.1f}",
+                  f.get("ssh_iface") or "?")
+    console.print(t)
+
+
+def doctor_cmd(
+    backend: str = typer.Option("netns", "--backend", help="netns: this host; ssh: the hosts of --inventory."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
+    provision: bool = typer.Option(False, "--provision", help="Backend ssh: install what the hosts miss first."),
+    as_json: bool = typer.Option(False, "--json", help="Backend ssh: print the hosts' facts as JSON."),
+) -> None:
+    """Check kernel features and binaries, with the fix for each missing piece (or the ssh backend's hosts)."""
+    from rich.table import Table
+
+    from quicbench.cli.app import console
+    from quicbench.cli.run import check_backend
+    check_backend(backend, inventory)
+    if backend == "ssh":
+        remote_doctor(inventory, provision, as_json)
+        return
     t = Table("check", "status", "detail / fix")
     bad = 0
     for name, ok, detail in checks():

@@ -52,15 +52,32 @@ def lab_up(
                                            "files to serve (instead of generated objects)."),
     sizes: str = typer.Option("10KB,1MB", "--sizes", help="With --serve and no --content: generated objects "
                               "of these sizes, 10 copies each (SIZE/obj-N.bin)."),
+    backend: str = typer.Option("netns", "--backend", help="Lab backend: netns (this host) or ssh (real hosts)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
+    provision: bool = typer.Option(False, "--provision", help="Backend ssh: install what the hosts miss "
+                                   "(Debian packages, qb-load, linkem) first."),
 ) -> None:
     """Create a lab that stays up until `quicbench lab down NAME` (condition flags optional)."""
-    require_root()
+    from quicbench.cli.run import check_backend
+    check_backend(backend, inventory)
+    if hops == 2 and backend == "ssh":
+        from quicbench.lab.inventory import load_inventory
+        if load_inventory(inventory).router2 is None:
+            raise QuicbenchError(f"inventory {inventory}: router2: --hops 2 needs a [router2] host")
+    if backend == "netns":
+        require_root()
     cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
     serving = _check_serve(serve, content, sizes) if (serve or content) else None
     reap()
     from quicbench.lab import LabSpec, make_lab
-    lab = make_lab(LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
-                           condition=cond))
+    spec = LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
+                   condition=cond, backend=backend, inventory=str(inventory.resolve()) if inventory else None)
+    if provision:
+        if backend != "ssh":
+            raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
+        from quicbench.lab.ssh import check_hosts
+        check_hosts(spec.model_copy(update={"name": f"k{name}"[:16]}), provision=True)
+    lab = make_lab(spec)
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
                   f" (link {lab.link_name}, TCP {tcp_cc}, condition: {cond.short()})", highlight=False)

@@ -40,6 +40,10 @@ def run_cmd(
     kernel: str = KernelOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout (progress and "
                                  "messages go to stderr)."),
+    backend: str = typer.Option("netns", "--backend", help="Lab backend: netns (this host) or ssh (real hosts)."),
+    inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
+    provision: bool = typer.Option(False, "--provision", help="Backend ssh: install what the hosts miss "
+                                   "(Debian packages, qb-load, linkem) before the run."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
@@ -54,18 +58,25 @@ def run_cmd(
     check_only(p, only_map)
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
+    check_backend(backend, inventory, p)
     if dry_run:
         _show_plan(p, reps, only_map)
         return
-    require_root()
+    if backend == "netns":
+        require_root()
     rerun_in_kernel(kernel)
     reap()
+    if backend == "ssh":
+        _check_hosts(p, inventory, reps, only_map, provision)
+    elif provision:
+        raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     from quicbench.run.runner import start_run
     # with --json stdout carries the summary alone: everything else goes to stderr
     out_console = err if as_json else console
     try:
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
-                          plan_source=str(plan) if plan else "")
+                          plan_source=str(plan) if plan else "", backend=backend,
+                          inventory=str(inventory.resolve()) if inventory else None)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -99,6 +110,40 @@ def print_summary(run_dir: Path, as_json: bool = False) -> None:
         print(json.dumps(data, indent=1))
     else:
         console.print(render(data, width=console.width), markup=False, highlight=False)
+
+
+def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
+    """--backend and --inventory agree, and the inventory is valid (exit 2 before anything starts)."""
+    from quicbench.lab import BACKENDS
+    if backend not in BACKENDS:
+        raise QuicbenchError(f"--backend: unknown lab backend '{backend}', accepted: {', '.join(BACKENDS.names())}")
+    if backend == "ssh":
+        if inventory is None:
+            raise QuicbenchError("--inventory: the ssh backend needs an inventory file (see docs/hosts.md)")
+        from quicbench.lab.inventory import load_inventory
+        inv = load_inventory(inventory)
+        if plan is not None:
+            if plan.hops == 2 and inv.router2 is None:
+                raise QuicbenchError(f"inventory {inventory}: router2: the plan has hops = 2 but the inventory "
+                                     f"has no [router2] host")
+            odd = sorted({w.kind for w in plan.workloads if w.kind != "objects"})
+            if odd:
+                raise QuicbenchError(f"workloads: kind {', '.join(odd)} is not supported by the ssh backend yet; "
+                                     f"accepted: objects")
+    elif inventory is not None:
+        raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
+
+
+def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:
+    """Every host reachable, its interfaces and binaries in place, before a run directory exists."""
+    from quicbench.lab import LabSpec
+    from quicbench.lab.ssh import check_hosts
+    from quicbench.model.plan import expand
+    from quicbench.run.runner import needed_binaries
+    import secrets
+    check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_cc,
+                        inventory=str(inventory.resolve()),
+                        binaries=needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
 
 
 def _report_not_written(run_dir: Path) -> None:

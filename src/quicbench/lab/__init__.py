@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from quicbench.lab.base import NODE_NAMES, Lab, LabSpec, list_lab_states, load_lab, reap_dead_labs
 from quicbench.lab.netns import NetnsLab
+from quicbench.lab.ssh import SshLab
 from quicbench.registry import Registry
 
-BACKENDS: Registry[type[Lab]] = Registry("lab backend", [NetnsLab])
+BACKENDS: Registry[type[Lab]] = Registry("lab backend", [NetnsLab, SshLab])
 
 
 def make_lab(spec: LabSpec) -> Lab:

@@ -44,6 +44,9 @@ class LabSpec(BaseModel):
     condition: Condition = Condition()
     persistent: bool = False  # a lab from `lab up` lives until `lab down`; others die with their owner
     run_dir: str | None = None  # the run directory of the run that owns the lab
+    inventory: str | None = None  # backend ssh: the inventory file (docs/hosts.md)
+    # binaries each node must have (node -> names), checked by backends with remote hosts
+    binaries: dict[str, list[str]] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -112,6 +115,8 @@ class Lab(ABC):
     """
     name: ClassVar[str]                       # the backend's name in BACKENDS
     protocols: ClassVar[frozenset[str]] = frozenset({"h1", "h2", "h3"})
+    # the nodes are other hosts: local pids and /proc say nothing about their processes
+    remote: ClassVar[bool] = False
 
     def __init__(self, spec: LabSpec):
         self.spec = spec
@@ -147,7 +152,7 @@ class Lab(ABC):
         self._claim()
         try:
             self._create()
-            cls = resolve_link(self.spec.link, conditions or [self.spec.condition], self.spec.offload)
+            cls = self.link_class(conditions or [self.spec.condition])
             self.link = cls(self.routers(), self, self.run_dir, self.spec.offload)
             self.set_condition(self.spec.condition, status="up")
         except BaseException:
@@ -167,6 +172,18 @@ class Lab(ABC):
         if (self.state_path.parent / self.name).exists():
             import shutil
             shutil.rmtree(self.state_path.parent / self.name, ignore_errors=True)
+
+    def link_class(self, conditions: list[Condition]) -> type[LinkEmulator]:
+        """The link driver for these conditions (a backend whose routers are other hosts asks them)."""
+        return resolve_link(self.spec.link, conditions, self.spec.offload)
+
+    def row_hosts(self) -> dict[str, Any]:
+        """Row columns that name the hosts a trial was measured on (none for a one-host lab)."""
+        return {}
+
+    def host_facts(self) -> dict[str, Any] | None:
+        """What the lab found on its hosts (versions, kernel, clock offset), for meta.json."""
+        return None
 
     def set_condition(self, condition: Condition, status: str | None = None) -> None:
         """Apply a condition on the running link and record it (and what the link keeps)."""

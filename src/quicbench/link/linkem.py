@@ -126,6 +126,9 @@ class LinkemLink(LinkEmulator):
                     raise QuicbenchError(f"linkem did not start on {r.node}: " + (" | ".join(tail) or "no output"))
                 time.sleep(0.005)
             self.pids[r.node] = proc.pid
+            forward = getattr(self.nodes, "forward_socket", None)
+            if forward is not None:      # linkem runs on another host: its control socket comes here
+                forward(r.node, files["sock"])
 
     def control(self, node: str, line: str, timeout: float = 5.0) -> str:
         path = str(self._files(node)["sock"])

@@ -79,6 +79,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
+    Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
+    Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),
+    Column("router_hosts", "text", "", "the router host(s), client side first (lab backend `ssh`; empty for `netns`)", "trial"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),
     Column("wire_bytes_down", "int", "B", "bytes on the wire server→client", "capture"),

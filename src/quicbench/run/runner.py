@@ -75,7 +75,8 @@ def plan_fingerprint(plan: Plan) -> str:
 class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  reps: int | None = None, only: dict[str, list[str]] | None = None,
-                 retry_failed: bool = False, resume_hint: str = "PLAN"):
+                 retry_failed: bool = False, resume_hint: str = "PLAN", backend: str = "netns",
+                 inventory: str | None = None):
         self.plan = plan
         self.store = store
         self.console = console or Console()
@@ -83,6 +84,8 @@ class Runner:
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
         self.link_restarts = 0
+        self.backend = backend
+        self.inventory = inventory
 
     # -- resume bookkeeping ------------------------------------------------------------
     def pending(self) -> list[TrialSpec]:
@@ -104,7 +107,8 @@ class Runner:
                            videos=plan.video_specs())
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
                                link=plan.link, offload=plan.offload, condition=todo[0].condition,
-                               run_dir=str(self.store.dir.resolve())))
+                               run_dir=str(self.store.dir.resolve()), backend=self.backend,
+                               inventory=self.inventory, binaries=needed_binaries(plan, todo)))
         servers: dict[str, Any] = {}
         publishers: list[Any] = []
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
@@ -130,7 +134,8 @@ class Runner:
                 publishers.append(pub)
             self.store.update_meta(
                 lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
-                     "offload": lab.spec.offload, "addresses": lab.state["addresses"]},
+                     "offload": lab.spec.offload, "addresses": lab.state["addresses"],
+                     **({"hosts": lab.host_facts()} if lab.host_facts() else {})},
                 link=lab.link.describe(), content={"root": str(content.root), "key": content.root.name},
                 tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
                 versions={**{f"client_{n}": c.version() for n, c in clients.items()},
@@ -243,8 +248,17 @@ class Runner:
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
         finally:
             watch.stop()
-        row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops)
+        row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops,
+                   **lab.row_hosts())
         return row
+
+
+def needed_binaries(plan: Plan, trials: list[TrialSpec]) -> dict[str, list[str]]:
+    """The binaries the client and server nodes need for these trials (a lab on other hosts
+    checks them there before anything starts)."""
+    client = sorted({"qb-load" for t in trials if t.client == "qb-load"})
+    server = sorted({b for t in trials if (b := getattr(server_class(t.server, plan.server_commands), "binary", None))})
+    return {"client": client, "server": server}
 
 
 class _LinkWatch:
@@ -290,7 +304,7 @@ def _sigint_deferred():
 
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
-              plan_source: str = "PLAN") -> RunStore:
+              plan_source: str = "PLAN", backend: str = "netns", inventory: str | None = None) -> RunStore:
     check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
@@ -317,7 +331,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
                           "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe()})
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
-               resume_hint=plan_source).run()
+               resume_hint=plan_source, backend=backend, inventory=inventory).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]

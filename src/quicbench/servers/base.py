@@ -145,7 +145,8 @@ class Server(ABC):
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        """The local process group of the server (None on a remote host: its CPU is not ours to read)."""
+        return self.proc.pid if self.proc and not getattr(self.lab, "remote", False) else None
 
     def __enter__(self) -> "Server":
         self.start()

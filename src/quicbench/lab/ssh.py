@@ -1,0 +1,688 @@
+"""Lab backend `ssh`: client, router(s) and server are real hosts reached over SSH.
+
+The inventory (lab/inventory.py, docs/hosts.md) names the hosts, their lab interfaces and
+addresses. Everything that runs ``lab.cmd(node, argv)`` works unchanged: ``cmd`` returns a
+local command (ssh_exec.py) that runs argv on the host through the OpenSSH client, over one
+multiplexed connection per host (ControlMaster), BatchMode, host keys checked against the
+inventory's known_hosts or accepted on first use into a known_hosts file of the lab's own.
+
+Files. quicbench hands local paths to remote commands (qb-load's --requests/--manifest/--ca,
+server configs, linkem's config and control socket). Each local path under the lab's roots
+(the lab's state directory, the run directory, the content cache) is mirrored on the host at
+``<workdir>/<lab>/<node>/root/<local path>``: an argument that names an existing file or
+directory is copied in before the command (text files that name other such paths are
+rewritten and those copied too), one that names nothing yet is an output, copied back when
+the command ends. linkem's control socket is forwarded over the SSH connection.
+
+Processes. Every remote command runs as its own process group whose id is recorded under
+``<workdir>/<lab>/<node>/pg``; SIGTERM of the local command kills the remote group, and
+teardown kills every recorded group.
+
+Host state. Every change (lab address, host route, offloads, ip_forward, congestion control,
+root qdisc) is preceded by its undo line in ``undo.sh`` on the host. Teardown, and a dead-man
+watchdog on every host (ended stdin or no heartbeat for ``deadman_s``: the controller is
+gone), kill the groups, run the undo lines in reverse and remove the workdir.
+
+Safety. An interface that carries the SSH session (``ip route get <controller>`` on the host)
+is never a lab interface: such an inventory is refused before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from quicbench.errors import QuicbenchError
+from quicbench.lab.base import Lab, LabSpec, list_lab_states, owner_alive, owner_token, state_lock
+from quicbench.lab.inventory import Inventory, load_inventory
+from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
+from quicbench.model.conditions import Condition
+from quicbench.paths import cache_dir
+from quicbench.proc import process_alive, wait_ended
+
+EXEC = str(Path(__file__).with_name("ssh_exec.py"))
+# binaries quicbench builds itself: looked up in the host's bin_dir first
+OWN_BINARIES = ("qb-load", "linkem")
+# what needs root on a host (a non-root SSH user gets `sudo -n` for these): network
+# configuration, raw sockets (linkem, tcpdump) and servers binding port 443
+ROOT_BINARIES = {"ip", "tc", "sysctl", "ethtool", "linkem", "tcpdump", "caddy", "nginx", "apache2", "httpd"}
+PUSH_TEXT_MAX = 1 << 20
+# what --provision installs for a missing binary: the Debian package that has it
+DEBIAN_PACKAGES = {"tc": "iproute2", "ip": "iproute2", "ss": "iproute2", "ethtool": "ethtool", "caddy": "caddy",
+                   "nginx": "nginx", "apache2": "apache2", "iperf3": "iperf3", "ping": "iputils-ping",
+                   "tcpdump": "tcpdump"}      # text files up to this size are scanned for paths to rewrite
+
+
+def q(s: str) -> str:
+    return shlex.quote(str(s))
+
+
+class SshLab(Lab):
+    name = "ssh"
+    remote = True
+
+    def __init__(self, spec: LabSpec):
+        super().__init__(spec)
+        if not spec.inventory:
+            raise QuicbenchError("--inventory: the ssh lab backend needs an inventory file (see docs/hosts.md)")
+        self._inv: Inventory | None = None
+        self._pushed: dict[tuple[str, str], Any] = {}
+        self._masters: set[str] = set()
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        if not shutil.which("ssh"):
+            return False, "no OpenSSH client: apt-get install openssh-client"
+        return True, "real hosts over SSH (inventory)"
+
+    # -- the inventory ------------------------------------------------------------------
+    @property
+    def inv(self) -> Inventory:
+        if self._inv is None:
+            # a lab rebuilt from its state keeps the inventory it was made with
+            self._inv = (Inventory.model_validate(self.state["inventory"]) if self.state.get("inventory")
+                         else load_inventory(self.spec.inventory))
+        return self._inv
+
+    def where(self, node: str) -> str:
+        """How errors name a host: node (user@host:port)."""
+        i = self.inv
+        return f"host {node} ({i.setting(node, 'user')}@{i.host(node).host}:{i.setting(node, 'port')})"
+
+    def field(self, node: str, key: str) -> str:
+        return f"inventory {self.spec.inventory}: {node}.{key}"
+
+    # -- ssh ------------------------------------------------------------------------------
+    @property
+    def ssh_dir(self) -> Path:
+        # short: ControlPath is a unix socket path (at most 107 bytes)
+        return Path("/tmp") / f"qbssh-{self.name}"
+
+    def ssh_argv(self, node: str, master: str = "no") -> list[str]:
+        """ssh's argv up to the host (ssh takes an option's first value: master says which)."""
+        i = self.inv
+        argv = ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                "-o", f"ControlPath={self.ssh_dir}/c-{node}", "-o", f"ControlMaster={master}",
+                "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                "-p", str(i.setting(node, "port")), "-l", i.setting(node, "user")]
+        known = i.setting(node, "known_hosts")
+        if known:
+            argv += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={Path(known).expanduser()}"]
+        else:
+            argv += ["-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={self.ssh_dir}/known_hosts"]
+        key = i.setting(node, "key")
+        if key:
+            argv += ["-i", str(Path(key).expanduser()), "-o", "IdentitiesOnly=yes"]
+        return argv + [i.host(node).host]
+
+    def _master(self, node: str) -> None:
+        """One SSH connection per host for the lab's life; every command rides on it."""
+        if node in self._masters:
+            return
+        self.ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check = subprocess.run([*self.ssh_argv(node)[:-1], "-O", "check", self.inv.host(node).host],
+                               capture_output=True, timeout=10)
+        if check.returncode != 0:
+            log = self.ssh_dir / f"master-{node}.log"
+            with open(log, "wb") as f:
+                cp = subprocess.run([*self.ssh_argv(node, master="yes")[:-1], "-o", "ControlPersist=10",
+                                     "-N", "-f", self.inv.host(node).host],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f, timeout=30)
+            if cp.returncode != 0:
+                raise QuicbenchError(self._ssh_error(node, log.read_text(errors="replace")))
+        self._masters.add(node)
+
+    def _ssh_error(self, node: str, stderr: str) -> str:
+        lines = [l for l in stderr.strip().splitlines() if l.strip()]
+        last = lines[-1] if lines else "no answer"
+        if "Permission denied" in stderr:
+            key = self.inv.setting(node, "key")
+            return (f"{self.field(node, 'key')}: {self.where(node)} refused the login with "
+                    f"{'key ' + key if key else 'the SSH agent'} ({last})")
+        if "Host key verification failed" in stderr or "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr:
+            return f"{self.field(node, 'known_hosts')}: {self.where(node)}: host key not accepted ({last})"
+        return f"{self.field(node, 'host')}: cannot reach {self.where(node)} over SSH ({last})"
+
+    def sh(self, node: str, script: str, *, check: bool = True, timeout: float = 60,
+           input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+        """Run a shell script on the host (not as a lab process: for setup, checks and cleanup)."""
+        self._master(node)
+        try:
+            cp = subprocess.run([*self.ssh_argv(node), script], capture_output=True, timeout=timeout,
+                                input=input if input is not None else b"")
+        except subprocess.TimeoutExpired:
+            raise QuicbenchError(f"{self.field(node, 'host')}: {self.where(node)} did not answer within "
+                                 f"{timeout:.0f} s") from None
+        out = subprocess.CompletedProcess(cp.args, cp.returncode, cp.stdout.decode(errors="replace"),
+                                          cp.stderr.decode(errors="replace"))
+        if check and cp.returncode != 0:
+            if cp.returncode == 255:
+                raise QuicbenchError(self._ssh_error(node, out.stderr))
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or [f"exit code {cp.returncode}"]
+            raise QuicbenchError(f"{self.where(node)}: {script.splitlines()[0][:80]}: {tail[0]}")
+        return out
+
+    # -- remote layout ----------------------------------------------------------------------
+    def labdir(self, node: str) -> str:
+        return f"{self.inv.setting(node, 'workdir').rstrip('/')}/{self.name}/{node}"
+
+    def remote_root(self, node: str) -> str:
+        return f"{self.labdir(node)}/root"
+
+    def roots(self) -> list[str]:
+        """Local directories mirrored on the hosts (longest first)."""
+        rs = {str(self.run_dir), str(cache_dir())}
+        if self.spec.run_dir:
+            rs.add(str(Path(self.spec.run_dir).resolve()))
+        return sorted(rs, key=len, reverse=True)
+
+    def remote_path(self, node: str, local: str) -> str:
+        """Where a local path is mirrored on the host; unix sockets go to a short directory
+        (a socket path has at most 107 bytes)."""
+        if local.endswith(".sock"):
+            return f"{self.labdir(node)}/sock/{os.path.basename(local)}"
+        return self.remote_root(node) + local
+
+    def _local_path(self, arg: str) -> str | None:
+        for r in self.roots():
+            if arg == r or arg.startswith(r + "/"):
+                return arg
+        return None
+
+    def sudo(self, node: str) -> list[str]:
+        return [] if self.inv.setting(node, "user") == "root" else ["sudo", "-n"]
+
+    # -- commands -------------------------------------------------------------------------
+    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
+        self.check_node(node)
+        self._master(node)
+        argv = list(argv)
+        name = os.path.basename(argv[0])
+        argv[0] = self._binary(node, argv[0])
+        root = self.remote_root(node)
+        pulls: list[str] = []
+        mkdirs: set[str] = set()
+        out = [argv[0]]
+        for a in argv[1:]:
+            key, sep, val = a.partition("=") if a.startswith("-") and "=" in a else ("", "", a)
+            local = self._local_path(val)
+            if local is None:
+                out.append(a)
+                continue
+            if os.path.exists(local):
+                self._push(node, Path(local))
+            elif local.endswith(".sock"):
+                mkdirs.add(os.path.dirname(self.remote_path(node, local)))
+            else:
+                pulls.append(local)
+                mkdirs.add(os.path.dirname(root + local))
+            out.append(key + sep + self.remote_path(node, local))
+        token = secrets.token_hex(6)
+        d = self.labdir(node)
+        pgfile = f"{d}/pg/{token}"
+        home = f"{d}/home"
+        env = ["env", f"HOME={home}", f"XDG_CONFIG_HOME={home}/.config", f"XDG_DATA_HOME={home}/.local/share"]
+        sudo = self.sudo(node) if name in ROOT_BINARIES else []
+        # nothing runs unrecorded: without its group id on file (the lab going down removed the
+        # directory) the command does not start
+        inner = f"echo $$ > {q(pgfile)} || exit 97; exec \"$@\""
+        remote = (f"mkdir -p {q(d + '/pg')} {q(home)} {' '.join(q(m) for m in sorted(mkdirs))} && "
+                  f"{shlex.join([*sudo, *env, 'setsid', '-w', 'sh', '-c', inner, 'qb', *out])}; "
+                  f"rc=$?; rm -f {q(pgfile)}; exit $rc")
+        spec = {"ssh": self.ssh_argv(node), "remote": remote, "pgfile": pgfile, "pull": pulls,
+                "remote_root": root, "sudo": sudo}
+        return [sys.executable, EXEC, "run", json.dumps(spec)]
+
+    def _binary(self, node: str, argv0: str) -> str:
+        name = os.path.basename(argv0)
+        found = (self.state.get("hosts", {}).get(node, {}).get("binaries") or {}).get(name)
+        if found:
+            return found
+        bin_dir = self.inv.setting(node, "bin_dir")
+        if bin_dir and name in OWN_BINARIES:
+            return f"{bin_dir.rstrip('/')}/{name}"
+        return name
+
+    def _push(self, node: str, path: Path) -> None:
+        """Copy a local file or directory to its mirror on the host (once, while unchanged)."""
+        st = path.stat()
+        sig = (st.st_mtime_ns, st.st_size)
+        if self._pushed.get((node, str(path))) == sig:
+            return
+        root = self.remote_root(node)
+        if path.is_file() and st.st_size <= PUSH_TEXT_MAX:
+            try:
+                text = path.read_text()
+            except (UnicodeDecodeError, OSError):
+                text = None
+            if text is not None and any(r in text for r in self.roots()):
+                # a config that names local paths: those are mirrored too, and the copy names the mirrors
+                pattern = "|".join(re.escape(r) for r in self.roots())
+                for m in sorted(set(re.findall(rf"(?:{pattern})(?:/[^\s\"',;:<>]*)?", text)), key=len, reverse=True):
+                    ref = m.rstrip("/.")
+                    if ref == str(path):
+                        continue
+                    if os.path.exists(ref):
+                        self._push(node, Path(ref))
+                    else:
+                        self.sh(node, f"mkdir -p {q(os.path.dirname(root + ref))}")
+                for r in self.roots():
+                    text = text.replace(r, root + r)
+                dest = root + str(path)
+                self.sh(node, f"mkdir -p {q(os.path.dirname(dest))} && cat > {q(dest)}", input=text.encode())
+                self._pushed[(node, str(path))] = sig
+                return
+        rel = str(path).lstrip("/")
+        tar = subprocess.Popen(["tar", "-C", "/", "-cf", "-", rel], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cp = subprocess.run([*self.ssh_argv(node), f"mkdir -p {q(root)} && tar -C {q(root)} -xf -"],
+                            stdin=tar.stdout, capture_output=True, timeout=600)
+        tar.wait()
+        if cp.returncode != 0 or tar.returncode != 0:
+            raise QuicbenchError(f"{self.where(node)}: copying {path} to {root} failed: "
+                                 f"{(cp.stderr or b'').decode(errors='replace').strip()[-200:]}")
+        self._pushed[(node, str(path))] = sig
+
+    def forward_socket(self, node: str, local: Path) -> None:
+        """Make a unix socket of a lab process on the host reachable at its local path."""
+        local.unlink(missing_ok=True)
+        cp = subprocess.run([*self.ssh_argv(node)[:-1], "-O", "forward", "-L",
+                             f"{local}:{self.remote_path(node, str(local))}", self.inv.host(node).host],
+                            capture_output=True, text=True, timeout=10)
+        if cp.returncode != 0:
+            raise QuicbenchError(f"{self.where(node)}: cannot forward {local}: {cp.stderr.strip()}")
+
+    # -- nodes ---------------------------------------------------------------------------
+    def interface(self, node: str, towards: str) -> str:
+        self.check_node(node)
+        h = self.inv.host(node)
+        if node in ("client", "server"):
+            return h.iface            # type: ignore[union-attr]
+        return h.if_client if towards == "client" else h.if_server   # type: ignore[union-attr]
+
+    def _ifaces(self, node: str) -> dict[str, str]:
+        """field -> interface name of node's lab interfaces."""
+        h = self.inv.host(node)
+        if node in ("client", "server"):
+            return {"iface": h.iface}          # type: ignore[union-attr]
+        return {"if_client": h.if_client, "if_server": h.if_server}   # type: ignore[union-attr]
+
+    def _addrs(self, node: str) -> dict[str, str]:
+        """interface -> lab address with prefix."""
+        h = self.inv.host(node)
+        if node in ("client", "server"):
+            return {h.iface: h.address}        # type: ignore[union-attr]
+        return {h.if_client: h.ip_client, h.if_server: h.ip_server}   # type: ignore[union-attr]
+
+    def address(self, node: str) -> str:
+        self.check_node(node)
+        h = self.inv.host(node)
+        return (h.address if node in ("client", "server") else h.ip_client).split("/")[0]  # type: ignore[union-attr]
+
+    def routers(self) -> list[RouterPorts]:
+        out = []
+        nodes = self.nodes
+        macs = self.state.get("macs", {})
+        for idx, node in enumerate(nodes):
+            if not node.startswith("router"):
+                continue
+            left, right = nodes[idx - 1], nodes[idx + 1]
+            h = self.inv.host(node)
+            out.append(RouterPorts(
+                node=node, netns=f"{self.inv.setting(node, 'user')}@{h.host}",
+                if_client=h.if_client, if_server=h.if_server,          # type: ignore[union-attr]
+                peer_mac_client=macs.get(left, {}).get(self.interface(left, "server"), ""),
+                peer_mac_server=macs.get(right, {}).get(self.interface(right, "client"), ""),
+                ip_client=h.ip_client.split("/")[0], ip_server=h.ip_server.split("/")[0]))  # type: ignore[union-attr]
+        return out
+
+    def row_hosts(self) -> dict[str, Any]:
+        return {"client_host": self.inv.host("client").host, "server_host": self.inv.host("server").host,
+                "router_hosts": ",".join(self.inv.host(n).host for n in self.nodes if n.startswith("router"))}
+
+    def host_facts(self) -> dict[str, Any] | None:
+        return self.state.get("hosts")
+
+    # -- the doctor: what each host has, checked before anything changes -----------------
+    def doctor(self, binaries: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
+        """Reach every host, check its lab interfaces (present, not carrying SSH) and binaries,
+        and record kernel, versions, offloads, netem and the clock offset to the controller."""
+        binaries = binaries if binaries is not None else self.spec.binaries
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            futures = {n: pool.submit(self._doctor_host, n, binaries.get(n, [])) for n in self.nodes}
+            facts = {}
+            for n in self.nodes:                 # the first node's error wins, in lab order
+                facts[n] = futures[n].result()
+        return facts
+
+    def _doctor_host(self, node: str, want: list[str]) -> dict[str, Any]:
+        ifaces = self._ifaces(node)
+        bin_dir = self.inv.setting(node, "bin_dir") or ""
+        want = list(dict.fromkeys(want + (["tc", "ip", "ethtool"] if node.startswith("router") else ["ip", "ethtool"])
+                                  + (["ss"] if node == "server" else [])))
+        # looked up, not required: the link driver is chosen from what the routers have
+        optional = [b for b in (["linkem"] if node.startswith("router") else ["ping", "iperf3"]) if b not in want]
+        script = "\n".join([
+            "echo \"ssh_connection=$SSH_CONNECTION\"",
+            "echo \"kernel=$(uname -r)\"", "echo \"uid=$(id -u)\"",
+            "echo \"cc=$(cat /proc/sys/net/ipv4/tcp_congestion_control)\"",
+            "echo \"cc_available=$(cat /proc/sys/net/ipv4/tcp_available_congestion_control)\"",
+            "echo \"ip_forward=$(cat /proc/sys/net/ipv4/ip_forward)\"",
+            "echo \"route=$(ip -o route get \"${SSH_CONNECTION%% *}\" 2>&1 | head -n1)\"",
+            "echo \"links=$(ip -j addr show 2>/dev/null | tr -d '\\n')\"",
+            "echo \"systemd=$([ -d /run/systemd/system ] && echo yes || echo no)\"",
+            *[f"p={q(bin_dir + '/' + b)}; w={q(self.provision_dir(node) + '/' + b)}; "
+              f"if [ -n {q(bin_dir)} ] && [ -x \"$p\" ]; then echo \"bin.{b}=$p\"; "
+              f"elif [ -x \"$w\" ]; then echo \"bin.{b}=$w\"; "
+              f"else echo \"bin.{b}=$(command -v {q(b)} || PATH=$PATH:/usr/sbin:/sbin command -v {q(b)})\"; fi"
+              for b in want + optional],
+            *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^(tcp-segmentation-offload|"
+              f"generic-segmentation-offload|generic-receive-offload):' | tr -d ' ' | tr '\\n' ',')\""
+              for i in ifaces.values()],
+            f"echo \"python=$({q(self.inv.setting(node, 'python') or 'python3')} --version 2>&1 | head -n1)\"",
+            "echo \"time=$(date +%s.%N)\"",
+        ])
+        t0 = time.time()
+        out = self.sh(node, script).stdout
+        t1 = time.time()
+        kv = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        facts: dict[str, Any] = {
+            "host": self.inv.host(node).host, "user": self.inv.setting(node, "user"), "kernel": kv.get("kernel"),
+            "root": kv.get("uid") == "0", "tcp_cc": kv.get("cc"), "ip_forward": kv.get("ip_forward"),
+            "systemd": kv.get("systemd") == "yes", "ssh_route": kv.get("route"), "python": kv.get("python"),
+            "clock_offset_s": float(kv["time"]) - (t0 + t1) / 2 if kv.get("time") else None,
+            "clock_offset_uncertainty_s": (t1 - t0) / 2,
+            "binaries": {b[4:]: v for b, v in kv.items() if b.startswith("bin.") and v},
+            "offloads": {k[8:]: v.strip(",") for k, v in kv.items() if k.startswith("offload.")},
+        }
+        try:
+            links = json.loads(kv.get("links") or "[]")
+        except json.JSONDecodeError:
+            links = []
+        by_name = {l["ifname"]: l for l in links}
+        ssh_dev = None
+        m = re.search(r"\bdev (\S+)", kv.get("route", ""))
+        if m:
+            ssh_dev = m.group(1)
+        facts["ssh_iface"] = ssh_dev
+        for fld, ifname in ifaces.items():
+            if ifname not in by_name:
+                raise QuicbenchError(f"{self.field(node, fld)}: no interface '{ifname}' on {self.where(node)}; "
+                                     f"it has: {', '.join(sorted(by_name)) or 'none'}")
+            if ifname == ssh_dev:
+                raise QuicbenchError(
+                    f"{self.field(node, fld)}: '{ifname}' carries the SSH session from the controller "
+                    f"({kv.get('ssh_connection', '').split(' ')[0]}) on {self.where(node)}: quicbench never "
+                    f"shapes, readdresses or takes down that interface; name the lab interface instead")
+        facts["macs"] = {i: by_name[i].get("address", "") for i in ifaces.values()}
+        facts["addresses"] = {i: [f"{a['local']}/{a['prefixlen']}" for a in by_name[i].get("addr_info", [])
+                                  if a.get("family") == "inet"] for i in ifaces.values()}
+        facts["up"] = {i: "UP" in by_name[i].get("flags", []) for i in ifaces.values()}
+        for b in want:
+            if b not in facts["binaries"]:
+                fld = "bin_dir" if b in OWN_BINARIES else "host"
+                where = (f"not in bin_dir {bin_dir} nor on PATH" if bin_dir else "not on PATH")
+                raise QuicbenchError(f"{self.field(node, fld)}: no '{b}' on {self.where(node)} ({where}); "
+                                     f"install it (docs/hosts.md) or run with --provision")
+        if node in ("client", "server") and self.spec.tcp_cc not in (kv.get("cc_available") or "").split():
+            raise QuicbenchError(f"{self.field(node, 'host')}: TCP congestion control '{self.spec.tcp_cc}' is not "
+                                 f"available on {self.where(node)}: it has {kv.get('cc_available')}")
+        if node.startswith("router"):
+            facts["netem"] = self._probe_netem(node)
+        facts["versions"] = self._versions(node, facts["binaries"])
+        return facts
+
+    def provision_dir(self, node: str) -> str:
+        """Where --provision puts quicbench's own binaries when the host has no bin_dir (kept
+        after the lab: an install, not a lab file)."""
+        return self.inv.setting(node, "bin_dir") or f"{self.inv.setting(node, 'workdir').rstrip('/')}/bin"
+
+    def provision(self, binaries: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Install what the hosts miss: Debian packages with apt-get, quicbench's own binaries
+        (qb-load, linkem) copied from this controller. Returns what was installed per node."""
+        from quicbench.paths import find_binary
+        binaries = binaries if binaries is not None else self.spec.binaries
+        done: dict[str, list[str]] = {}
+        for node in self.nodes:
+            want = list(binaries.get(node, [])) + (["tc", "ip", "ethtool", "linkem"] if node.startswith("router")
+                                                   else ["ip", "ethtool", "ping", "iperf3"])
+            if node == "client":
+                want.append("qb-load")
+            want = list(dict.fromkeys(want))
+            bin_dir = self.inv.setting(node, "bin_dir") or ""
+            probe = "; ".join(f"[ -x {q(bin_dir + '/' + b)} ] || [ -x {q(self.provision_dir(node) + '/' + b)} ] || "
+                              f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
+            missing = self.sh(node, probe).stdout.split()
+            sudo = " ".join(self.sudo(node))
+            pkgs = sorted({DEBIAN_PACKAGES[b] for b in missing if b in DEBIAN_PACKAGES})
+            if pkgs:
+                self.sh(node, f"export DEBIAN_FRONTEND=noninteractive; {sudo} apt-get update -qq && "
+                              f"{sudo} apt-get install -y -qq --no-install-recommends {' '.join(pkgs)}", timeout=900)
+            for b in (b for b in missing if b in OWN_BINARIES):
+                dest = f"{self.provision_dir(node)}/{b}"
+                self.sh(node, f"mkdir -p {q(os.path.dirname(dest))} && cat > {q(dest)}.tmp && chmod 755 {q(dest)}.tmp "
+                              f"&& mv {q(dest)}.tmp {q(dest)}",
+                        input=Path(find_binary(b, "run 'make setup' on the controller")).read_bytes(), timeout=300)
+            done[node] = pkgs + [b for b in missing if b in OWN_BINARIES]
+        return done
+
+    def _probe_netem(self, node: str) -> bool:
+        """netem in the host's kernel, tried in a throwaway network namespace (nothing of the
+        host's own interfaces is touched)."""
+        sudo = " ".join(self.sudo(node))
+        cp = self.sh(node, f"{sudo} unshare -n sh -c 'ip link add p0 type veth peer name p1 && ip link set p0 up && "
+                           f"tc qdisc add dev p0 root netem delay 1ms' >/dev/null 2>&1 && echo yes || echo no",
+                     check=False)
+        return cp.stdout.strip() == "yes"
+
+    def _versions(self, node: str, bins: dict[str, str]) -> dict[str, str]:
+        cmds = {"qb-load": "--version", "caddy": "version", "nginx": "-v", "linkem": "--version", "tc": "-V",
+                "iperf3": "--version"}
+        parts = [f"echo \"v.{b}=$({q(p)} {cmds[b]} 2>&1 | head -n1)\"" for b, p in bins.items() if b in cmds]
+        if not parts:
+            return {}
+        out = self.sh(node, "\n".join(parts), check=False).stdout
+        return {k[2:]: v for k, v in (l.split("=", 1) for l in out.splitlines() if l.startswith("v."))}
+
+    # -- link ------------------------------------------------------------------------------
+    def link_class(self, conditions: list[Condition]) -> type[LinkEmulator]:
+        """netem where every router's kernel has it, else linkem (where the routers have it)."""
+        hosts = self.state.get("hosts", {})
+        routers = [n for n in self.nodes if n.startswith("router")]
+        name = self.spec.link
+        no_netem = [n for n in routers if not hosts.get(n, {}).get("netem")]
+        no_linkem = [n for n in routers if "linkem" not in hosts.get(n, {}).get("binaries", {})]
+        if name == "auto":
+            netem, linkem = LINKS.get("netem"), LINKS.get("linkem")
+            if not no_netem and not any(netem.supports(c) for c in conditions) and not self.spec.offload:
+                return netem
+            if not no_linkem:
+                return linkem
+            return resolve_link("plain", conditions, self.spec.offload)
+        if name == "netem" and no_netem:
+            raise QuicbenchError(f"link netem: {self.where(no_netem[0])} has no sch_netem in its kernel: use link linkem")
+        if name == "linkem" and no_linkem:
+            raise QuicbenchError(f"{self.field(no_linkem[0], 'bin_dir')}: link linkem: no 'linkem' on "
+                                 f"{self.where(no_linkem[0])}")
+        if name not in LINKS:
+            return resolve_link(name)      # raises the unknown-name error
+        return LINKS.get(name)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _claim(self) -> None:
+        with state_lock():
+            for st in list_lab_states():
+                if st["name"] == self.name:
+                    if st.get("spec", {}).get("persistent") or owner_alive(st.get("owner")):
+                        raise QuicbenchError(f"lab '{self.name}' already exists: pick another --name or run "
+                                             f"'quicbench lab down {self.name}'")
+                    type(self).from_state(st).down()
+            self.state = {"owner": owner_token(), "status": "creating", "created": time.time(),
+                          "inventory": json.loads(self.inv.model_dump_json()),
+                          "namespaces": {n: f"{self.inv.setting(n, 'user')}@{self.inv.host(n).host}"
+                                         for n in self.nodes},
+                          "addresses": {n: self._addrs(n) for n in self.nodes}}
+            self.save_state()
+
+    def _create(self) -> None:
+        # 1. check every host before anything changes on any of them
+        facts = self.doctor()
+        self.state["hosts"] = facts
+        self.state["macs"] = {n: f["macs"] for n, f in facts.items()}
+        self.save_state()
+        # 2. the workdir, the cleanup script and the dead-man watchdogs, before the first change
+        for n in self.nodes:
+            d = self.labdir(n)
+            self.sh(n, f"mkdir -p {q(d)}/pg {q(d)}/home && : > {q(d)}/undo.sh && cat > {q(d)}/cleanup.sh",
+                    input=self._cleanup_script(n).encode())
+        self._start_keeper()
+        # 3. the lab's network on each host, every change preceded by its undo line
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            for f in [pool.submit(self._configure, n, facts[n]) for n in self.nodes]:
+                f.result()
+        self.state["tcp_cc"] = self.spec.tcp_cc
+        self.save_state()
+
+    def _configure(self, node: str, facts: dict[str, Any]) -> None:
+        steps: list[tuple[str, str]] = []     # (undo, do)
+        sudo = " ".join(self.sudo(node))
+        for ifname, addr in self._addrs(node).items():
+            if not facts["up"].get(ifname):
+                steps.append((f"ip link set {q(ifname)} down", f"ip link set {q(ifname)} up"))
+            if addr not in facts["addresses"].get(ifname, []):
+                steps.append((f"ip addr del {q(addr)} dev {q(ifname)}", f"ip addr add {q(addr)} dev {q(ifname)}"))
+            # offloads as the spec says (off: every frame a wire packet), the host's values restored after
+            old = dict(kv.split(":", 1) for kv in facts["offloads"].get(ifname, "").split(",") if ":" in kv)
+            names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+                     "generic-receive-offload": "gro"}
+            restore = " ".join(f"{names[k]} {v.split('[')[0]}" for k, v in old.items() if k in names)
+            want = "on" if self.spec.offload else "off"
+            if restore:
+                steps.append((f"ethtool -K {q(ifname)} {restore}",
+                              f"ethtool -K {q(ifname)} tso {want} gso {want} gro {want} 2>/dev/null || "
+                              f"ethtool -K {q(ifname)} gso {want} gro {want}"))
+        nodes = self.nodes
+        idx = nodes.index(node)
+        if node == "client":
+            via = self.address("router")
+            steps.append((f"ip route del {self.address('server')}/32 via {via}",
+                          f"ip route replace {self.address('server')}/32 via {via} dev {q(self.interface(node, 'server'))}"))
+        elif node == "server":
+            via = self.inv.host(nodes[idx - 1]).ip_server.split("/")[0]      # type: ignore[union-attr]
+            steps.append((f"ip route del {self.address('client')}/32 via {via}",
+                          f"ip route replace {self.address('client')}/32 via {via} dev {q(self.interface(node, 'client'))}"))
+        else:
+            steps.append((f"sysctl -q -w net.ipv4.ip_forward={facts['ip_forward']}", ":"))
+            for dev in (self.interface(node, "client"), self.interface(node, "server")):
+                # the emulation's qdisc goes with the lab (the interface's default comes back)
+                steps.append((f"tc qdisc del dev {q(dev)} root", ":"))
+            if self.spec.hops == 2:
+                if node == "router":
+                    via = self.inv.host("router2").ip_client.split("/")[0]       # type: ignore[union-attr]
+                    steps.append((f"ip route del {self.address('server')}/32 via {via}",
+                                  f"ip route replace {self.address('server')}/32 via {via}"))
+                else:
+                    via = self.inv.host("router").ip_server.split("/")[0]        # type: ignore[union-attr]
+                    steps.append((f"ip route del {self.address('client')}/32 via {via}",
+                                  f"ip route replace {self.address('client')}/32 via {via}"))
+        if node in ("client", "server") and facts["tcp_cc"] != self.spec.tcp_cc:
+            steps.append((f"sysctl -q -w net.ipv4.tcp_congestion_control={facts['tcp_cc']}",
+                          f"sysctl -q -w net.ipv4.tcp_congestion_control={self.spec.tcp_cc}"))
+        undo = f"{self.labdir(node)}/undo.sh"
+        script = ["set -e"]
+        for un, do in steps:
+            script.append(f"echo {q(f'{sudo} {un}'.strip())} >> {q(undo)}")
+            script.append(f"{sudo} sh -c {q(do)}" if sudo else do)
+        self.sh(node, "\n".join(script))
+
+    def _cleanup_script(self, node: str) -> str:
+        """Kill every recorded process group, undo every change (newest first), remove the workdir."""
+        d = self.labdir(node)
+        sudo = " ".join(self.sudo(node))
+        return "\n".join([
+            f"D={q(d)}",
+            "for s in TERM KILL; do",
+            f"  for f in \"$D\"/pg/*; do [ -f \"$f\" ] && {sudo} kill -$s -\"$(cat \"$f\")\" 2>/dev/null; done",
+            "  [ $s = TERM ] && ls \"$D\"/pg/* >/dev/null 2>&1 && sleep 1",
+            "done",
+            "[ -f \"$D/undo.sh\" ] && tac \"$D/undo.sh\" | while IFS= read -r l; do sh -c \"$l\" >/dev/null 2>&1; done",
+            f"cd / && {sudo} rm -rf \"$D\"",
+            f"rmdir {q(os.path.dirname(d))} {q(os.path.dirname(os.path.dirname(d)))} 2>/dev/null",
+            "true",
+        ])
+
+    def _watchdog(self, node: str) -> str:
+        """Run on the host for the lab's life: ends (and cleans the host up) when the keeper's
+        heartbeats stop, its stdin ends, or the SSH connection is gone."""
+        d = self.labdir(node)
+        n = int(self.inv.setting(node, "deadman_s"))
+        # a hangup or a TERM (sshd or logind ending the session) cleans up too, never skips it
+        return (f"c() {{ [ -f {q(d)}/cleanup.sh ] && sh {q(d)}/cleanup.sh >/dev/null 2>&1; exit 0; }}; "
+                f"trap c HUP TERM INT; "
+                f"while l=$(timeout {n} head -n 1) && [ -n \"$l\" ]; do :; done; c")
+
+    def _start_keeper(self) -> None:
+        spec = {"owner": None if self.spec.persistent else self.state["owner"],
+                "hosts": [{"node": n, "argv": [*self.ssh_argv(n), self._watchdog(n)]} for n in self.nodes]}
+        log = open(self.ssh_dir / "keeper.log", "ab")
+        proc = subprocess.Popen([sys.executable, EXEC, "keeper", json.dumps(spec)], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.state["keeper"] = proc.pid
+        self.save_state()
+
+    def kill_node_processes(self, node: str) -> None:
+        d = self.labdir(node)
+        sudo = " ".join(self.sudo(node))
+        self.sh(node, f"for f in {q(d)}/pg/*; do [ -f \"$f\" ] && {sudo} kill -KILL -\"$(cat \"$f\")\" "
+                      f"2>/dev/null; done; true", check=False)
+
+    def _destroy(self) -> None:
+        def clean(node: str) -> None:
+            try:
+                d = self.labdir(node)
+                self.sh(node, f"[ -f {q(d)}/cleanup.sh ] && sh {q(d)}/cleanup.sh; true", check=False, timeout=60)
+            except QuicbenchError as e:
+                # an unreachable host: its watchdog cleans it up when the heartbeats stop; say so
+                sys.stderr.write(f"{self.where(node)} not cleaned up from here ({e}); its dead-man watchdog "
+                                 f"removes the lab there within {self.inv.setting(node, 'deadman_s'):g} s of "
+                                 f"losing the controller\n")
+        if self.state.get("inventory") or self.spec.inventory:
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                list(pool.map(clean, self.nodes))
+        keeper = self.state.get("keeper")
+        if keeper and process_alive(keeper):
+            os.kill(keeper, signal.SIGTERM)
+            wait_ended([keeper], 25)
+        for n in self.nodes:
+            subprocess.run([*self.ssh_argv(n)[:-1], "-O", "exit", self.inv.host(n).host],
+                           capture_output=True, timeout=10)
+        self._masters.clear()
+        shutil.rmtree(self.ssh_dir, ignore_errors=True)
+
+
+def check_hosts(spec: LabSpec, provision: bool = False) -> dict[str, dict[str, Any]]:
+    """The doctor of an ssh lab without creating it: every host reachable, its interfaces and
+    binaries in place (raises a QuicbenchError naming the host and the field). With provision,
+    what the hosts miss is installed first."""
+    lab = SshLab(spec)
+    try:
+        if provision:
+            lab.provision()
+        return lab.doctor()
+    finally:
+        for n in lab.nodes:
+            subprocess.run([*lab.ssh_argv(n)[:-1], "-O", "exit", lab.inv.host(n).host],
+                           capture_output=True, timeout=10)
+        shutil.rmtree(lab.ssh_dir, ignore_errors=True)
