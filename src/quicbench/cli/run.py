@@ -39,8 +39,12 @@ def run_cmd(
     only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, server=, workload=, size= (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Run shard I of N (I/N, 1 <= I <= N) of the plan's "
+                                        "cells; auto/N takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
+    from quicbench.model.shard import parse_shard
+    shard_ = parse_shard(shard) if shard is not None else None
     if retry_failed and not resume:
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
@@ -53,14 +57,14 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     if dry_run:
-        _show_plan(p, reps, only_map)
+        _show_plan(p, reps, only_map, shard_)
         return
     require_root()
     reap()
     from quicbench.run.runner import start_run
     try:
         store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
-                          plan_source=str(plan) if plan else "")
+                          plan_source=str(plan) if plan else "", shard=shard_)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -94,11 +98,12 @@ def _report_not_written(run_dir: Path) -> None:
               f"'quicbench report {run_dir}' writes it[/]")
 
 
-def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
+def _show_plan(p, reps: Optional[int], only_map: dict, shard=None) -> None:
     from quicbench.model.estimate import estimate_seconds
     from quicbench.model.plan import expand
-    trials = expand(p, reps=reps, only=only_map)
-    t = Table(title=f"plan {p.name}: {len(trials)} trials")
+    from quicbench.model.shard import select
+    trials = select(expand(p, reps=reps, only=only_map), shard)
+    t = Table(title=f"plan {p.name}{f' shard {shard}' if shard else ''}: {len(trials)} trials")
     for col in ("#", "condition", "workload", "protocol", "server", "rep"):
         t.add_column(col)
     for tr in trials[:200]:
@@ -115,12 +120,15 @@ def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
 @plan_app.command("show")
 def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)."),
               reps: Optional[int] = typer.Option(None, "--reps", min=1),
-              only: List[str] = typer.Option([], "--only")) -> None:
+              only: List[str] = typer.Option([], "--only"),
+              shard: Optional[str] = typer.Option(None, "--shard", help="Show shard I/N's trials only.")) -> None:
     """Print the expanded matrix, the number of trials and an estimated duration."""
+    from quicbench.model.shard import parse_shard
     from quicbench.run.preflight import check_plan
+    shard_ = parse_shard(shard) if shard is not None else None
     p = _load_plan(plan)
     check_plan(p, str(plan) if plan else "default plan")
-    _show_plan(p, reps, _parse_only(only))
+    _show_plan(p, reps, _parse_only(only), shard_)
 
 
 def summary_table(rows: list[dict[str, Any]]) -> Table:

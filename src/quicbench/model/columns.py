@@ -79,6 +79,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
+    Column("host", "text", "", "the machine the trial ran on (its hostname): merged shards keep it, so a per-host effect shows", "trial"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),
     Column("wire_bytes_down", "int", "B", "bytes on the wire server→client", "capture"),

@@ -30,10 +30,11 @@ from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model import columns
 from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
+from quicbench.model.shard import Shard, select
 from quicbench.run.preflight import check_plan
 from quicbench.run.trial import base_row, run_trial
 from quicbench.servers import SERVERS
-from quicbench.store import RunStore
+from quicbench.store import RunStore, new_run_id
 from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
 
 TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past this, dump stacks
@@ -73,11 +74,12 @@ def plan_fingerprint(plan: Plan) -> str:
 class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  reps: int | None = None, only: dict[str, list[str]] | None = None,
-                 retry_failed: bool = False, resume_hint: str = "PLAN"):
+                 retry_failed: bool = False, resume_hint: str = "PLAN", shard: Shard | None = None):
         self.plan = plan
         self.store = store
         self.console = console or Console()
-        self.trials = expand(plan, reps=reps, only=only)
+        # a shard runs its share of the plan's trials, each with its plan-wide seq and key
+        self.trials = select(expand(plan, reps=reps, only=only), shard)
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
         self.link_restarts = 0
@@ -220,7 +222,9 @@ class Runner:
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
         finally:
             watch.stop()
-        row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops)
+        # the host is kept per row: a merged run of shards from several machines can show a per-host effect
+        row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops,
+                   host=platform.node())
         return row
 
 
@@ -267,7 +271,7 @@ def _sigint_deferred():
 
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
-              plan_source: str = "PLAN") -> RunStore:
+              plan_source: str = "PLAN", shard: Shard | None = None) -> RunStore:
     check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
@@ -285,16 +289,25 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
                           f"{meta.get('reps') or stored.repetitions} (recorded in meta.json)[/]")
         reps = reps or meta.get("reps")
         only = only or meta.get("only")
+        was = meta.get("shard")
+        stored_shard = Shard(int(was["index"]), int(was["count"])) if was else None
+        if shard is not None and shard != stored_shard:
+            store.release()
+            what = f"shard {stored_shard}" if stored_shard else "not a shard"
+            raise QuicbenchError(f"--shard {shard}: the run {resume} is {what}; resume it without --shard")
+        shard = stored_shard
     else:
-        store = RunStore.create(out)
+        store = RunStore.create(out, run_id=f"{new_run_id()}-shard{shard.index}of{shard.count}" if shard else None)
         store.write_meta({"run_id": store.run_id, "format_version": columns.FORMAT_VERSION,
                           "created": time.time(), "status": "created",
                           "plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
-                          "conditions": condition_headlines(plan),
-                          "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe()})
+                          "quicbench_version": __version__, "conditions": condition_headlines(plan),
+                          "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe(),
+                          "shard": {**shard.as_meta(), "trials": len(select(expand(plan, reps=reps, only=only),
+                                                                            shard))} if shard else None})
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
-               resume_hint=plan_source).run()
+               resume_hint=plan_source, shard=shard).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]
