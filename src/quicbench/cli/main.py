@@ -15,7 +15,7 @@ import typer
 from pydantic import ValidationError
 from typer.exceptions import TyperException
 
-from quicbench.cli import doctor, lab, report, run  # noqa: F401 - the commands register themselves
+from quicbench.cli import doctor, lab, report, run, scale  # noqa: F401 - the commands register themselves
 from quicbench.cli.app import app, err
 from quicbench.errors import EnvironmentFault, QuicbenchError, format_validation_error
 
