@@ -76,6 +76,7 @@ class ReportData:
     missing: list[str]                               # what the report cannot show or claim, and why
     n_tests_table1: int                              # tests behind Table 1's verdicts
     pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdict)
+    hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
     sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
@@ -167,6 +168,9 @@ def counts(run: RunData) -> dict[str, int]:
 
 def _expected_trials(run: RunData) -> int | None:
     plan = run.meta.get("plan") or {}
+    shard = run.meta.get("shard") or {}
+    if isinstance(shard.get("trials"), int):
+        return shard["trials"]     # a shard expects its share of the plan
     if not plan or run.meta.get("only"):
         return None
     reps = run.meta.get("reps") or plan.get("repetitions")
@@ -281,7 +285,7 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
         counts=counts(run), missing=missing_items(run, summary, seed, calibration),
         n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
-        pages=page_loads(run, summary, method), relative=relative_to_best(run, summary),
+        pages=page_loads(run, summary, method), relative=relative_to_best(run, summary), hosts=honesty.per_host(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
         delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))

@@ -238,7 +238,11 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
     complete = not missing and all(inp.meta.get("status") == "complete" for inp in inputs)
     now = time.time()
     meta = {k: v for k, v in first.meta.items() if k not in _PER_RUN}
-    meta.update(run_id=Path(out).name, created=now, finished_at=now, status="complete" if complete else "incomplete",
+    # host: the facts every host shares (CPU model, kernel, ...), hostnames joined; each host's in full in hosts
+    facts = list(hosts.values())
+    host = {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)}
+    host["hostname"] = ", ".join(sorted(hosts))
+    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, status="complete" if complete else "incomplete",
                 lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
                        "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),

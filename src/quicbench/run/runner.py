@@ -303,8 +303,10 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
                           "plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
                           "quicbench_version": __version__, "conditions": condition_headlines(plan),
                           "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe(),
-                          "shard": {**shard.as_meta(), "trials": len(select(expand(plan, reps=reps, only=only),
-                                                                            shard))} if shard else None})
+                          # a shard's measured trials: what its own report expects
+                          "shard": {**shard.as_meta(), "trials": sum(
+                              not t.warmup for t in select(expand(plan, reps=reps, only=only), shard))}
+                          if shard else None})
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
                resume_hint=plan_source, shard=shard).run()
