@@ -97,7 +97,10 @@ class Runner:
         todo = self.pending()
         plan = self.plan
         if not todo:
+            # every trial is recorded (or a shard of more shards than cells got none): the run is complete
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
+            if self.store.read_meta().get("status") != "complete":
+                self.store.update_meta(status="complete", finished_at=time.time())
             return self.store.rows()
         clients = {name: CLIENTS.get(name)() for name in {plan.client_for(t.workload) for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
