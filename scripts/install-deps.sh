@@ -4,6 +4,9 @@ set -euo pipefail
 PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
 # Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
+# Scale-out test: a throw-away single-node Slurm cluster (tests/integration/test_scale.py). Nine small
+# packages, about 6 s of `make setup` on a bare machine; the daemons are never started as services.
+[ "${QB_NO_SLURM:-0}" = 1 ] || PKGS+=(slurm-wlm munge)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -47,6 +47,7 @@ class SlurmCluster:
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
 
     def start(self, timeout: float = 60) -> "SlurmCluster":
+        t0 = time.monotonic()
         d = self.dir
         for sub in ("state", "spool", "munge"):
             (d / sub).mkdir()
@@ -95,6 +96,7 @@ class SlurmCluster:
         self._spawn(["slurmctld", "-D", "-i", "-f", str(self.conf)], "slurmctld")
         self._spawn(["slurmd", "-D", "-N", "localhost", "-f", str(self.conf)], "slurmd")
         self._wait_for(self._node_idle, timeout, "the node to be idle in sinfo")
+        self.started_in = time.monotonic() - t0
         return self
 
     def _spawn(self, argv: list[str], name: str) -> None:

@@ -29,6 +29,23 @@ def keys(run: Path) -> list[str]:
     return sorted(json.loads(l)["key"] for l in (run / "trials.jsonl").read_text().splitlines())
 
 
+@pytest.fixture
+def own_leftovers(tmp_path_factory):
+    """Fail if a lab of this test's runs is left behind. Only this test's labs count: other
+    checkouts may run labs on the same machine at the same time."""
+    yield
+    from quicbench.paths import STATE_DIR
+    left = []
+    for f in (Path(STATE_DIR) / "labs").glob("*.json") if (Path(STATE_DIR) / "labs").is_dir() else []:
+        try:
+            state = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if str((state.get("spec") or {}).get("run_dir") or "").startswith(str(tmp_path_factory.getbasetemp())):
+            left.append(f.stem)
+    assert left == [], f"labs left behind: {left}"
+
+
 def run_dirs(parent: Path) -> list[Path]:
     return sorted(d for d in parent.iterdir() if (d / "meta.json").is_file())
 
@@ -49,12 +66,12 @@ def unsharded(plan, tmp_path_factory) -> Path:
     return d
 
 
-def test_three_shards_merged_equal_the_unsharded_run(plan, unsharded, tmp_path, no_leftovers):
+def test_three_shards_merged_equal_the_unsharded_run(plan, unsharded, tmp_path, own_leftovers):
     shards = tmp_path / "shards"
     for i in (1, 2, 3):
         r = run_qb("run", str(plan), "--shard", f"{i}/3", "--out", str(shards), "--no-report", timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
-    dirs = run_dirs(shards)
+    dirs = sorted(run_dirs(shards), key=lambda d: json.loads((d / "meta.json").read_text())["shard"]["index"])
     assert len(dirs) == 3
     for i, d in enumerate(dirs, 1):
         meta = json.loads((d / "meta.json").read_text())
@@ -100,12 +117,13 @@ def slurm():
 
 
 def test_slurm_array_of_three_shards_merges_to_the_unsharded_keys(plan, unsharded, slurm, tmp_path,
-                                                                  no_leftovers):
+                                                                  own_leftovers):
     out = tmp_path / "slurm"
     t0 = time.monotonic()
     r = run_qb("slurm", str(plan), "--shards", "3", "--out", str(out), "--submit", "--wait-timeout", "900",
                env=slurm.env, timeout=1000)
     took = time.monotonic() - t0
+    print(r.stdout)
     logs = "\n".join(f"--- {f.name}\n{f.read_text()}" for f in sorted((out / "logs").glob("*.log")))
     assert r.returncode == 0, r.stdout + r.stderr + logs + slurm.logs()
     script = (out / "quicbench.sbatch").read_text()
@@ -113,6 +131,8 @@ def test_slurm_array_of_three_shards_merges_to_the_unsharded_keys(plan, unsharde
     assert "make -C" in script and " setup" in script
     assert len(run_dirs(out / "shards")) == 3
     assert keys(out / "merged") == keys(unsharded)
+    rows = [json.loads(l) for l in (out / "merged" / "trials.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "ok" and r["goodput_mbps"] > 0 for r in rows), rows
     r2 = run_qb("report", str(out / "merged"))
     assert r2.returncode == 0 and (out / "merged" / "report.html").is_file(), r2.stdout + r2.stderr
     # how long the array took, and each task (from the shards' own times), for the record
@@ -121,7 +141,7 @@ def test_slurm_array_of_three_shards_merges_to_the_unsharded_keys(plan, unsharde
         m = json.loads((d / "meta.json").read_text())
         spans.append((m["shard"]["index"], m["created"], m["finished_at"]))
     first = min(s[1] for s in spans)
-    report = [f"slurm: submit -> merged {took:.1f} s"] + [
+    report = [f"slurm: cluster up in {slurm.started_in:.1f} s; submit -> merged {took:.1f} s"] + [
         f"  shard {i}/3: started +{c - first:.1f} s, ran {f - c:.1f} s" for i, c, f in sorted(spans)]
     print("\n".join(report))
     (Path(os.environ.get("QB_SLURM_TIMES", "/dev/null"))).write_text("\n".join(report) + "\n")

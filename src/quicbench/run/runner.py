@@ -300,7 +300,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
             raise QuicbenchError(f"--shard {shard}: the run {resume} is {what}; resume it without --shard")
         shard = stored_shard
     else:
-        store = RunStore.create(out, run_id=f"{new_run_id()}-shard{shard.index}of{shard.count}" if shard else None)
+        store = RunStore.create(out, run_id=new_run_id(f"shard{shard.index}of{shard.count}") if shard else None)
         store.write_meta({"run_id": store.run_id, "format_version": columns.FORMAT_VERSION,
                           "created": time.time(), "status": "created",
                           "plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
