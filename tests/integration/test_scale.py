@@ -148,3 +148,29 @@ def test_slurm_array_of_three_shards_merges_to_the_unsharded_keys(plan, unsharde
     # --exclusive on one node: the tasks ran one after another, never beside each other
     ordered = sorted(spans, key=lambda s: s[1])
     assert all(a[2] <= b[1] + 0.5 for a, b in zip(ordered, ordered[1:])), spans
+
+
+def test_jobs_two_labs_record_every_trial_and_concurrency(plan, unsharded, tmp_path, own_leftovers):
+    r = run_qb("run", str(plan), "--jobs", "2", "--out", str(tmp_path), "--no-report", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (d,) = run_dirs(tmp_path)
+    assert keys(d) == keys(unsharded)
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["lab"]["labs"] == 2 and meta["status"] == "complete" and "refused" in meta["admission"]
+    rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "ok" and isinstance(r["concurrent"], int) and 0 <= r["concurrent"] <= 1
+               for r in rows)
+    assert {p.name for p in (d / "servers").iterdir()} == {"caddy", "caddy.lab2"}   # each lab's own servers
+    # a cell's protocols stayed together, in their interleaved order
+    for cell in {r["key"].rsplit("|", 1)[1] for r in rows}:
+        seqs = [r["seq"] for r in rows if r["key"].endswith("|" + cell)]
+        assert seqs == sorted(seqs)
+
+
+def test_jobs_with_calibration_is_refused(tmp_path):
+    p = tmp_path / "cal.toml"
+    p.write_text(PLAN.replace('link = "plain"', 'link = "plain"\ncalibrate = true'))
+    r = run_qb("run", str(p), "--jobs", "2", "--out", str(tmp_path / "runs"))
+    assert r.returncode == 2 and "--jobs" in r.stderr and not (tmp_path / "runs").exists()
+    r = run_qb("run", str(p), "--jobs", "0", "--out", str(tmp_path / "runs"))
+    assert r.returncode == 2 and "--jobs" in r.stderr and not (tmp_path / "runs").exists()

@@ -208,6 +208,10 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
     if c["cpu_bound"]:
         out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (client or server ran, or below the "
                    f"link's rate wanted, ≥ 90 % of a core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
+    beside = int((run.ok["concurrent"].fillna(0) > 0).sum()) if "concurrent" in run.ok else 0
+    if beside:
+        out.append(f"{beside} of {c['used']} successful trials ran beside other trials (quicbench run --jobs): they "
+                   f"shared the machine's CPUs; the 'concurrent' column of trials.parquet says with how many.")
     if len(run.condition_order) == 1:
         out.append("Only one network condition: Fig. 11 and the heatmaps have a single column.")
     if len(run.workloads) == 1:

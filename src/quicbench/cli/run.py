@@ -39,12 +39,16 @@ def run_cmd(
     only: List[str] = typer.Option([], "--only", help="Restrict: condition=, protocol=, server=, workload=, size= (repeatable)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the trials and stop."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report at the end."),
+    jobs: int = typer.Option(1, "--jobs", help="Up to N trials at once, each in its own lab, admitted while the "
+                             "host has a core idle; rows record 'concurrent' (docs/scale.md)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard I of N (I/N, 1 <= I <= N) of the plan's "
                                         "cells; auto/N takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     from quicbench.model.shard import parse_shard
     shard_ = parse_shard(shard) if shard is not None else None
+    if not 1 <= jobs <= 16:
+        raise QuicbenchError(f"--jobs {jobs}: accepted: 1..16 concurrent labs")
     if retry_failed and not resume:
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
@@ -56,6 +60,9 @@ def run_cmd(
     check_only(p, only_map)
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
+    if jobs > 1 and p.calibrate:
+        raise QuicbenchError(f"--jobs {jobs}: the plan calibrates its conditions (calibrate = true), which must "
+                             f"measure the link alone; run it with --jobs 1")
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return
@@ -64,7 +71,7 @@ def run_cmd(
     from quicbench.run.runner import start_run
     try:
         store = start_run(p, out, console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
-                          plan_source=str(plan) if plan else "", shard=shard_)
+                          plan_source=str(plan) if plan else "", shard=shard_, jobs=jobs)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]

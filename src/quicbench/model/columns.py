@@ -79,6 +79,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
+    Column("concurrent", "int", "", "other trials that ran beside this one (`quicbench run --jobs N`: at its start or started during it); 0 when it ran alone", "trial"),
     Column("host", "text", "", "the machine the trial ran on (its hostname): merged shards keep it, so a per-host effect shows", "trial"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),

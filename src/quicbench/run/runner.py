@@ -74,8 +74,10 @@ def plan_fingerprint(plan: Plan) -> str:
 class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  reps: int | None = None, only: dict[str, list[str]] | None = None,
-                 retry_failed: bool = False, resume_hint: str = "PLAN", shard: Shard | None = None):
+                 retry_failed: bool = False, resume_hint: str = "PLAN", shard: Shard | None = None,
+                 jobs: int = 1):
         self.plan = plan
+        self.jobs = jobs
         self.store = store
         self.console = console or Console()
         # a shard runs its share of the plan's trials, each with its plan-wide seq and key
@@ -104,6 +106,9 @@ class Runner:
             return self.store.rows()
         clients = {name: CLIENTS.get(name)() for name in {plan.client_for(t.workload) for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page)
+        from quicbench.run.parallel import units
+        if self.jobs > 1 and len(units(todo)) > 1:
+            return self._run_jobs(todo, clients, content)
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
                                link=plan.link, offload=plan.offload, condition=todo[0].condition,
                                run_dir=str(self.store.dir.resolve())))
@@ -153,6 +158,27 @@ class Runner:
                     faulthandler.cancel_dump_traceback_later()
         return self.store.rows()
 
+    def _run_jobs(self, todo, clients, content) -> list[dict[str, Any]]:
+        """--jobs N: up to N labs at once (run/parallel.py), marked complete or interrupted as run() does."""
+        from quicbench.run.parallel import run_parallel
+        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
+        self.store.reserve_space()
+        try:
+            run_parallel(self, todo, clients, content, self.jobs)
+            self.store.free_reserve()
+            self.store.update_meta(status="complete", finished_at=time.time())
+        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
+            self.store.free_reserve()
+            try:
+                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
+                                       interrupted_at=time.time())
+            except EnvironmentFault:
+                pass
+            self.console.print(f"[yellow]interrupted: resume with "
+                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
+            raise
+        return self.store.rows()
+
     def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:
         current = None
         columns_ = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -177,6 +203,7 @@ class Runner:
                         break
                     # the lab failed, not the protocol: the trial's row is not recorded, it runs again
                     progress.console.print(f"[yellow]{fault} during {spec.key}: the trial runs again[/]")
+                row["concurrent"] = 0    # one trial at a time
                 self.store.append(row)
                 if row["status"] != "ok":
                     progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
@@ -274,7 +301,7 @@ def _sigint_deferred():
 
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
-              plan_source: str = "PLAN", shard: Shard | None = None) -> RunStore:
+              plan_source: str = "PLAN", shard: Shard | None = None, jobs: int = 1) -> RunStore:
     check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
@@ -312,7 +339,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
                           if shard else None})
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
-               resume_hint=plan_source, shard=shard).run()
+               resume_hint=plan_source, shard=shard, jobs=jobs).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]
