@@ -12,6 +12,7 @@ condition run once, in whichever lab reaches them first.
 from __future__ import annotations
 
 import collections
+import contextlib
 import secrets
 import threading
 import time
@@ -99,8 +100,10 @@ def units(todo: list[TrialSpec]) -> list[list[TrialSpec]]:
     return out
 
 
-def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content, jobs: int) -> None:
-    """Run todo on min(jobs, units) labs at once; the caller marks the run complete or interrupted."""
+def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content, jobs: int,
+                 teardown_guard=contextlib.nullcontext) -> None:
+    """Run todo on min(jobs, units) labs at once; the caller marks the run complete or interrupted.
+    teardown_guard wraps the teardown (the runner's: a second Ctrl-C waits until every lab is down)."""
     from quicbench.servers import SERVERS
     from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
     plan, store = runner.plan, runner.store
@@ -201,9 +204,7 @@ def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content
         if errors:
             raise errors[0]
     finally:
-        # as in the one-lab run: a second Ctrl-C waits until every lab is down
-        from quicbench.run.runner import _sigint_deferred
-        with _sigint_deferred():
+        with teardown_guard():
             _teardown(servers, labs)
 
 

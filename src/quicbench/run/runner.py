@@ -164,7 +164,7 @@ class Runner:
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
         self.store.reserve_space()
         try:
-            run_parallel(self, todo, clients, content, self.jobs)
+            run_parallel(self, todo, clients, content, self.jobs, teardown_guard=_sigint_deferred)
             self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
         except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
