@@ -11,6 +11,9 @@ PKGS+=(openssh-client openssh-server)
 [ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
 # Video workloads: ffmpeg encodes the ladder locally; npm installs the pinned hls.js/dash.js
 if [ "${QB_NO_VIDEO:-0}" != 1 ]; then PKGS+=(ffmpeg); command -v npm >/dev/null 2>&1 || PKGS+=(npm); fi
+# Scale-out test: a throw-away single-node Slurm cluster (tests/integration/test_scale.py). Nine small
+# packages, about 6 s of `make setup` on a bare machine; the daemons are never started as services.
+[ "${QB_NO_SLURM:-0}" = 1 ] || PKGS+=(slurm-wlm munge)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

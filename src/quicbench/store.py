@@ -28,8 +28,9 @@ from quicbench.model import columns
 from quicbench.model.columns import FORMAT_VERSION
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+def new_run_id(tag: str = "") -> str:
+    """<time>[-<tag>]-<random>: run ids sort by time, then by tag (a shard's is shardIofN)."""
+    return time.strftime("%Y%m%d-%H%M%S") + (f"-{tag}" if tag else "") + "-" + secrets.token_hex(2)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,32 @@ def failure_reasons(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("trials", ascending=False, kind="stable").reset_index(drop=True)
 
 
+HOST_COLUMNS = ["host", "trials", "ok", "failed", "cpu_bound", "goodput_vs_cell_pct", "n_goodput"]
+
+
+def per_host(run: RunData) -> pd.DataFrame:
+    """Per host of a merged (or multi-host) run: trials, failures, CPU-bound trials, and its
+    goodput relative to the mean of the same cell over all hosts (mean of goodput / cell mean − 1, %).
+    Shards get a fair share of each condition, so a host that is systematically slower shows here.
+    Empty for a run from one host that is not a merge."""
+    t = run.trials
+    if "host" not in t or t.empty:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    hosts = t["host"].fillna("?")
+    if hosts.nunique() < 2 and not run.meta.get("merge"):
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    ok = run.ok.assign(host=run.ok["host"].fillna("?"))
+    cell_mean = ok.groupby(["condition", "workload", "protocol"])["goodput_mbps"].transform("mean")
+    rel = 100 * (ok["goodput_mbps"] / cell_mean - 1)
+    rows = []
+    for h, g in t.assign(host=hosts).groupby("host", sort=True):
+        r = rel[ok["host"] == h].dropna()
+        rows.append({"host": h, "trials": len(g), "ok": int((g["status"] == "ok").sum()),
+                     "failed": int((g["status"] != "ok").sum()), "cpu_bound": int(g["cpu_bound"].sum()),
+                     "goodput_vs_cell_pct": float(r.mean()) if len(r) else None, "n_goodput": len(r)})
+    return pd.DataFrame(rows, columns=HOST_COLUMNS)
+
+
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     if not isinstance(d, dict):
         return {prefix or "value": d}

@@ -92,6 +92,7 @@ class ReportData:
     pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdict)
     video: pd.DataFrame = field(default_factory=pd.DataFrame)       # video playback (summary rows + verdicts)
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
+    hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
     sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
@@ -242,6 +243,9 @@ def counts(run: RunData) -> dict[str, int]:
 
 def _expected_trials(run: RunData) -> int | None:
     plan = run.meta.get("plan") or {}
+    shard = run.meta.get("shard") or {}
+    if isinstance(shard.get("trials"), int):
+        return shard["trials"]     # a shard expects its share of the plan
     if not plan or run.meta.get("only"):
         return None
     reps = run.meta.get("reps") or plan.get("repetitions")
@@ -279,6 +283,10 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
     if c["cpu_bound"]:
         out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (client or server ran, or below the "
                    f"link's rate wanted, ≥ 90 % of a core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
+    beside = int((run.ok["concurrent"].fillna(0) > 0).sum()) if "concurrent" in run.ok else 0
+    if beside:
+        out.append(f"{beside} of {c['used']} successful trials ran beside other trials (quicbench run --jobs): they "
+                   f"shared the machine's CPUs; the 'concurrent' column of trials.parquet says with how many.")
     if len(run.condition_order) == 1:
         out.append("Only one network condition: Fig. 11 and the heatmaps have a single column.")
     if len(run.workloads) == 1:
@@ -381,7 +389,7 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
         n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
         pages=page_loads(run, summary, method), video=video_cells(run, summary, method),
         video_timelines=median_startup_timelines(run) if not summary.empty else {},
-        relative=relative_to_best(run, summary),
+        relative=relative_to_best(run, summary), hosts=honesty.per_host(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
         delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))

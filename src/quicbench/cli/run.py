@@ -44,9 +44,17 @@ def run_cmd(
     inventory: Optional[Path] = typer.Option(None, "--inventory", help="Backend ssh: the hosts (TOML, docs/hosts.md)."),
     provision: bool = typer.Option(False, "--provision", help="Backend ssh: install what the hosts miss "
                                    "(Debian packages, qb-load, linkem) before the run."),
+    jobs: int = typer.Option(1, "--jobs", help="Up to N trials at once, each in its own lab, admitted while the "
+                             "host has a core idle; rows record 'concurrent' (docs/scale.md)."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Run shard I of N (I/N, 1 <= I <= N) of the plan's "
+                                        "cells; auto/N takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
+    from quicbench.model.shard import parse_shard
+    shard_ = parse_shard(shard) if shard is not None else None
+    if not 1 <= jobs <= 16:
+        raise QuicbenchError(f"--jobs {jobs}: accepted: 1..16 concurrent labs")
     if retry_failed and not resume:
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
@@ -59,8 +67,17 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     check_backend(backend, inventory, p)
+    if jobs > 1 and backend != "netns":
+        raise QuicbenchError(f"--jobs {jobs}: concurrent labs are namespaces on this host; with --backend "
+                             f"{backend} run --jobs 1")
+    if jobs > 1 and any(w.kind == "video" and w.mode == "live" for w in p.workloads):
+        raise QuicbenchError(f"--jobs {jobs}: live video workloads need their publisher in one lab; run them "
+                             f"with --jobs 1")
+    if jobs > 1 and p.calibrate:
+        raise QuicbenchError(f"--jobs {jobs}: the plan calibrates its conditions (calibrate = true), which must "
+                             f"measure the link alone; run it with --jobs 1")
     if dry_run:
-        _show_plan(p, reps, only_map)
+        _show_plan(p, reps, only_map, shard_)
         return
     if backend == "netns":
         require_root()
@@ -76,7 +93,7 @@ def run_cmd(
     try:
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "", backend=backend,
-                          inventory=str(inventory.resolve()) if inventory else None)
+                          inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -151,11 +168,12 @@ def _report_not_written(run_dir: Path) -> None:
               f"'quicbench report {run_dir}' writes it[/]")
 
 
-def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
+def _show_plan(p, reps: Optional[int], only_map: dict, shard=None) -> None:
     from quicbench.model.estimate import estimate_seconds
     from quicbench.model.plan import expand
-    trials = expand(p, reps=reps, only=only_map)
-    t = Table(title=f"plan {p.name}: {len(trials)} trials")
+    from quicbench.model.shard import select
+    trials = select(expand(p, reps=reps, only=only_map), shard)
+    t = Table(title=f"plan {p.name}{f' shard {shard}' if shard else ''}: {len(trials)} trials")
     clients = len({tr.client for tr in trials}) > 1
     for col in ("#", "condition", "workload", "protocol", "server", *(["client"] if clients else []), "rep"):
         t.add_column(col)
@@ -173,9 +191,12 @@ def _show_plan(p, reps: Optional[int], only_map: dict) -> None:
 @plan_app.command("show")
 def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)."),
               reps: Optional[int] = typer.Option(None, "--reps", min=1),
-              only: List[str] = typer.Option([], "--only")) -> None:
+              only: List[str] = typer.Option([], "--only"),
+              shard: Optional[str] = typer.Option(None, "--shard", help="Show shard I/N's trials only.")) -> None:
     """Print the expanded matrix, the number of trials and an estimated duration."""
+    from quicbench.model.shard import parse_shard
     from quicbench.run.preflight import check_plan
+    shard_ = parse_shard(shard) if shard is not None else None
     p = _load_plan(plan)
     check_plan(p, str(plan) if plan else "default plan")
-    _show_plan(p, reps, _parse_only(only))
+    _show_plan(p, reps, _parse_only(only), shard_)

@@ -82,6 +82,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("router_hosts", "text", "", "the router host(s), client side first (lab backend `ssh`; empty for `netns`)", "trial"),
+    Column("concurrent", "int", "", "other trials that ran beside this one (`quicbench run --jobs N`: at its start or started during it); 0 when it ran alone", "trial"),
+    Column("host", "text", "", "the machine the trial ran on (its hostname): merged shards keep it, so a per-host effect shows", "trial"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),
     Column("wire_bytes_down", "int", "B", "bytes on the wire server→client", "capture"),

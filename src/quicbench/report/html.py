@@ -47,7 +47,7 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "seed_source": data.seed_source,
         "diff_tables": [((a, b), views.diff_table(data, a, b)) for (a, b) in data.diffs],
         "phases_table": views.phases_table(data), "cpu_table": views.cpu_table(data),
-        "cpu_bound_table": views.cpu_bound_table(data), "failure_table": views.failure_reason_table(data),
+        "cpu_bound_table": views.cpu_bound_table(data), "host_table": views.host_table(data), "failure_table": views.failure_reason_table(data),
         "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
         "calibration_details": views.calibration_details(data),
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),

@@ -54,6 +54,9 @@ def render_markdown(data: ReportData) -> str:
         out += ["### CPU seconds per GB", "", cpu.markdown(), ""]
     if not data.cpu_bound.empty:
         out += ["### CPU-bound trials", "", views.cpu_bound_table(data).markdown(), ""]
+    hosts = views.host_table(data)
+    if hosts:
+        out += ["### Hosts (goodput relative to the same cell's mean over all hosts)", "", hosts.markdown(), ""]
     fr = views.failure_reason_table(data)
     out += ["### Failed trials", "", fr.markdown() if fr else "No trial failed.", ""]
     cal = views.calibration_table(data)

@@ -54,6 +54,15 @@ def cpu_bound_table(data: ReportData) -> SimpleTable:
     return t
 
 
+def host_table(data: ReportData) -> SimpleTable:
+    t = SimpleTable(["host", "trials", "ok", "failed", "CPU-bound", "goodput vs cell mean"])
+    for _, r in data.hosts.iterrows():
+        g = r["goodput_vs_cell_pct"]
+        t.rows.append([str(r["host"]), str(r["trials"]), str(r["ok"]), str(r["failed"]), str(r["cpu_bound"]),
+                       "–" if g is None or pd.isna(g) else f"{g:+.1f} % (n={r['n_goodput']})"])
+    return t
+
+
 def failure_reason_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["trials", "reason", "protocols", "conditions", "example"])
     for _, r in data.failure_reasons.iterrows():

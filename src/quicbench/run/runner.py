@@ -30,10 +30,11 @@ from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model import columns
 from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
+from quicbench.model.shard import Shard, select
 from quicbench.run.preflight import check_plan
 from quicbench.run.trial import base_row, run_trial
 from quicbench.servers import server_class
-from quicbench.store import RunStore
+from quicbench.store import RunStore, new_run_id
 from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
 
 TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past this, dump stacks
@@ -76,11 +77,13 @@ class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  reps: int | None = None, only: dict[str, list[str]] | None = None,
                  retry_failed: bool = False, resume_hint: str = "PLAN", backend: str = "netns",
-                 inventory: str | None = None):
+                 inventory: str | None = None, shard: Shard | None = None, jobs: int = 1):
         self.plan = plan
+        self.jobs = jobs
         self.store = store
         self.console = console or Console()
-        self.trials = expand(plan, reps=reps, only=only)
+        # a shard runs its share of the plan's trials, each with its plan-wide seq and key
+        self.trials = select(expand(plan, reps=reps, only=only), shard)
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
         self.link_restarts = 0
@@ -100,11 +103,17 @@ class Runner:
         todo = self.pending()
         plan = self.plan
         if not todo:
+            # every trial is recorded (or a shard of more shards than cells got none): the run is complete
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
+            if self.store.read_meta().get("status") != "complete":
+                self.store.update_meta(status="complete", finished_at=time.time())
             return self.store.rows()
         clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
                            videos=plan.video_specs())
+        from quicbench.run.parallel import units
+        if self.jobs > 1 and len(units(todo)) > 1:
+            return self._run_jobs(todo, clients, content)
         lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
                                link=plan.link, offload=plan.offload, condition=todo[0].condition,
                                run_dir=str(self.store.dir.resolve()), backend=self.backend,
@@ -169,6 +178,27 @@ class Runner:
                     faulthandler.cancel_dump_traceback_later()
         return self.store.rows()
 
+    def _run_jobs(self, todo, clients, content) -> list[dict[str, Any]]:
+        """--jobs N: up to N labs at once (run/parallel.py), marked complete or interrupted as run() does."""
+        from quicbench.run.parallel import run_parallel
+        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
+        self.store.reserve_space()
+        try:
+            run_parallel(self, todo, clients, content, self.jobs, teardown_guard=_sigint_deferred)
+            self.store.free_reserve()
+            self.store.update_meta(status="complete", finished_at=time.time())
+        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
+            self.store.free_reserve()
+            try:
+                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
+                                       interrupted_at=time.time())
+            except EnvironmentFault:
+                pass
+            self.console.print(f"[yellow]interrupted: resume with "
+                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
+            raise
+        return self.store.rows()
+
     def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:
         current = None
         columns_ = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -196,6 +226,7 @@ class Runner:
                         break
                     # the lab failed, not the protocol: the trial's row is not recorded, it runs again
                     progress.console.print(f"[yellow]{fault} during {spec.key}: the trial runs again[/]")
+                row["concurrent"] = 0    # one trial at a time
                 self.store.append(row)
                 if row["status"] != "ok":
                     progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
@@ -248,8 +279,9 @@ class Runner:
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
         finally:
             watch.stop()
+        # the host is kept per row: a merged run of shards from several machines can show a per-host effect
         row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops,
-                   **lab.row_hosts())
+                   host=platform.node(), **lab.row_hosts())
         return row
 
 
@@ -304,7 +336,8 @@ def _sigint_deferred():
 
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
-              plan_source: str = "PLAN", backend: str = "netns", inventory: str | None = None) -> RunStore:
+              plan_source: str = "PLAN", backend: str = "netns", inventory: str | None = None,
+              shard: Shard | None = None, jobs: int = 1) -> RunStore:
     check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
@@ -322,16 +355,27 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
                           f"{meta.get('reps') or stored.repetitions} (recorded in meta.json)[/]")
         reps = reps or meta.get("reps")
         only = only or meta.get("only")
+        was = meta.get("shard")
+        stored_shard = Shard(int(was["index"]), int(was["count"])) if was else None
+        if shard is not None and shard != stored_shard:
+            store.release()
+            what = f"shard {stored_shard}" if stored_shard else "not a shard"
+            raise QuicbenchError(f"--shard {shard}: the run {resume} is {what}; resume it without --shard")
+        shard = stored_shard
     else:
-        store = RunStore.create(out)
+        store = RunStore.create(out, run_id=new_run_id(f"shard{shard.index}of{shard.count}") if shard else None)
         store.write_meta({"run_id": store.run_id, "format_version": columns.FORMAT_VERSION,
                           "created": time.time(), "status": "created",
                           "plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
-                          "conditions": condition_headlines(plan),
-                          "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe()})
+                          "quicbench_version": __version__, "conditions": condition_headlines(plan),
+                          "reps": reps, "only": only, "host": host_facts(), "columns": columns.describe(),
+                          # a shard's measured trials: what its own report expects
+                          "shard": {**shard.as_meta(), "trials": sum(
+                              not t.warmup for t in select(expand(plan, reps=reps, only=only), shard))}
+                          if shard else None})
     try:
         Runner(plan, store, console, reps=reps, only=only, retry_failed=retry_failed,
-               resume_hint=plan_source, backend=backend, inventory=inventory).run()
+               resume_hint=plan_source, backend=backend, inventory=inventory, shard=shard, jobs=jobs).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]

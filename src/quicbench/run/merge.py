@@ -1,0 +1,279 @@
+"""Merge shard runs (or any runs of one plan) into one run directory that `report` and
+`compare` read like any other.
+
+    merge_runs([shard dirs], out, force=False) -> MergeResult
+
+Checks first, writes after: every input must be a run directory (meta.json) that no process
+is writing; the inputs must come from the same plan (fingerprint, repetitions, --only) and
+the same versions (quicbench, client and servers) unless ``force``, which records each
+mismatch in meta.json. ``out`` may not be an input, lie inside one, or be a non-empty
+directory: inputs are only ever read. The merged run is written into a temporary directory
+beside ``out`` and renamed into place, so a failure leaves nothing behind.
+
+A trial key found in more than one input keeps the rows of one input only — the one whose
+last row for the key is ok and started latest (else the latest) — and the choice is listed.
+Warm-ups are run by every shard of a condition by design: one per key is kept, silently.
+Missing trials are the keys of the plan's expansion that no input has; when the inputs are
+shards of one count, the shard that holds each is named so it can be re-run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from quicbench.errors import QuicbenchError
+from quicbench.model import columns
+from quicbench.model.plan import expand, plan_from_dict
+from quicbench.model.shard import shard_of_key
+from quicbench.store import RunLayout, read_jsonl, read_meta
+
+# what belongs to one run's lab and process, not to the merged result
+_PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
+            "resumed_at", "interrupted_by", "interrupted_at", "reps_changed", "calibration", "merge")
+
+
+@dataclass
+class Input:
+    dir: Path
+    meta: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        shard = self.meta.get("shard")
+        return f"{self.dir}" + (f" (shard {shard['index']}/{shard['count']})" if shard else "")
+
+
+@dataclass
+class MergeResult:
+    out: Path
+    rows: int
+    trials: int
+    ok: int
+    inputs: list[dict[str, Any]]
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    rerun: dict[str, int] = field(default_factory=dict)      # "I/N" -> missing trials of that shard
+    mismatches: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+
+
+def read_input(d: Path) -> Input:
+    d = Path(d)
+    layout = RunLayout(d)
+    if not d.is_dir() or not layout.meta.is_file():
+        raise QuicbenchError(f"{d}: not a quicbench run directory (no meta.json); merge takes run "
+                             f"directories such as DIR/shards/*")
+    _refuse_if_written(layout)
+    meta = read_meta(layout)
+    if not isinstance(meta.get("plan"), dict):
+        raise QuicbenchError(f"{d}: meta.json has no plan: cannot tell which plan its trials belong to")
+    return Input(d, meta, read_jsonl(layout.trials))
+
+
+def _refuse_if_written(layout: RunLayout) -> None:
+    """A run still being written (its run.lock held) is not merged; the lock is only tested, read-only."""
+    if not layout.lock.exists():
+        return
+    fd = os.open(layout.lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        raise QuicbenchError(f"{layout.dir}: still being written by {holder}; merge it when it ends") from None
+    finally:
+        os.close(fd)
+
+
+def check_out(out: Path, dirs: list[Path]) -> None:
+    """Merge never writes into an input: out may be neither an input nor inside one, nor a non-empty dir."""
+    o = Path(out).resolve()
+    for d in dirs:
+        r = Path(d).resolve()
+        if o == r or r in o.parents:
+            raise QuicbenchError(f"--out {out}: is {'an input' if o == r else 'inside the input ' + str(d)}; "
+                                 f"merge never writes into its inputs, choose another directory")
+    if o.exists() and (not o.is_dir() or any(o.iterdir())):
+        raise QuicbenchError(f"--out {out}: exists and is not an empty directory; choose a new directory")
+
+
+def _quicbench_version(meta: dict[str, Any]) -> Any:
+    return meta.get("quicbench_version") or (meta.get("host") or {}).get("quicbench")
+
+
+def mismatches(inputs: list[Input]) -> list[str]:
+    """How the inputs differ in plan and versions (empty: they merge as they are)."""
+    from quicbench.run.runner import plan_fingerprint
+    first = inputs[0]
+    checks = {
+        "plan fingerprint": lambda m: m.get("plan_fingerprint") or plan_fingerprint(plan_from_dict(m["plan"])),
+        "repetitions": lambda m: m.get("reps") or (m.get("plan") or {}).get("repetitions"),
+        "--only": lambda m: m.get("only") or None,
+        "quicbench version": _quicbench_version,
+        "client and server versions": lambda m: m.get("versions"),
+        "shard count": lambda m: (m.get("shard") or {}).get("count"),
+    }
+    out = []
+    for what, get in checks.items():
+        want = get(first.meta)
+        for other in inputs[1:]:
+            got = get(other.meta)
+            if got is not None and want is not None and got != want:
+                out.append(f"{what} differs: {first.dir} has {_short(want)}, {other.dir} has {_short(got)}")
+    return out
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v, sort_keys=True, default=str)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def _final(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return rows[-1]
+
+
+def _rank(rows: list[dict[str, Any]], order: int) -> tuple:
+    """Which input's rows of a key to keep: an ok final row first, then the latest start."""
+    last = _final(rows)
+    started = last.get("started_at")
+    return (last.get("status") == "ok", started if isinstance(started, (int, float)) else float("-inf"), order)
+
+
+def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
+    if not dirs:
+        raise QuicbenchError("merge: name at least one run directory")
+    dirs = [Path(d) for d in dirs]
+    seen: set[Path] = set()
+    for d in dirs:
+        if d.resolve() in seen:
+            raise QuicbenchError(f"{d}: named twice")
+        seen.add(d.resolve())
+    check_out(out, dirs)
+    inputs = [read_input(d) for d in dirs]
+    differ = mismatches(inputs)
+    if differ and not force:
+        raise QuicbenchError(f"merge: the runs differ ({differ[0]}{'; ...' if len(differ) > 1 else ''}); "
+                             f"--force merges them anyway and records it")
+
+    # rows per key per input; one input's rows per key are kept
+    by_key: dict[str, list[tuple[int, list[dict[str, Any]]]]] = {}
+    for i, inp in enumerate(inputs):
+        per: dict[str, list[dict[str, Any]]] = {}
+        for r in inp.rows:
+            per.setdefault(str(r.get("key")), []).append(r)
+        for k, rs in per.items():
+            by_key.setdefault(k, []).append((i, rs))
+    kept: list[tuple[int, dict[str, Any]]] = []
+    duplicates, warmups_dropped = [], 0
+    for k, cands in by_key.items():
+        best_i, best_rows = max(cands, key=lambda c: _rank(c[1], c[0]))
+        kept += [(best_i, r) for r in best_rows]
+        if len(cands) > 1:
+            if all(r.get("warmup") for _, rs in cands for r in rs):
+                warmups_dropped += len(cands) - 1
+                continue
+            duplicates.append({"key": k, "kept": str(inputs[best_i].dir),
+                               "kept_status": _final(best_rows).get("status"),
+                               "dropped": [str(inputs[i].dir) for i, _ in cands if i != best_i]})
+
+    # seq names a trial's directory: keep it, unless another trial took it (a forced merge of two plans)
+    seq_owner: dict[int, str] = {}
+    new_seq: dict[tuple[int, int], int] = {}
+    kept.sort(key=lambda ir: (ir[1].get("seq") if isinstance(ir[1].get("seq"), int) else 1 << 62))
+    next_free = 1 + max([r.get("seq") for _, r in kept if isinstance(r.get("seq"), int)], default=-1)
+    rows_out = []
+    for i, r in kept:
+        r = dict(r)
+        s = r.get("seq")
+        if isinstance(s, int):
+            if (i, s) not in new_seq:
+                if seq_owner.get(s, r.get("key")) != r.get("key"):
+                    new_seq[(i, s)] = next_free
+                    next_free += 1
+                else:
+                    new_seq[(i, s)] = s
+                seq_owner.setdefault(new_seq[(i, s)], r.get("key"))
+            r["seq"] = new_seq[(i, s)]
+        problems = columns.check_row(r)
+        if problems:
+            raise QuicbenchError(f"{inputs[i].dir}: row {r.get('key')!r} does not fit this quicbench's columns "
+                                 f"({problems[0]}); merge it with the quicbench that wrote it")
+        rows_out.append(r)
+
+    first = inputs[0]
+    plan = plan_from_dict(first.meta["plan"], source=str(first.dir / "meta.json"))
+    planned = expand(plan, reps=first.meta.get("reps"), only=first.meta.get("only"))
+    present = {r.get("key") for r in rows_out}
+    missing = [t.key for t in planned if not t.warmup and t.key not in present]
+    rerun: dict[str, int] = {}
+    counts = {(inp.meta.get("shard") or {}).get("count") for inp in inputs}
+    if missing and len(counts) == 1 and None not in counts:
+        n = counts.pop()
+        owner = shard_of_key(planned, n)
+        for k in missing:
+            rerun[f"{owner[k]}/{n}"] = rerun.get(f"{owner[k]}/{n}", 0) + 1
+
+    hosts: dict[str, Any] = {}
+    for inp in inputs:
+        h = inp.meta.get("host") or {}
+        hosts.setdefault(str(h.get("hostname", "?")), h)
+    calibration: dict[str, Any] = {}
+    for inp in inputs:
+        for cond, v in (inp.meta.get("calibration") or {}).items():
+            calibration.setdefault(cond, {**v, "host": (inp.meta.get("host") or {}).get("hostname")}
+                                   if isinstance(v, dict) else v)
+    final = {r.get("key"): r for r in rows_out}
+    measured = [r for r in final.values() if not r.get("warmup")]
+    described = [{"dir": str(inp.dir.resolve()), "run_id": inp.meta.get("run_id"), "shard": inp.meta.get("shard"),
+                  "status": inp.meta.get("status"), "host": (inp.meta.get("host") or {}).get("hostname"),
+                  "quicbench_version": _quicbench_version(inp.meta), "rows": len(inp.rows),
+                  "rows_kept": sum(1 for i, _ in kept if inputs[i] is inp)} for inp in inputs]
+    complete = not missing and all(inp.meta.get("status") == "complete" for inp in inputs)
+    now = time.time()
+    meta = {k: v for k, v in first.meta.items() if k not in _PER_RUN}
+    # host: the facts every host shares (CPU model, kernel, ...), hostnames joined; each host's in full in hosts
+    facts = list(hosts.values())
+    host = {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)}
+    host["hostname"] = ", ".join(sorted(hosts))
+    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, status="complete" if complete else "incomplete",
+                lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
+                merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
+                       "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),
+                       "mismatches": differ, "at": now})
+    _write(Path(out), meta, rows_out, [(inputs[i].dir, s, new_seq[(i, s)]) for (i, s) in new_seq])
+    return MergeResult(Path(out), rows=len(rows_out), trials=len(measured),
+                       ok=sum(r.get("status") == "ok" for r in measured), inputs=described, duplicates=duplicates,
+                       missing=missing, rerun=rerun, mismatches=differ, hosts=sorted(hosts))
+
+
+def _write(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]],
+           trial_dirs: list[tuple[Path, int, int]]) -> None:
+    """Build the run beside ``out`` and rename it into place: all of it or nothing."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.merging-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        layout = RunLayout(tmp)
+        layout.meta.write_text(json.dumps(meta, indent=2, default=str))
+        with open(layout.trials, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r, default=str, separators=(",", ":")) + "\n")
+        for src_dir, seq, new in trial_dirs:
+            src = RunLayout(src_dir).trial(seq)
+            # the trial's directory and those of its earlier attempts (trials/NNNNN.attempt-K)
+            for d in [src, *sorted(src.parent.glob(f"{src.name}.attempt-*"))] if src.parent.is_dir() else []:
+                if d.is_dir():
+                    dest = layout.trial(new).with_name(layout.trial(new).name + d.name[len(src.name):])
+                    shutil.copytree(d, dest, symlinks=True)
+        os.rename(tmp, out)   # onto a missing or empty directory
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
