@@ -152,13 +152,15 @@ def video_table(data: ReportData) -> SimpleTable | None:
     for _, r in data.video.iterrows():
         def verdict(m):
             best = r.get(f"{m}_cell_best")
+            if best is None or (isinstance(best, float) and pd.isna(best)) or pd.isna(r.get(f"{m}_mean")):
+                return "–"
             v = r.get(f"{m}_cell_verdict")
             p = r.get(f"{m}_cell_p")
-            return f"{best or '–'} ({v or '–'}{', ' + pval(p) if p is not None and pd.notna(p) else ''})"
+            return f"{best} ({v or '–'}{', ' + pval(p) if p is not None and pd.notna(p) else ''})"
         t.rows.append([r["condition"], r["workload"], r["protocol"],
                        *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
                        num(r.get("stalls_mean")), num(r.get("switches_per_min_mean")),
-                       pct(100 * r["frames_dropped_ratio_mean"]) if pd.notna(r.get("frames_dropped_ratio_mean"))
+                       f"{100 * r['frames_dropped_ratio_mean']:.1f} %" if pd.notna(r.get("frames_dropped_ratio_mean"))
                        else "–", str(int(r["n"])), *[verdict(m) for m, _ in metrics]])
     return t
 
