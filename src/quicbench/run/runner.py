@@ -120,49 +120,9 @@ class Runner:
                                inventory=self.inventory, binaries=needed_binaries(plan, todo)))
         servers: dict[str, Any] = {}
         publishers: list[Any] = []
-        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
-        self.store.reserve_space()
         try:
-            lab.up(conditions=list(plan.conditions))
-            tls = load_or_make_tls(self.store.layout.tls, LAB_HOSTNAME, ips=[lab.address("server")])
-            ports = {}
-            for i, name in enumerate(sorted({t.server for t in todo})):
-                ports[name] = 443 + 1000 * i
-                srv = server_class(name, plan.server_commands)(lab, self.store.layout.server(name), content, tls,
-                                                               port=ports[name])
-                srv.start()
-                servers[name] = srv
-            live_keys = {t.workload.video_spec().key for t in todo
-                         if t.workload.kind == "video" and t.workload.mode == "live"}
-            for key in sorted(live_keys):
-                from quicbench.content.video import LivePublisher
-                info = content.manifest["videos"][key]
-                pub = LivePublisher(lab, Path(info["vod"]), Path(info["live_dir"]),
-                                    self.store.dir / "live" / f"{key}.log")
-                pub.start()
-                publishers.append(pub)
-            self.store.update_meta(
-                lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
-                     "offload": lab.spec.offload, "addresses": lab.state["addresses"],
-                     **({"hosts": lab.host_facts()} if lab.host_facts() else {})},
-                link=lab.link.describe(), content={"root": str(content.root), "key": content.root.name},
-                tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
-                versions={**{f"client_{n}": c.version() for n, c in clients.items()},
-                          **{f"server_{n}": type(s).version() for n, s in servers.items()}},
-                server_ports=ports)
-            self._loop(todo, lab, servers, clients, content, tls, ports)
-            self.store.free_reserve()
-            self.store.update_meta(status="complete", finished_at=time.time())
-        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
-            self.store.free_reserve()
-            try:
-                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
-                                       interrupted_at=time.time())
-            except EnvironmentFault:
-                pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
-            self.console.print(f"[yellow]interrupted: resume with "
-                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
-            raise
+            with self._run_status():
+                self._run_in_lab(lab, servers, publishers, todo, clients, content)
         finally:
             # teardown is bounded; should it still hang, the stacks on stderr say where. A second
             # Ctrl-C during it must not leave the lab behind: SIGINT waits until the lab is down.
@@ -178,13 +138,46 @@ class Runner:
                     faulthandler.cancel_dump_traceback_later()
         return self.store.rows()
 
-    def _run_jobs(self, todo, clients, content) -> list[dict[str, Any]]:
-        """--jobs N: up to N labs at once (run/parallel.py), marked complete or interrupted as run() does."""
-        from quicbench.run.parallel import run_parallel
+    def _run_in_lab(self, lab, servers, publishers, todo, clients, content) -> None:
+        """Lab up, servers and publishers started (recorded in the caller's lists for teardown), trials."""
+        plan = self.plan
+        lab.up(conditions=list(plan.conditions))
+        tls = load_or_make_tls(self.store.layout.tls, LAB_HOSTNAME, ips=[lab.address("server")])
+        ports = {}
+        for i, name in enumerate(sorted({t.server for t in todo})):
+            ports[name] = 443 + 1000 * i
+            srv = server_class(name, plan.server_commands)(lab, self.store.layout.server(name), content, tls,
+                                                           port=ports[name])
+            srv.start()
+            servers[name] = srv
+        live_keys = {t.workload.video_spec().key for t in todo
+                     if t.workload.kind == "video" and t.workload.mode == "live"}
+        for key in sorted(live_keys):
+            from quicbench.content.video import LivePublisher
+            info = content.manifest["videos"][key]
+            pub = LivePublisher(lab, Path(info["vod"]), Path(info["live_dir"]),
+                                self.store.dir / "live" / f"{key}.log")
+            pub.start()
+            publishers.append(pub)
+        hosts = lab.host_facts()
+        self.store.update_meta(
+            lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
+                 "offload": lab.spec.offload, "addresses": lab.state["addresses"],
+                 **({"hosts": hosts} if hosts else {})},
+            link=lab.link.describe(), content={"root": str(content.root), "key": content.root.name},
+            tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
+            versions={**{f"client_{n}": c.version() for n, c in clients.items()},
+                      **{f"server_{n}": type(s).version() for n, s in servers.items()}},
+            server_ports=ports)
+        self._loop(todo, lab, servers, clients, content, tls, ports)
+
+    @contextlib.contextmanager
+    def _run_status(self):
+        """meta.json says running, then complete, or interrupted (resumable) with the hint to resume."""
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
         self.store.reserve_space()
         try:
-            run_parallel(self, todo, clients, content, self.jobs, teardown_guard=_sigint_deferred)
+            yield
             self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
         except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
@@ -193,10 +186,16 @@ class Runner:
                 self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
                                        interrupted_at=time.time())
             except EnvironmentFault:
-                pass
+                pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
             self.console.print(f"[yellow]interrupted: resume with "
                                f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
             raise
+
+    def _run_jobs(self, todo, clients, content) -> list[dict[str, Any]]:
+        """--jobs N: up to N labs at once (run/parallel.py), marked complete or interrupted as run() does."""
+        from quicbench.run.parallel import run_parallel
+        with self._run_status():
+            run_parallel(self, todo, clients, content, self.jobs, teardown_guard=_sigint_deferred)
         return self.store.rows()
 
     def _loop(self, todo, lab, servers, clients, content, tls, ports) -> None:
