@@ -151,12 +151,17 @@ def test_slurm_array_of_three_shards_merges_to_the_unsharded_keys(plan, unsharde
 
 
 def test_jobs_two_labs_record_every_trial_and_concurrency(plan, unsharded, tmp_path, own_leftovers):
-    r = run_qb("run", str(plan), "--jobs", "2", "--out", str(tmp_path), "--no-report", timeout=600)
+    # the same plan, calibrating: every condition is measured first, alone, then the trials run
+    cal = tmp_path / "cal.toml"
+    cal.write_text(plan.read_text().replace('link = "plain"', 'link = "plain"\ncalibrate = true'))
+    r = run_qb("run", str(cal), "--jobs", "2", "--out", str(tmp_path / "runs"), "--no-report", timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    (d,) = run_dirs(tmp_path)
+    (d,) = run_dirs(tmp_path / "runs")
     assert keys(d) == keys(unsharded)
     meta = json.loads((d / "meta.json").read_text())
     assert meta["lab"]["labs"] == 2 and meta["status"] == "complete" and "refused" in meta["admission"]
+    conds = {json.loads(l)["condition"] for l in (d / "trials.jsonl").read_text().splitlines()}
+    assert set(meta["calibration"]) == conds and all(c["ping"]["received"] > 0 for c in meta["calibration"].values())
     rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
     assert all(r["status"] == "ok" and isinstance(r["concurrent"], int) and 0 <= r["concurrent"] <= 1
                for r in rows)
@@ -167,10 +172,8 @@ def test_jobs_two_labs_record_every_trial_and_concurrency(plan, unsharded, tmp_p
         assert seqs == sorted(seqs)
 
 
-def test_jobs_with_calibration_is_refused(tmp_path):
-    p = tmp_path / "cal.toml"
-    p.write_text(PLAN.replace('link = "plain"', 'link = "plain"\ncalibrate = true'))
-    r = run_qb("run", str(p), "--jobs", "2", "--out", str(tmp_path / "runs"))
-    assert r.returncode == 2 and "--jobs" in r.stderr and not (tmp_path / "runs").exists()
+def test_jobs_zero_is_refused(tmp_path):
+    p = tmp_path / "plan.toml"
+    p.write_text(PLAN)
     r = run_qb("run", str(p), "--jobs", "0", "--out", str(tmp_path / "runs"))
     assert r.returncode == 2 and "--jobs" in r.stderr and not (tmp_path / "runs").exists()

@@ -73,9 +73,6 @@ def run_cmd(
     if jobs > 1 and any(w.kind == "video" and w.mode == "live" for w in p.workloads):
         raise QuicbenchError(f"--jobs {jobs}: live video workloads need their publisher in one lab; run them "
                              f"with --jobs 1")
-    if jobs > 1 and p.calibrate:
-        raise QuicbenchError(f"--jobs {jobs}: the plan calibrates its conditions (calibrate = true), which must "
-                             f"measure the link alone; run it with --jobs 1")
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return

@@ -6,7 +6,8 @@ trial starts beside running ones only while the host has at least ``MIN_IDLE_COR
 ``concurrent`` how many other trials ran beside it (at its start or started during it), so
 the analysis can tell contended trials from lone ones. The unit of work is still the cell:
 a cell's protocols run back to back in one lab, in their interleaved order; warm-ups of a
-condition run once, in whichever lab reaches them first.
+condition run once, in whichever lab reaches them first. A plan that calibrates measures each
+of its conditions first, in the first lab, while no trial runs: calibration sees the link alone.
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content
             versions={**{f"client_{c}": cl.version() for c, cl in clients.items()},
                       **{f"server_{s}": type(v).version() for s, v in servers[0].items()}},
             server_ports=ports)
+        if plan.calibrate:
+            _calibrate_alone(runner, labs[0], todo)
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -206,6 +209,19 @@ def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content
     finally:
         with teardown_guard():
             _teardown(servers, labs)
+
+
+def _calibrate_alone(runner, lab, todo: list[TrialSpec]) -> None:
+    """Every condition of todo measured in lab before any trial starts (the runner's calibration,
+    kept across resumes); the lab is set back to todo's first condition by the first worker."""
+    seen: list[Any] = []
+    for spec in todo:
+        if spec.condition not in seen:
+            seen.append(spec.condition)
+    for cond in seen:
+        runner.console.print(f"calibrating {cond.name} (alone, before the concurrent trials)")
+        lab.set_condition(cond)
+        runner._calibrate(lab, cond, runner.console)
 
 
 def _teardown(servers: list[dict[str, Any]], labs: list[Any]) -> None:
