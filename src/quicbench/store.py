@@ -64,6 +64,10 @@ class RunLayout:
     def trial(self, seq: int) -> Path:
         return self.dir / "trials" / f"{int(seq):05d}"
 
+    def ceiling(self, name: str) -> Path:
+        """A fetch of the kernel's ceiling measurement (run/ceiling.py)."""
+        return self.dir / "ceiling" / name
+
     def timeseries(self, seq: int) -> Path:
         return self.trial(seq) / "timeseries.json"
 

@@ -169,3 +169,10 @@ def test_run_in_uml_writes_the_run_directory_on_the_host(tmp_path):
     rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
     assert sorted(r["protocol"] for r in rows) == ["h1", "h3"]
     assert all(r["status"] == "ok" and r["link"] == "netem" for r in rows), rows
+    # the kernel's own ceiling was measured first (unimpaired link, per protocol) and every row judged by it
+    top = meta["ceiling"]["goodput_mbps"]
+    assert set(top) == {"h1", "h3"} and all(g > 0 for g in top.values()), meta["ceiling"]
+    assert meta["ceiling"]["kernel"] == "uml" and len(meta["ceiling"]["fetches"]) == 4
+    for r in rows:
+        assert r["near_ceiling"] == (r["goodput_mbps"] >= 0.8 * top[r["protocol"]]), (r, top)
+    assert len(list((run_dir / "ceiling").iterdir())) == 4

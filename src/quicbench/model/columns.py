@@ -76,6 +76,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("server_cpu_wait_s", "float", "s", "the same for the server's processes during the trial", "trial"),
     Column("cpu_bound", "bool", "", "client or server ran ≥ 90 % of a core during the transfer, or wanted that much (ran + waited for a CPU) while goodput stayed below 80 % of the link's rate ([plans.md](plans.md#cpu-bound-trials))", "trial"),
     Column("cpu_bound_by", "text", "", "`client`, `server` or `client,server`", "trial"),
+    Column("near_ceiling", "bool", "", "goodput reached 80 % of what this protocol reaches on an unimpaired link in this kernel: the kernel, not the condition, set the pace (measured when the run executes inside User-Mode Linux, `--kernel uml`; empty otherwise)", "trial"),
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
     Column("hops", "int", "", "router hops", "trial"),

@@ -146,6 +146,7 @@ def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content
             server_ports=ports)
         if plan.calibrate:
             _calibrate_alone(runner, labs[0], todo)
+        runner._measure_ceiling(labs[0], servers[0], clients, content, tls, ports, todo)
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -31,6 +31,7 @@ from quicbench.lab import LabSpec, make_lab
 from quicbench.model import columns
 from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
 from quicbench.model.shard import Shard, select
+from quicbench.run import ceiling
 from quicbench.run.preflight import check_plan
 from quicbench.run.trial import base_row, run_trial
 from quicbench.servers import server_class
@@ -80,6 +81,7 @@ class Runner:
                  inventory: str | None = None, shard: Shard | None = None, jobs: int = 1):
         self.plan = plan
         self.jobs = jobs
+        self.ceiling: dict[str, Any] | None = None   # the kernel's ceiling (run/ceiling.py), once measured
         self.store = store
         self.console = console or Console()
         # a shard runs its share of the plan's trials, each with its plan-wide seq and key
@@ -169,6 +171,7 @@ class Runner:
             versions={**{f"client_{n}": c.version() for n, c in clients.items()},
                       **{f"server_{n}": type(s).version() for n, s in servers.items()}},
             server_ports=ports)
+        self._measure_ceiling(lab, servers, clients, content, tls, ports, todo)
         self._loop(todo, lab, servers, clients, content, tls, ports)
 
     @contextlib.contextmanager
@@ -260,7 +263,31 @@ class Runner:
             bad = "; ".join(f"{k} {v}" for k, v in res["verdicts"].items() if v.startswith(("off", "fail")))
             console.print(f"[yellow]calibration of '{condition.name}' differs from its configuration: {bad}[/]")
 
-    def _one(self, spec, lab, servers, client, content, tls, ports) -> dict[str, Any]:
+    def _measure_ceiling(self, lab, servers, clients, content, tls, ports, todo) -> None:
+        """Inside UML: each protocol's goodput on an unimpaired link, once per run (run/ceiling.py)."""
+        meta = self.store.read_meta()
+        if "ceiling" in meta or not ceiling.wanted():
+            self.ceiling = meta.get("ceiling")
+            return
+        specs = ceiling.ceiling_specs(todo)
+        if not specs:
+            return
+        self.console.print(f"measuring this kernel's ceiling: {', '.join(s.protocol for s in specs)} "
+                           f"on an unimpaired link ({specs[0].workload.label}, best of {ceiling.REPS})")
+        lab.set_condition(specs[0].condition)
+
+        def fetch(spec, attempt):
+            d = self.store.layout.ceiling(f"{spec.protocol}-{spec.client}-{spec.server}-{attempt + 1}")
+            d.mkdir(parents=True, exist_ok=True)
+            return self._one(spec, lab, servers, clients[spec.client], content, tls, ports, trial_dir=d)
+
+        self.ceiling = ceiling.measure(specs, fetch)
+        self.store.update_meta(ceiling=self.ceiling)
+        top = ", ".join(f"{p} {g:.1f}" for p, g in self.ceiling["goodput_mbps"].items())
+        self.console.print(f"ceiling (Mbit/s): {top or 'not measured: every fetch failed'}; trials at "
+                           f">= {100 * ceiling.NEAR:.0f} % of it are flagged near_ceiling")
+
+    def _one(self, spec, lab, servers, client, content, tls, ports, trial_dir=None) -> dict[str, Any]:
         srv = servers[spec.server]
         row: dict[str, Any]
         watch = _LinkWatch(lab)
@@ -270,7 +297,7 @@ class Runner:
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"),
                             port=ports[spec.server], tls=tls, content=content)
             watch.start()
-            row = run_trial(spec, target, client, srv.pid, self.store.trial_dir(spec.seq),
+            row = run_trial(spec, target, client, srv.pid, trial_dir or self.store.trial_dir(spec.seq),
                             self.plan.trial_timeout_s, self.plan.options)
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):
@@ -280,7 +307,7 @@ class Runner:
             watch.stop()
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
         row.update(run_id=self.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops,
-                   host=platform.node(), **lab.row_hosts())
+                   host=platform.node(), near_ceiling=ceiling.near_ceiling(row, self.ceiling), **lab.row_hosts())
         return row
 
 
