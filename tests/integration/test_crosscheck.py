@@ -23,7 +23,7 @@ def crosscheck_namespaces() -> set[str]:
 def test_crosscheck_jitter_and_loss():
     before = crosscheck_namespaces()
     cp = run_qb("link", "crosscheck", "--delay", "20", "--jitter", "5", "--loss", "2", "--up", "reorder=true",
-                "--down", "reorder=true", "--count", "3000", "--json", timeout=300)
+                "--down", "reorder=true", "--count", "3000", "--goodput-reps", "2", "--json", timeout=600)
     assert cp.returncode in (0, 1), cp.stderr
     res = json.loads(cp.stdout)
     assert res["linkem"]["link"]["name"] == "linkem" and res["netem"]["link"]["name"] == "netem"
@@ -44,9 +44,16 @@ def test_crosscheck_jitter_and_loss():
         assert abs(a - b) < 2.5 and 18.5 < a < 21.5, v["owd"]
         # the noise floors are measured: linkem's is small
         assert 0 <= v["floor_excess_p50_ms"][0] < 0.3
-    assert res["ok"] == all(not m["verdict"].startswith(("differ", "fail")) for d in ("up", "down")
+    # goodput: TCP, h2 and h3 measured through both, each side's trials judged (never failed)
+    g = res["verdicts"]["goodput"]
+    assert set(g) == {"tcp", "h2", "h3"}, g
+    for m in g.values():
+        assert m["n"] == [2, 2] and all(x > 0 for x in m["values"]), g
+        assert m["verdict"].startswith(("ok", "differ", "not judged")), m
+    assert set(res["netem"]["goodput"]["ceiling_mbps"]) == {"h2", "h3"}   # UML's ceiling measured
+    assert res["ok"] == all(not m["verdict"].startswith(("differ", "fail")) for d in ("up", "down", "goodput")
                             for m in res["verdicts"][d].values() if isinstance(m, dict) and "verdict" in m)
-    assert not list(Path(tempfile.gettempdir()).glob("qb-crosscheck-*"))
+    assert not list(Path(tempfile.gettempdir()).glob("qb-crosscheck-*"))   # probe's and runs' temp dirs
     assert crosscheck_namespaces() <= before
 
 

@@ -239,6 +239,9 @@ def link_crosscheck(
     count: int = typer.Option(2000, help="Probe datagrams per direction and phase."),
     pps: float = typer.Option(500, help="Probe datagrams per second."),
     size: int = typer.Option(64, help="Probe UDP payload bytes."),
+    goodput_reps: int = typer.Option(3, "--goodput-reps", min=0, max=50,
+                                     help="Repetitions of the goodput comparison (TCP with iperf3, h2 and h3 "
+                                          "with quicbench's runner); 0: the probe alone."),
     as_json: bool = typer.Option(False, "--json"),
     plan: Optional[Path] = typer.Option(None, "--plan", help="Crosscheck this plan's conditions (instead of the "
                                         "condition flags)."),
@@ -248,7 +251,8 @@ def link_crosscheck(
     up: cf.Up = [], down: cf.Down = [],
 ) -> None:
     """The same probe traffic through linkem (this kernel) and netem (User-Mode Linux): one-way
-    delay (KS test), loss, duplicates and reordering compared, each side's noise floor measured."""
+    delay (KS test), loss, duplicates and reordering compared, each side's noise floor measured;
+    then TCP, h2 and h3 goodput through both."""
     require_root()
     reap()
     from quicbench.run.crosscheck import crosscheck
@@ -272,7 +276,7 @@ def link_crosscheck(
             cond = _without_rate(cond)
             note = "rate left out: netem does not reorder under a rate, and the probe stays far below it"
             console.print(f"[yellow]{cond.name}: {note}[/]")
-        res = crosscheck(cond, count=count, pps=pps, size=size)
+        res = crosscheck(cond, count=count, pps=pps, size=size, goodput_reps=goodput_reps)
         res["condition"] = {"name": cond.name, "desc": cond.short(), "note": note}
         results.append(res)
         if not as_json:
@@ -310,6 +314,15 @@ def _crosscheck_table(res: dict[str, Any], cond, count: int, pps: float) -> Tabl
         for m in ("loss", "duplicates", "reorder"):
             a, b = v[m]["values"]
             t.add_row(d, m + " (%)", f"{100 * a:.2f}", f"{100 * b:.2f}", v[m]["verdict"])
+    names = {"tcp": "TCP goodput (iperf3)", "h2": "h2 goodput", "h3": "h3 goodput"}
+    for m, g in (res["verdicts"].get("goodput") or {}).items():
+        a, b = g["values"]
+        t.add_row("down", f"{names.get(m, m)} (Mbit/s, mean of {min(g['n'])})",
+                  "" if a is None else f"{a:.2f}", "" if b is None else f"{b:.2f}", g["verdict"])
+    ceiling_ = ((res.get("netem") or {}).get("goodput") or {}).get("ceiling_mbps")
+    if ceiling_:
+        t.add_row("down", "UML's ceiling (Mbit/s, unimpaired)", "",
+                  " / ".join(f"{p} {x:.1f}" for p, x in ceiling_.items()), "")
     return t
 
 

@@ -11,6 +11,14 @@ Verdicts per direction:
 - loss and duplicates: the difference of the two fractions inside its binomial 99 % interval
   (two samples, pooled fraction);
 - reorder fraction: within 10 % (relative) of each other, or both below 1 %.
+
+Goodput (``goodput_reps`` > 0): each side also measures TCP (iperf3, server to client, in the
+probe's lab) and runs a small quicbench plan through the same condition — HTTP/2 and HTTP/3,
+``GOODPUT_WORKLOAD`` with one connection per object, ``goodput_reps`` repetitions — with the real
+runner (inside UML that run first measures the kernel's ceiling, run/ceiling.py). Verdict per
+metric: the means within 10 % of each other; else, when the repetitions' spread cannot tell them
+apart (Welch's t-test on log goodput, p > 0.01), "ok (within noise)"; a side whose trials were
+CPU-bound or near its kernel's ceiling is not judged (it measured the machine, not the link).
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from quicbench.errors import QuicbenchError
 from quicbench.model.conditions import Condition
 
 DIRECTIONS = ("up", "down")
+GOODPUT_WORKLOAD = {"size": "1MB", "count": 4, "connections": "per-object"}
+GOODPUT_PROTOCOLS = ("h2", "h3")
+IPERF_S = 5.0
 
 
 def delay_only(cond: Condition) -> Condition:
@@ -43,8 +54,46 @@ def one_way_delay(cond: Condition, direction: str) -> float:
     return sum(getattr(h, direction).delay_ms for h in cond.hops)
 
 
-def measure_side(link: str, cond: Condition, count: int, pps: float, size: int) -> dict[str, Any]:
-    """Noise floor and condition, both directions, through link in a fresh lab of this kernel."""
+def measure_side(link: str, cond: Condition, count: int, pps: float, size: int,
+                 goodput_reps: int = 0) -> dict[str, Any]:
+    """Noise floor and condition, both directions, through link in a fresh lab of this kernel;
+    with goodput_reps, TCP and HTTP goodput through the condition too."""
+    out = _probe_side(link, cond, count, pps, size, goodput_reps)
+    if goodput_reps:
+        out["goodput"].update(_http_goodput(link, cond, goodput_reps))
+    return out
+
+
+def _http_goodput(link: str, cond: Condition, reps: int) -> dict[str, Any]:
+    """h2 and h3 goodput through cond with the real runner, in this kernel: {proto: {...}}."""
+    from rich.console import Console
+
+    from quicbench.model.plan import Plan
+    from quicbench.run.runner import start_run
+    plan = Plan.model_validate({"name": "crosscheck-goodput", "link": link, "protocols": list(GOODPUT_PROTOCOLS),
+                                "repetitions": reps, "trial_timeout_s": 300,
+                                "conditions": [json.loads(cond.model_dump_json())],
+                                "workloads": [GOODPUT_WORKLOAD]})
+    tmp = tempfile.mkdtemp(prefix="qb-crosscheck-run-")
+    try:
+        store = start_run(plan, __import__("pathlib").Path(tmp), Console(file=sys.stderr), plan_source="crosscheck")
+        rows = [r for r in store.rows() if not r["key"].endswith("|warmup")]
+        meta = store.read_meta()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    out: dict[str, Any] = {}
+    for proto in GOODPUT_PROTOCOLS:
+        mine = [r for r in rows if r["protocol"] == proto]
+        out[proto] = {"mbps": [r["goodput_mbps"] for r in mine if r["status"] == "ok"],
+                      "failed": [r.get("error") for r in mine if r["status"] != "ok"],
+                      "cpu_bound": sum(bool(r.get("cpu_bound")) for r in mine),
+                      "near_ceiling": sum(bool(r.get("near_ceiling")) for r in mine)}
+    if meta.get("ceiling"):
+        out["ceiling_mbps"] = meta["ceiling"]["goodput_mbps"]
+    return out
+
+
+def _probe_side(link: str, cond: Condition, count: int, pps: float, size: int, goodput_reps: int) -> dict[str, Any]:
     from quicbench.lab import LabSpec, make_lab
     from quicbench.probe.udp import probe
     floor = delay_only(cond)
@@ -62,6 +111,11 @@ def measure_side(link: str, cond: Condition, count: int, pps: float, size: int) 
                                capture_output=True, timeout=10)
                 out[phase][direction] = probe(lab.ns(src), lab.ns(dst), lab.address(dst), count=count, pps=pps,
                                               size=size, samples=True)
+        if goodput_reps:
+            from quicbench.run.calibrate import measure_iperf3
+            tcp = [measure_iperf3(lab, seconds=IPERF_S) for _ in range(goodput_reps)]
+            out["goodput"] = {"tcp": {"mbps": [t["goodput_mbps"] for t in tcp if "error" not in t],
+                                      "failed": [t["error"] for t in tcp if "error" in t]}}
     return out
 
 
@@ -113,6 +167,44 @@ def compare(cond: Condition, a: dict[str, Any], b: dict[str, Any]) -> dict[str, 
     return result
 
 
+def _goodput_verdict(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """One goodput metric of both sides: within 10 %, or within the repetitions' noise."""
+    from scipy.stats import ttest_ind
+    xa, xb = a.get("mbps") or [], b.get("mbps") or []
+    v: dict[str, Any] = {"values": [_mean(xa), _mean(xb)], "n": [len(xa), len(xb)]}
+    busy = [side for side, x in (("linkem", a), ("netem", b)) if x.get("cpu_bound") or x.get("near_ceiling")]
+    if not xa or not xb:
+        v["verdict"] = "fail: no successful measurement" + (f" ({(a.get('failed') or b.get('failed'))[0]})"
+                                                             if a.get("failed") or b.get("failed") else "")
+        return v
+    ma, mb = v["values"]
+    rel = abs(ma - mb) / max(ma, mb) if max(ma, mb) > 0 else 0.0
+    detail = f"{ma:.2f} vs {mb:.2f} Mbit/s ({100 * rel:.0f} % apart, n {len(xa)}/{len(xb)})"
+    if busy:
+        v["verdict"] = f"not judged: {' and '.join(busy)} trials CPU-bound or near the kernel's ceiling"
+    elif rel <= 0.10:
+        v["verdict"] = "ok"
+    else:
+        p = float("nan")
+        if len(xa) >= 2 and len(xb) >= 2 and min(xa + xb) > 0:
+            p = float(ttest_ind([math.log(x) for x in xa], [math.log(x) for x in xb], equal_var=False).pvalue)
+        v["welch_p"] = None if math.isnan(p) else p
+        v["verdict"] = (f"ok (within noise: Welch p {p:.2g} on log goodput)" if p == p and p > 0.01
+                        else "differ")
+    v["detail"] = detail
+    return v
+
+
+def _mean(x: list[float]) -> float | None:
+    return sum(x) / len(x) if x else None
+
+
+def compare_goodput(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Verdicts for TCP (iperf3) and each HTTP protocol, side a (linkem) against b (netem)."""
+    ga, gb = a.get("goodput") or {}, b.get("goodput") or {}
+    return {m: _goodput_verdict(ga[m], gb[m]) for m in ("tcp", *GOODPUT_PROTOCOLS) if m in ga and m in gb}
+
+
 def strip_samples(side: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(side))
     for phase in ("floor", "condition"):
@@ -121,7 +213,8 @@ def strip_samples(side: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def crosscheck(cond: Condition, count: int = 2000, pps: float = 500, size: int = 64) -> dict[str, Any]:
+def crosscheck(cond: Condition, count: int = 2000, pps: float = 500, size: int = 64,
+               goodput_reps: int = 0) -> dict[str, Any]:
     """linkem on this kernel against netem in User-Mode Linux, same probe traffic."""
     from quicbench.kernels import UmlKernel
     from quicbench.link.netem import unsupported
@@ -132,12 +225,13 @@ def crosscheck(cond: Condition, count: int = 2000, pps: float = 500, size: int =
     ok, why = uml.available()
     if not ok:
         raise QuicbenchError(f"crosscheck needs User-Mode Linux: {why}")
-    host = measure_side("linkem", cond, count, pps, size)
+    host = measure_side("linkem", cond, count, pps, size, goodput_reps)
     tmp = tempfile.mkdtemp(prefix="qb-crosscheck-")
     try:
         out = os.path.join(tmp, "netem.json")
         argv = [sys.executable, "-m", "quicbench.run.crosscheck", "--link", "netem", "--condition",
-                cond.model_dump_json(), "--count", str(count), "--pps", str(pps), "--size", str(size), "--out", out]
+                cond.model_dump_json(), "--count", str(count), "--pps", str(pps), "--size", str(size),
+                "--goodput-reps", str(goodput_reps), "--out", out]
         rc = uml.run(argv, dict(os.environ), os.getcwd(), stdout=sys.stderr.buffer)
         if rc != 0 or not os.path.exists(out):
             raise QuicbenchError(f"the netem side failed inside User-Mode Linux (exit {rc})")
@@ -146,6 +240,10 @@ def crosscheck(cond: Condition, count: int = 2000, pps: float = 500, size: int =
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     verdicts = compare(cond, host, netem)
+    if goodput_reps:
+        verdicts["goodput"] = compare_goodput(host, netem)
+        verdicts["ok"] = verdicts["ok"] and not any(m["verdict"].startswith(("differ", "fail"))
+                                                    for m in verdicts["goodput"].values())
     return {"condition": json.loads(cond.model_dump_json()), "probe": {"count": count, "pps": pps, "size": size},
             "sides": ["linkem (host kernel)", "netem (User-Mode Linux)"],
             "linkem": strip_samples(host), "netem": strip_samples(netem), "verdicts": verdicts, "ok": verdicts["ok"]}
@@ -159,10 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--pps", type=float, default=500)
     ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--goodput-reps", type=int, default=0)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     cond = Condition.model_validate_json(a.condition)
-    res = measure_side(a.link, cond, a.count, a.pps, a.size)
+    res = measure_side(a.link, cond, a.count, a.pps, a.size, a.goodput_reps)
     with open(a.out, "w") as f:
         json.dump(res, f)
     return 0
