@@ -45,6 +45,10 @@ SCENARIOS: dict[str, tuple[int, dict, list[tuple]]] = {
     "rate_small": (1, {"rate_mbit": 0.5}, [("udp", "up", 2700, 900, 72)]),
     "rate_overhead": (1, {"rate_mbit": 0.5, "rate_overhead_bytes": 38}, [("udp", "up", 2700, 900, 72)]),
     "rate_tcp": (1, {"rate_mbit": 5, "delay_ms": 5}, [("iperf3", 4)]),
+    # CVart's spikes: 4 Mbit/s falling to 10 % for the last 200 ms of every second, flooded at
+    # 6 Mbit/s for 4 s: on average 4 x (0.8 + 0.2 x 0.1) = 3.28 Mbit/s arrive
+    "rate_spikes": (1, {"rate_mbit": 4, "spikes": {"period_ms": 1000, "duration_ms": 200, "rate_pct": 10}},
+                    [("udp", "up", 2000, 500, 1472)]),
     # 1 Mbit/s (12 ms per 1500-byte packet), 100 ms, a 20-packet queue, flooded at 2.4 Mbit/s:
     # a full queue adds 240 ms to the 100 ms
     "queue": (1, {"rate_mbit": 1, "delay_ms": 100, "queue": {"packets": 20}}, [("udp", "up", 600, 200, 1472)]),

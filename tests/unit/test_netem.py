@@ -4,7 +4,7 @@ import pytest
 
 from quicbench.model.conditions import Condition
 from quicbench.errors import QuicbenchError
-from quicbench.link.netem import netem_commands
+from quicbench.link.netem import netem_args, netem_commands
 
 ROUTERS = [("router", "to-client", "to-server")]
 
@@ -64,10 +64,29 @@ def test_two_hops_each_their_own():
     assert "loss" in out[2][1] and "delay" in out[0][1]
 
 
-def test_spikes_need_linkem():
-    with pytest.raises(QuicbenchError, match="netem has no spikes: use link linkem"):
-        cmds({"name": "s", "rate_mbit": 10, "spikes": {"period_ms": 1000}})
+def test_onoff_needs_linkem():
+    with pytest.raises(QuicbenchError, match="netem has no onoff: use link linkem"):
+        cmds({"name": "s", "rate_mbit": 10, "onoff": {"on_ms": 100, "off_ms": 100}})
 
+
+def test_spikes_are_a_tbf_child_whose_rate_changes():
+    from quicbench.link.netem import spike_tbf
+    c = Condition.model_validate({"name": "s", "down": {"rate_mbit": 5, "loss_pct": 5, "delay_ms": 10,
+                                                        "spikes": {"period_ms": 2000, "rate_pct": 10}}})
+    d = c.hops[0].down
+    add = [a for _, a in netem_commands(c, [("router", "to-client", "to-server")]) if a[2] == "add"]
+    root, child = [a for a in add if a[4] == "to-client"]
+    assert "rate" not in root and "loss" in root and "delay" in root       # netem: no rate of its own
+    assert child[5:9] == ["parent", "1:1", "handle", "10:"] and "tbf" in child
+    normal, spike = spike_tbf(d, spiking=False), spike_tbf(d, spiking=True)
+    i = normal.index("rate")
+    assert normal[i + 1] == "5000kbit" and spike[i + 1] == "500kbit"
+    assert normal[:i + 1] + normal[i + 2:] == spike[:i + 1] + spike[i + 2:]   # only the rate changes
+    assert root[root.index("stab"):root.index("netem")] == ["stab", "linklayer", "ethernet", "overhead", "-14"]
+    zero = Condition.model_validate({"name": "z", "down": {"rate_mbit": 5, "spikes": {"period_ms": 1000,
+                                                                                       "rate_pct": 0}}})
+    low = spike_tbf(zero.hops[0].down, spiking=True)
+    assert low[low.index("rate") + 1] == "1kbit"
 
 def test_reordering_jitter_with_a_rate_needs_linkem():
     # netem's rate mode keeps packets in order whatever the jitter: refuse rather than not reorder

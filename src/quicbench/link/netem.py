@@ -3,9 +3,15 @@
 On each router, netem on both interfaces (Go-Quick's `tc qdisc add dev ens3 root netem loss 2%
 delay 50ms 5ms distribution pareto`): traffic towards the server ("up") is shaped on the
 router's `to-server` interface, traffic towards the client ("down") on `to-client`. Rate uses
-netem's own `rate`, counting IP bytes like linkem. Spikes, on/off periods and mahimahi traces are
-not netem features, and netem never reorders when it also limits the rate: such conditions need
-linkem (`auto` chooses it).
+netem's own `rate`, counting IP bytes like linkem. CVart's spikes are not a netem feature; CVart
+built its links from "tc netem and tbf", and so do spikes here: netem (delay, loss, …) with a
+tbf child that holds the rate (a size table on the root makes it count IP bytes), and a small
+process on the router that changes the tbf's rate to rate_pct % for the last duration_ms of every
+period_ms, timed from when the condition is applied, as linkem's spikes. (netem's own rate cannot
+make spikes: it schedules each packet when it is queued, so a 200 ms dip delays everything
+queued during it by seconds, measured at 0.64 instead of 3.28 Mbit/s under a flood.) A spike to
+0 % uses 1 kbit/s. On/off periods and mahimahi traces are not netem features, and netem never
+reorders when it also limits the rate: such conditions need linkem (`auto` chooses it).
 
 Three things measured under User-Mode Linux (tests/integration/test_netem_uml.py, docs/link.md)
 shape what is sent:
@@ -23,12 +29,17 @@ shape what is sent:
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import signal
+import subprocess
+from typing import Any
 
 from quicbench.model.conditions import Condition, Direction, default_queue_packets
 from quicbench.errors import QuicbenchError
 from quicbench.kernel import probe
-from quicbench.proc import run
+from quicbench.proc import process_alive, run, wait_ended
 from quicbench.link.base import LinkEmulator, per_router
 
 
@@ -45,7 +56,7 @@ def _num(x: float) -> str:
 def unsupported(condition: Condition) -> str | None:
     for h in condition.hops:
         for d in (h.up, h.down):
-            for field in ("spikes", "onoff", "trace"):
+            for field in ("onoff", "trace"):
                 if getattr(d, field) is not None:
                     return f"netem has no {field}: use link linkem"
             if d.reorder and d.jitter_ms and d.rate_mbit:
@@ -79,7 +90,7 @@ def netem_args(d: Direction) -> list[str]:
         args += ["duplicate", f"{_num(d.duplicate_pct)}%"]
     if d.corrupt_pct:
         args += ["corrupt", f"{_num(d.corrupt_pct)}%"]
-    if d.rate_mbit:
+    if d.rate_mbit and d.spikes is None:     # with spikes a tbf child holds the rate (spike_tbf)
         # netem's rate counts the whole Ethernet frame (14 header bytes); its packet overhead
         # argument (which may be negative, tc-netem(8)) makes it count IP bytes as linkem does
         args += ["rate", f"{_num(d.rate_mbit)}mbit", str(d.rate_overhead_bytes - ETH_HEADER)]
@@ -111,8 +122,63 @@ def netem_commands(condition: Condition, routers: list[tuple[str, str, str]]) ->
             # a fresh qdisc: netem's change keeps corrupt, rate, slot and the delay distribution
             # of the previous condition when the new one does not name them
             cmds.append((node, ["tc", "qdisc", "del", "dev", dev, "root"]))
-            cmds.append((node, ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", *netem_args(d)]))
+            cmds.append((node, ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", *spike_stab(d),
+                                *netem_args(d)]))
+            if d.spikes is not None:
+                cmds.append((node, ["tc", "qdisc", "add", "dev", dev, *spike_tbf(d, spiking=False)]))
     return cmds
+
+
+# The spike schedule, run on the router with the system's python3 (a remote router has no
+# quicbench): argv dev period_s duration_s normal-args-json spike-args-json. It keeps to the
+# clock (a change's own time does not shift the next spike) and ends when tc fails (the device
+# or qdisc is gone: `tc -batch` stops at its first error).
+SPIKER = r"""
+import json, subprocess, sys, time
+dev, period, duration = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+normal, spike = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+# one tc for every change: a tc process per change took 0.26 s to start inside UML
+tc = subprocess.Popen(["tc", "-batch", "-"], stdin=subprocess.PIPE, text=True)
+def change(args):
+    if tc.poll() is not None:
+        sys.exit(1)
+    try:
+        tc.stdin.write(" ".join(["qdisc", "change", "dev", dev, *args]) + "\n")
+        tc.stdin.flush()
+    except BrokenPipeError:
+        sys.exit(1)
+t0 = time.monotonic()
+print("ready", flush=True)
+k = 0
+while True:
+    t = t0 + k * period
+    time.sleep(max(0.0, t + period - duration - time.monotonic()))
+    change(spike)
+    time.sleep(max(0.0, t + period - time.monotonic()))
+    change(normal)
+    k += 1
+"""
+SPIKE_FLOOR_KBIT = 1     # a spike to 0 %: netem's rate 0 would mean unlimited
+
+
+def spike_stab(d: Direction) -> list[str]:
+    """With spikes, the root's size table: the packet length its tbf child counts is the IP
+    length plus rate_overhead_bytes, as netem's rate and linkem count (a size table may only sit
+    on the root qdisc)."""
+    if d.spikes is None:
+        return []
+    return ["stab", "linklayer", "ethernet", "overhead", str(d.rate_overhead_bytes - ETH_HEADER)]
+
+
+def spike_tbf(d: Direction, spiking: bool) -> list[str]:
+    """The tbf child of a direction with spikes (after `tc qdisc add|change dev X`), at the
+    direction's rate or, spiking, at rate_pct % of it; burst is two full packets (tbf's minimum
+    is one), limit the direction's queue."""
+    assert d.spikes is not None and d.rate_mbit
+    kbit = d.rate_mbit * 1000 * (d.spikes.rate_pct / 100 if spiking else 1)
+    kbit = max(SPIKE_FLOOR_KBIT, kbit)
+    return ["parent", "1:1", "handle", "10:", "tbf", "rate", f"{_num(kbit)}kbit",
+            "burst", str(2 * (MTU + ETH_HEADER)), "limit", str(default_queue_packets(d) * MTU)]
 
 
 class NetemLink(LinkEmulator):
@@ -130,13 +196,58 @@ class NetemLink(LinkEmulator):
     def supports(cls, condition: Condition) -> str | None:
         return unsupported(condition)
 
+    def __init__(self, routers, nodes, workdir, offload=False, described=None):
+        super().__init__(routers, nodes, workdir, offload, described)
+        # "node:dev" -> pid of the process that makes that interface's spikes
+        self.spikers: dict[str, int] = {k: int(v) for k, v in ((described or {}).get("spikers") or {}).items()}
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "spikers": dict(self.spikers)}
+
     def apply(self, condition: Condition) -> None:
+        self._stop_spikers()
         routers = [(r.node, r.if_client, r.if_server) for r in self.routers]
         for node, argv in netem_commands(condition, routers):
             # deleting fails where no qdisc is yet (a new lab): that is fine
             run(self.nodes.cmd(node, argv), check=argv[2] != "del")
         for r in self.routers:
             self.sysctl(r.node, "net.ipv4.ip_forward=1")
+        for r, hop in zip(self.routers, per_router(condition, len(self.routers))):
+            for dev, d in ((r.if_server, hop.up), (r.if_client, hop.down)):
+                if d.spikes is not None:
+                    self._start_spiker(r.node, dev, d)
+
+    def _start_spiker(self, node: str, dev: str, d: Direction) -> None:
+        assert d.spikes is not None
+        log = self.workdir / f"netem-spikes-{node}-{dev}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(self.nodes.cmd(node, [
+                "python3", "-c", SPIKER, dev, str(d.spikes.period_ms / 1000), str(d.spikes.duration_ms / 1000),
+                json.dumps(spike_tbf(d, spiking=False)), json.dumps(spike_tbf(d, spiking=True))]),
+                stdout=subprocess.PIPE, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        proc.stdout.close()
+        if b"ready" not in line:
+            proc.kill()
+            raise QuicbenchError(f"netem spikes did not start on {node} {dev}: "
+                                 f"{log.read_text(errors='replace').strip()[-300:] or 'no output'}")
+        self.spikers[f"{node}:{dev}"] = proc.pid
+
+    def _stop_spikers(self) -> None:
+        pids = [p for p in self.spikers.values() if process_alive(p)]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        wait_ended(pids, 2.0)
+        self.spikers.clear()
+
+    def alive(self) -> str | None:
+        dead = [k for k, pid in self.spikers.items() if not process_alive(pid)]
+        return f"netem spikes on {', '.join(dead)} stopped (see the lab's netem-spikes-*.log)" if dead else None
 
     def stats(self) -> dict:
         import json
@@ -150,6 +261,7 @@ class NetemLink(LinkEmulator):
         return out
 
     def stop(self) -> None:
+        self._stop_spikers()
         for r in self.routers:
             for dev in (r.if_client, r.if_server):
                 run(self.nodes.cmd(r.node, ["tc", "qdisc", "del", "dev", dev, "root"]), check=False)
