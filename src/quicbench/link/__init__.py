@@ -25,7 +25,7 @@ def link_names() -> list[str]:
 def resolve_link(name: str, conditions: "list[Condition] | None" = None,
                  offload: bool = False) -> type[LinkEmulator]:
     """The driver class for a name; `auto` takes the first usable of netem, linkem that
-    supports every condition (netem lacks spikes, on/off, traces and reordering under a rate)
+    supports every condition (netem lacks on/off, traces and reordering under a rate)
     and, in a lab with offloads on, GSO super-frames; else plain."""
     if name == "auto":
         for candidate in AUTO_ORDER:

@@ -194,7 +194,10 @@ class NetemLink(LinkEmulator):
 
     @classmethod
     def supports(cls, condition: Condition) -> str | None:
-        return unsupported(condition)
+        why = unsupported(condition)
+        if why is None and any(d.spikes for h in condition.hops for d in (h.up, h.down)) and not probe().get("tbf"):
+            return "this kernel has no sch_tbf, which netem's spikes need: use link linkem"
+        return why
 
     def __init__(self, routers, nodes, workdir, offload=False, described=None):
         super().__init__(routers, nodes, workdir, offload, described)
