@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from quicbench.errors import QuicbenchError
@@ -76,7 +77,7 @@ def _http_goodput(link: str, cond: Condition, reps: int) -> dict[str, Any]:
                                 "workloads": [GOODPUT_WORKLOAD]})
     tmp = tempfile.mkdtemp(prefix="qb-crosscheck-run-")
     try:
-        store = start_run(plan, __import__("pathlib").Path(tmp), Console(file=sys.stderr), plan_source="crosscheck")
+        store = start_run(plan, Path(tmp), Console(file=sys.stderr), plan_source="crosscheck")
         rows = [r for r in store.rows() if not r["key"].endswith("|warmup")]
         meta = store.read_meta()
     finally:
