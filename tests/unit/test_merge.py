@@ -166,6 +166,31 @@ def test_mismatch_is_refused_unless_forced_and_then_recorded(tmp_path, what):
     assert len({r["seq"] for r in rows}) == len(rows)      # two plans' seqs never share a trial directory
 
 
+def test_parts_run_with_different_only_merge_into_the_whole_plan(tmp_path):
+    p = plan()
+    conds = [c.name for c in p.conditions]
+    assert len(conds) >= 2
+    parts = []
+    for i, sel in enumerate(([conds[0]], conds[1:])):
+        d = write_shard(tmp_path / f"part{i}", p, None)
+        meta = json.loads((d / "meta.json").read_text())
+        meta["only"] = {"condition": sel}
+        (d / "meta.json").write_text(json.dumps(meta))
+        rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+        (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["condition"] in sel))
+        parts.append(d)
+    res = merge_runs(parts, tmp_path / "merged")
+    assert res.mismatches == [] and res.missing == []
+    meta = json.loads((tmp_path / "merged" / "meta.json").read_text())
+    assert meta["only"] is None and "only_parts" not in meta and meta["status"] == "complete"
+    assert sorted(k for k in keys(tmp_path / "merged") if not k.endswith("warmup")) == \
+        sorted(t.key for t in expand(p) if not t.warmup)
+    # one part alone: its selection is what was planned, the other part's trials are not "missing"
+    res = merge_runs(parts[:1], tmp_path / "alone")
+    assert res.missing == []
+    assert json.loads((tmp_path / "alone" / "meta.json").read_text())["only"] == {"condition": [conds[0]]}
+
+
 def test_out_never_touches_an_input(tmp_path):
     _, dirs = shards(tmp_path)
     for out in (dirs[0], dirs[0] / "sub", tmp_path / "shards" / "s1of3" / "trials"):

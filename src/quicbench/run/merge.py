@@ -4,7 +4,7 @@
     merge_runs([shard dirs], out, force=False) -> MergeResult
 
 Checks first, writes after: every input must be a run directory (meta.json) that no process
-is writing; the inputs must come from the same plan (fingerprint, repetitions, --only) and
+is writing; the inputs must come from the same plan (fingerprint, repetitions) and
 the same versions (quicbench, client and servers) unless ``force``, which records each
 mismatch in meta.json. ``out`` may not be an input, lie inside one, or be a non-empty
 directory: inputs are only ever read. The merged run is written into a temporary directory
@@ -14,7 +14,10 @@ A trial key found in more than one input keeps the rows of one input only — th
 last row for the key is ok and started latest (else the latest) — and the choice is listed.
 Warm-ups are run by every shard of a condition by design: one per key is kept, silently.
 Missing trials are the keys of the plan's expansion that no input has; when the inputs are
-shards of one count, the shard that holds each is named so it can be re-run.
+shards of one count, the shard that holds each is named so it can be re-run. Inputs run with
+different `--only` selections (say the CPU-bound conditions alone, the rest with `--jobs`) are
+parts of one plan: the trials planned are the union of their selections, and the merged run
+has no `--only` when that union is the whole plan (else each part's is kept in `only_parts`).
 """
 
 from __future__ import annotations
@@ -115,7 +118,6 @@ def mismatches(inputs: list[Input]) -> list[str]:
     checks = {
         "plan fingerprint": lambda m: m.get("plan_fingerprint") or plan_fingerprint(plan_from_dict(m["plan"])),
         "repetitions": lambda m: m.get("reps") or (m.get("plan") or {}).get("repetitions"),
-        "--only": lambda m: m.get("only") or None,
         "quicbench version": _quicbench_version,
         "client and server versions": lambda m: m.get("versions"),
         "shard count": lambda m: (m.get("shard") or {}).get("count"),
@@ -209,7 +211,14 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
 
     first = inputs[0]
     plan = plan_from_dict(first.meta["plan"], source=str(first.dir / "meta.json"))
-    planned = expand(plan, reps=first.meta.get("reps"), only=first.meta.get("only"))
+    planned, seen = [], set()
+    for inp in inputs:       # the union of the inputs' selections, in the plan's order
+        for t in expand(plan, reps=first.meta.get("reps"), only=inp.meta.get("only") or None):
+            if t.key not in seen:
+                seen.add(t.key)
+                planned.append(t)
+    whole = {t.key for t in expand(plan, reps=first.meta.get("reps"))} <= seen
+    parts = [inp.meta.get("only") or None for inp in inputs]
     present = {r.get("key") for r in rows_out}
     missing = [t.key for t in planned if not t.warmup and t.key not in present]
     rerun: dict[str, int] = {}
@@ -242,6 +251,10 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
     facts = list(hosts.values())
     host = {k: v for k, v in facts[0].items() if all(f.get(k) == v for f in facts)}
     host["hostname"] = ", ".join(sorted(hosts))
+    if any(parts):
+        meta["only"] = None if whole else first.meta.get("only")
+        if not whole:
+            meta["only_parts"] = parts
     meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, status="complete" if complete else "incomplete",
                 lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
