@@ -14,7 +14,8 @@ import typer
 from rich.table import Table
 
 from quicbench.cli import condflags as cf
-from quicbench.cli.app import KernelOpt, check_kernel, console, lab_app, link_app, reap, require_root, rerun_in_kernel
+from quicbench.cli.app import (KernelOpt, check_kernel, console, err, lab_app, link_app, reap, require_root,
+                               rerun_in_kernel)
 from quicbench.errors import QuicbenchError
 
 OWNER_STOP_S = 60     # lab down --force: how long the owning run gets to stop cleanly
@@ -275,7 +276,7 @@ def link_crosscheck(
             # nothing the probe sends, so the condition is compared without it, as the seeds' LAN
             cond = _without_rate(cond)
             note = "rate left out: netem does not reorder under a rate, and the probe stays far below it"
-            console.print(f"[yellow]{cond.name}: {note}[/]")
+            (err if as_json else console).print(f"[yellow]{cond.name}: {note}[/]")   # --json: stdout is JSON alone
         res = crosscheck(cond, count=count, pps=pps, size=size, goodput_reps=goodput_reps)
         res["condition"] = {"name": cond.name, "desc": cond.short(), "note": note}
         results.append(res)
