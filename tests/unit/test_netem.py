@@ -76,7 +76,7 @@ def test_spikes_are_a_tbf_child_whose_rate_changes():
     d = c.hops[0].down
     add = [a for _, a in netem_commands(c, [("router", "to-client", "to-server")]) if a[2] == "add"]
     root, child = [a for a in add if a[4] == "to-client"]
-    assert "rate" not in root and "loss" in root and "delay" in root       # netem: no rate of its own
+    assert root[root.index("rate") + 1] == "5mbit" and "loss" in root and "delay" in root   # serialization
     assert child[5:9] == ["parent", "1:1", "handle", "10:"] and "tbf" in child
     normal, spike = spike_tbf(d, spiking=False), spike_tbf(d, spiking=True)
     i = normal.index("rate")

@@ -4,12 +4,15 @@ On each router, netem on both interfaces (Go-Quick's `tc qdisc add dev ens3 root
 delay 50ms 5ms distribution pareto`): traffic towards the server ("up") is shaped on the
 router's `to-server` interface, traffic towards the client ("down") on `to-client`. Rate uses
 netem's own `rate`, counting IP bytes like linkem. CVart's spikes are not a netem feature; CVart
-built its links from "tc netem and tbf", and so do spikes here: netem (delay, loss, …) with a
-tbf child that holds the rate (a size table on the root makes it count IP bytes), and a small
-process on the router that changes the tbf's rate to rate_pct % for the last duration_ms of every
-period_ms, timed from when the condition is applied, as linkem's spikes. (netem's own rate cannot
-make spikes: it schedules each packet when it is queued, so a 200 ms dip delays everything
-queued during it by seconds, measured at 0.64 instead of 3.28 Mbit/s under a flood.) A spike to
+built its links from "tc netem and tbf", and so do spikes here: netem (delay, loss, the rate's
+serialization) with a tbf child at the same rate (a size table on the root makes it count IP
+bytes), and a small process on the router that changes the tbf's rate to rate_pct % for the last
+duration_ms of every period_ms, timed from when the condition is applied, as linkem's spikes.
+(netem's own rate cannot make spikes: it schedules each packet when it is queued, so a 200 ms
+dip delays everything queued during it by seconds, measured at 0.64 instead of 3.28 Mbit/s
+under a flood.) A token bucket delays nothing while traffic stays below its rate, so during a
+spike a packet of a light flow is serialized at the full rate (netem's), where linkem takes the
+spike's: up to a packet time more per packet, at loads below the spike's rate only. A spike to
 0 % uses 1 kbit/s. On/off periods and mahimahi traces are not netem features, and netem never
 reorders when it also limits the rate: such conditions need linkem (`auto` chooses it).
 
@@ -90,7 +93,7 @@ def netem_args(d: Direction) -> list[str]:
         args += ["duplicate", f"{_num(d.duplicate_pct)}%"]
     if d.corrupt_pct:
         args += ["corrupt", f"{_num(d.corrupt_pct)}%"]
-    if d.rate_mbit and d.spikes is None:     # with spikes a tbf child holds the rate (spike_tbf)
+    if d.rate_mbit:
         # netem's rate counts the whole Ethernet frame (14 header bytes); its packet overhead
         # argument (which may be negative, tc-netem(8)) makes it count IP bytes as linkem does
         args += ["rate", f"{_num(d.rate_mbit)}mbit", str(d.rate_overhead_bytes - ETH_HEADER)]
