@@ -51,7 +51,10 @@ def render(res: dict) -> str:
     if top:
         lines.append("| | UML's ceiling (Mbit/s, unimpaired) | | "
                      + " / ".join(f"{p} {x:.1f}" for p, x in top.items()) + " | |")
-    lines += ["", f"Overall: {'ok' if res['ok'] else 'differs'}.", ""]
+    verdicts = [m["verdict"] for d in ("up", "down", "goodput") for m in (res["verdicts"].get(d) or {}).values()
+                if isinstance(m, dict) and "verdict" in m]
+    bad = sum(v.startswith(("differ", "fail")) for v in verdicts)
+    lines += ["", f"Overall: {'ok' if not bad else f'{bad} metric(s) differ'}.", ""]
     return "\n".join(lines)
 
 
