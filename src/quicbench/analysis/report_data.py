@@ -285,8 +285,10 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
                    f"link's rate wanted, ≥ 90 % of a core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
     near = int((run.ok["near_ceiling"] == True).sum()) if "near_ceiling" in run.ok else 0  # noqa: E712 - nullable
     if near:
-        top = ", ".join(f"{p} {g:.1f}" for p, g in ((run.meta.get("ceiling") or {}).get("goodput_mbps") or {}).items())
-        out.append(f"{near} of {c['used']} successful trials reached 80 % of this kernel's own ceiling (goodput on an "
+        ceiling = run.meta.get("ceiling") or {}
+        top = ", ".join(f"{p} {g:.1f}" for p, g in (ceiling.get("goodput_mbps") or {}).items())
+        out.append(f"{near} of {c['used']} successful trials reached {100 * ceiling.get('near', 0.8):.0f} % of this "
+                   f"kernel's own ceiling (goodput on an "
                    f"unimpaired link in the kernel the run used: {top} Mbit/s): the kernel, not the condition, set "
                    f"their pace (column near_ceiling).")
     beside = int((run.ok["concurrent"].fillna(0) > 0).sum()) if "concurrent" in run.ok else 0

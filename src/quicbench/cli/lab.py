@@ -299,31 +299,10 @@ def _without_rate(cond):
 
 
 def _crosscheck_table(res: dict[str, Any], cond, count: int, pps: float) -> Table:
-    t = Table("direction", "metric", "linkem (host)", "netem (UML)", "verdict",
-              title=f"crosscheck {cond.name}: {cond.short()} ({count} datagrams at {pps:g}/s per direction)")
-    for d in ("up", "down"):
-        v = res["verdicts"][d]
-        fl = v["floor_excess_p50_ms"]
-        t.add_row(d, "noise floor p50 (ms over delay)", f"{fl[0]:+.3f}", f"{fl[1]:+.3f}", "")
-        o = v["owd"]
-        if "p50_ms" in o:
-            t.add_row(d, "one-way delay p50 / p95 (ms)", f"{o['p50_ms'][0]:.2f} / {o['p95_ms'][0]:.2f}",
-                      f"{o['p50_ms'][1]:.2f} / {o['p95_ms'][1]:.2f}",
-                      f"{o['verdict']}: KS D {o['ks_d']:.3f} p {o['ks_p']:.3g}")
-        else:
-            t.add_row(d, "one-way delay", "", "", o["verdict"])
-        for m in ("loss", "duplicates", "reorder"):
-            a, b = v[m]["values"]
-            t.add_row(d, m + " (%)", f"{100 * a:.2f}", f"{100 * b:.2f}", v[m]["verdict"])
-    names = {"tcp": "TCP goodput (iperf3)", "h2": "h2 goodput", "h3": "h3 goodput"}
-    for m, g in (res["verdicts"].get("goodput") or {}).items():
-        a, b = g["values"]
-        t.add_row("down", f"{names.get(m, m)} (Mbit/s, mean of {min(g['n'])})",
-                  "" if a is None else f"{a:.2f}", "" if b is None else f"{b:.2f}", g["verdict"])
-    ceiling_ = ((res.get("netem") or {}).get("goodput") or {}).get("ceiling_mbps")
-    if ceiling_:
-        t.add_row("down", "UML's ceiling (Mbit/s, unimpaired)", "",
-                  " / ".join(f"{p} {x:.1f}" for p, x in ceiling_.items()), "")
+    from quicbench.run.crosscheck import COLUMNS, table_rows
+    t = Table(*COLUMNS, title=f"crosscheck {cond.name}: {cond.short()} ({count} datagrams at {pps:g}/s per direction)")
+    for row in table_rows(res):
+        t.add_row(*row)
     return t
 
 

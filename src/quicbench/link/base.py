@@ -52,6 +52,9 @@ class LinkEmulator(ABC):
         self.nodes = nodes
         self.workdir = workdir
         self.offload = offload
+        # processes the driver started (name -> pid): kept in the lab's state through describe(),
+        # so another quicbench process rebuilds the driver with them
+        self.pids: dict[str, int] = {k: int(v) for k, v in ((described or {}).get("pids") or {}).items()}
 
     @classmethod
     @abstractmethod
@@ -88,7 +91,7 @@ class LinkEmulator(ABC):
     def describe(self) -> dict[str, Any]:
         """What the driver is and what it must remember; enough to rebuild it in another process."""
         ok, detail = self.available()
-        return {"name": self.name, "detail": detail}
+        return {"name": self.name, "detail": detail, **({"pids": dict(self.pids)} if self.pids else {})}
 
     def sysctl(self, node: str, kv: str) -> None:
         run(self.nodes.cmd(node, ["sysctl", "-q", "-w", kv]))

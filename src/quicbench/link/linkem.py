@@ -70,14 +70,6 @@ class LinkemLink(LinkEmulator):
     def supports(cls, condition: Condition) -> str | None:
         return None
 
-    def __init__(self, routers, nodes, workdir, offload=False, described=None):
-        super().__init__(routers, nodes, workdir, offload, described)
-        # router node -> pid of its linkem process
-        self.pids: dict[str, int] = {k: int(v) for k, v in ((described or {}).get("pids") or {}).items()}
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "pids": dict(self.pids)}
-
     def _files(self, node: str) -> dict[str, Path]:
         return {k: self.workdir / f"linkem-{node}.{k}" for k in ("json", "sock", "out", "log", "stats")}
 

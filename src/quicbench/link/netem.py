@@ -37,7 +37,6 @@ import math
 import os
 import signal
 import subprocess
-from typing import Any
 
 from quicbench.model.conditions import Condition, Direction, default_queue_packets
 from quicbench.errors import QuicbenchError
@@ -202,14 +201,6 @@ class NetemLink(LinkEmulator):
             return "this kernel has no sch_tbf, which netem's spikes need: use link linkem"
         return why
 
-    def __init__(self, routers, nodes, workdir, offload=False, described=None):
-        super().__init__(routers, nodes, workdir, offload, described)
-        # "node:dev" -> pid of the process that makes that interface's spikes
-        self.spikers: dict[str, int] = {k: int(v) for k, v in ((described or {}).get("spikers") or {}).items()}
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "spikers": dict(self.spikers)}
-
     def apply(self, condition: Condition) -> None:
         self._stop_spikers()
         routers = [(r.node, r.if_client, r.if_server) for r in self.routers]
@@ -239,20 +230,20 @@ class NetemLink(LinkEmulator):
             proc.kill()
             raise QuicbenchError(f"netem spikes did not start on {node} {dev}: "
                                  f"{log.read_text(errors='replace').strip()[-300:] or 'no output'}")
-        self.spikers[f"{node}:{dev}"] = proc.pid
+        self.pids[f"{node}:{dev}"] = proc.pid   # the process making that interface's spikes
 
     def _stop_spikers(self) -> None:
-        pids = [p for p in self.spikers.values() if process_alive(p)]
+        pids = [p for p in self.pids.values() if process_alive(p)]
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         wait_ended(pids, 2.0)
-        self.spikers.clear()
+        self.pids.clear()
 
     def alive(self) -> str | None:
-        dead = [k for k, pid in self.spikers.items() if not process_alive(pid)]
+        dead = [k for k, pid in self.pids.items() if not process_alive(pid)]
         return f"netem spikes on {', '.join(dead)} stopped (see the lab's netem-spikes-*.log)" if dead else None
 
     def stats(self) -> dict:

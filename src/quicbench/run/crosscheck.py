@@ -223,6 +223,38 @@ def compare_goodput(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {m: _goodput_verdict(ga[m], gb[m]) for m in ("tcp", *GOODPUT_PROTOCOLS) if m in ga and m in gb}
 
 
+COLUMNS = ("direction", "metric", "linkem (host)", "netem (UML)", "verdict")
+
+
+def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """A crosscheck result as rows of COLUMNS (the CLI's table, tools/results' markdown)."""
+    rows = []
+    for d in DIRECTIONS:
+        v = res["verdicts"][d]
+        fl = v["floor_excess_p50_ms"]
+        rows.append((d, "noise floor p50 (ms over delay)", f"{fl[0]:+.3f}", f"{fl[1]:+.3f}", ""))
+        o = v["owd"]
+        if "p50_ms" in o:
+            rows.append((d, "one-way delay p50 / p95 (ms)", f"{o['p50_ms'][0]:.2f} / {o['p95_ms'][0]:.2f}",
+                         f"{o['p50_ms'][1]:.2f} / {o['p95_ms'][1]:.2f}",
+                         f"{o['verdict']}: KS D {o['ks_d']:.3f} p {o['ks_p']:.3g}"))
+        else:
+            rows.append((d, "one-way delay", "", "", o["verdict"]))
+        for m in ("loss", "duplicates", "reorder"):
+            a, b = v[m]["values"]
+            rows.append((d, m + " (%)", f"{100 * a:.2f}", f"{100 * b:.2f}", v[m]["verdict"]))
+    names = {"tcp": "TCP goodput (iperf3)", "h2": "h2 goodput", "h3": "h3 goodput"}
+    for m, g in (res["verdicts"].get("goodput") or {}).items():
+        a, b = g["values"]
+        rows.append(("down", f"{names.get(m, m)} (Mbit/s, mean of {min(g['n'])})",
+                     "" if a is None else f"{a:.2f}", "" if b is None else f"{b:.2f}", g["verdict"]))
+    top = ((res.get("netem") or {}).get("goodput") or {}).get("ceiling_mbps")
+    if top:
+        rows.append(("down", "UML's ceiling (Mbit/s, unimpaired)", "",
+                     " / ".join(f"{p} {x:.1f}" for p, x in top.items()), ""))
+    return rows
+
+
 def strip_samples(side: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(side))
     for phase in ("floor", "condition"):

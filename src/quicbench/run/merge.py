@@ -211,14 +211,12 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
 
     first = inputs[0]
     plan = plan_from_dict(first.meta["plan"], source=str(first.dir / "meta.json"))
-    planned, seen = [], set()
-    for inp in inputs:       # the union of the inputs' selections, in the plan's order
-        for t in expand(plan, reps=first.meta.get("reps"), only=inp.meta.get("only") or None):
-            if t.key not in seen:
-                seen.add(t.key)
-                planned.append(t)
-    whole = {t.key for t in expand(plan, reps=first.meta.get("reps"))} <= seen
     parts = [inp.meta.get("only") or None for inp in inputs]
+    # the union of the inputs' selections, in the plan's order (shards share one: expanded once)
+    reps = first.meta.get("reps")
+    planned = list({t.key: t for sel in {json.dumps(p, sort_keys=True): p for p in parts}.values()
+                    for t in expand(plan, reps=reps, only=sel)}.values())
+    whole = None in parts or {t.key for t in expand(plan, reps=reps)} <= {t.key for t in planned}
     present = {r.get("key") for r in rows_out}
     missing = [t.key for t in planned if not t.warmup and t.key not in present]
     rerun: dict[str, int] = {}

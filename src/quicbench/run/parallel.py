@@ -215,11 +215,7 @@ def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content
 def _calibrate_alone(runner, lab, todo: list[TrialSpec]) -> None:
     """Every condition of todo measured in lab before any trial starts (the runner's calibration,
     kept across resumes); the lab is set back to todo's first condition by the first worker."""
-    seen: list[Any] = []
-    for spec in todo:
-        if spec.condition not in seen:
-            seen.append(spec.condition)
-    for cond in seen:
+    for cond in {spec.condition.name: spec.condition for spec in todo}.values():
         runner.console.print(f"calibrating {cond.name} (alone, before the concurrent trials)")
         lab.set_condition(cond)
         runner._calibrate(lab, cond, runner.console)
