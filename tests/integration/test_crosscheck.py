@@ -20,8 +20,12 @@ def crosscheck_namespaces() -> set[str]:
     return {l.split()[0] for l in out.splitlines() if l.startswith("qb-x")}
 
 
+def crosscheck_temp_dirs() -> set[Path]:
+    return set(Path(tempfile.gettempdir()).glob("qb-crosscheck-*"))
+
+
 def test_crosscheck_jitter_and_loss():
-    before = crosscheck_namespaces()
+    before, temp_before = crosscheck_namespaces(), crosscheck_temp_dirs()
     # a rate with reordering jitter: netem cannot do both, the rate is left out and said so (on
     # stderr: with --json stdout is the JSON alone)
     cp = run_qb("link", "crosscheck", "--delay", "20", "--jitter", "5", "--loss", "2", "--rate", "1000",
@@ -57,7 +61,8 @@ def test_crosscheck_jitter_and_loss():
     assert set(res["netem"]["goodput"]["ceiling_mbps"]) == {"h2", "h3"}   # UML's ceiling measured
     assert res["ok"] == all(not m["verdict"].startswith(("differ", "fail")) for d in ("up", "down", "goodput")
                             for m in res["verdicts"][d].values() if isinstance(m, dict) and "verdict" in m)
-    assert not list(Path(tempfile.gettempdir()).glob("qb-crosscheck-*"))   # probe's and runs' temp dirs
+    # the probe's and the runs' temp dirs are gone (compared with before: a killed earlier run's are not ours)
+    assert crosscheck_temp_dirs() - temp_before == set()
     assert crosscheck_namespaces() <= before
 
 

@@ -29,7 +29,8 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
 from quicbench.kernels import UmlKernel
 print("caller", os.getpid(), flush=True)
-sys.exit(UmlKernel().run(sys.argv[1:], dict(os.environ), os.getcwd()))
+scratch = tuple(filter(None, [os.environ.get("QB_TEST_SCRATCH")]))
+sys.exit(UmlKernel().run(sys.argv[1:], dict(os.environ), os.getcwd(), scratch=scratch))
 """
 
 
@@ -97,9 +98,9 @@ def test_missing_command_gives_its_exit_code():
     assert rc == 127
 
 
-def start_caller(*argv: str) -> tuple[subprocess.Popen, int]:
+def start_caller(*argv: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     p = subprocess.Popen([sys.executable, "-c", CALLER, *argv], cwd=REPO, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     first = p.stdout.readline().split()
     assert first[0] == "caller"
     return p, int(first[1])
@@ -130,8 +131,12 @@ def test_ctrl_c_interrupts_the_command_and_leaves_nothing():
     assert not wait_no_leftovers(pid), leftovers(pid)
 
 
-def test_sigkill_of_the_caller_leaves_nothing():
-    p, pid = start_caller("sh", "-c", "echo started; exec sleep 120")
+def test_sigkill_of_the_caller_leaves_nothing(tmp_path):
+    # the caller's own scratch directory (crosscheck's netem.json) goes with UML's
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "netem.json").write_text("{}")
+    p, pid = start_caller("sh", "-c", "echo started; exec sleep 120", env={"QB_TEST_SCRATCH": str(scratch)})
     try:
         assert p.stdout.readline().strip() == "started"
         assert uml_processes(pid)
@@ -140,6 +145,7 @@ def test_sigkill_of_the_caller_leaves_nothing():
     finally:
         p.kill()
     assert not wait_no_leftovers(pid, 15), leftovers(pid)
+    assert wait_for(lambda: not scratch.exists(), 5)
 
 
 def test_cli_kernel_flag(tmp_path):

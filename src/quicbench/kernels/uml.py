@@ -229,8 +229,9 @@ class UmlKernel(Kernel):
                 f"uml_dir={tmp}", f"umid=qb{os.getpid()}", "quiet", "loglevel=0"]
 
     def run(self, argv: list[str], env: dict[str, str], cwd: str, mem: str = "2G",
-            stdout=None, stderr=None) -> int:
-        """Boot UML, run argv inside (env, cwd), return its exit code; output streams live."""
+            stdout=None, stderr=None, scratch: tuple[str, ...] = ()) -> int:
+        """Boot UML, run argv inside (env, cwd), return its exit code; output streams live.
+        scratch: the caller's own temporary directories, removed with UML's if the caller is killed."""
         ok, why = self.available()
         if not ok:
             raise QuicbenchError(why)
@@ -262,7 +263,8 @@ class UmlKernel(Kernel):
             finally:
                 os.close(out_w)
                 os.close(err_w)
-            watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(proc.pid), str(tmp), str(shm)],
+            watchdog = subprocess.Popen([sys.executable, "-c", WATCHDOG, str(proc.pid), str(tmp), str(shm),
+                                         *map(str, scratch)],
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True)
             threads = [threading.Thread(target=_copy, args=(out_r, stdout), daemon=True),

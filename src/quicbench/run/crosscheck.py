@@ -282,7 +282,7 @@ def crosscheck(cond: Condition, count: int = 2000, pps: float = 500, size: int =
         argv = [sys.executable, "-m", "quicbench.run.crosscheck", "--link", "netem", "--condition",
                 cond.model_dump_json(), "--count", str(count), "--pps", str(pps), "--size", str(size),
                 "--goodput-reps", str(goodput_reps), "--out", out]
-        rc = uml.run(argv, dict(os.environ), os.getcwd(), stdout=sys.stderr.buffer)
+        rc = uml.run(argv, dict(os.environ), os.getcwd(), stdout=sys.stderr.buffer, scratch=(tmp,))
         if rc != 0 or not os.path.exists(out):
             raise QuicbenchError(f"the netem side failed inside User-Mode Linux (exit {rc})")
         with open(out) as f:
