@@ -49,6 +49,34 @@ def process_cpu_seconds(pid: int) -> float | None:
 
 CPU_BOUND_THRESHOLD = 0.9  # of one core, during the transfer
 LINK_LIMITED_SHARE = 0.8   # of the configured rate: at or above it the link, not the CPU, set the pace
+MACHINE_BUSY_THRESHOLD = 0.9  # of all the machine's CPUs, during the transfer
+MACHINE_MIN_TICKS_PER_CPU = 20  # a shorter span (0.2 s at 100 Hz) is too coarse to judge
+
+
+def machine_cpu_ticks() -> tuple[int, int]:
+    """(busy ticks, total ticks) of all of this machine's CPUs so far, from /proc/stat: busy is
+    everything but idle and iowait (user, system, interrupts, softirq: the kernel's packet work
+    and a link emulator's count too)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    total = sum(fields[:8])
+    return total - (fields[3] + fields[4]), total
+
+
+def machine_busy_share(t0: tuple[int, int] | None, t1: tuple[int, int] | None,
+                       cpus: int | None = None) -> float | None:
+    """Busy share (0…1) of all CPUs between two machine_cpu_ticks() readings; None when the span
+    is too short to judge."""
+    if t0 is None or t1 is None:
+        return None
+    total = t1[1] - t0[1]
+    if total < MACHINE_MIN_TICKS_PER_CPU * (cpus or os.cpu_count() or 1):
+        return None
+    return (t1[0] - t0[0]) / total
+
+
+def _link_limited(goodput_mbps: float | None, link_mbit: float | None) -> bool:
+    return bool(link_mbit and goodput_mbps is not None and goodput_mbps >= LINK_LIMITED_SHARE * link_mbit)
 
 
 def cpu_bound(cpu_s: float | None, duration_s: float | None, wait_s: float | None = None,
@@ -65,8 +93,20 @@ def cpu_bound(cpu_s: float | None, duration_s: float | None, wait_s: float | Non
     if cpu_s / duration_s >= CPU_BOUND_THRESHOLD:
         return True
     wanted = (cpu_s + (wait_s or 0.0)) / duration_s
-    link_limited = bool(link_mbit and goodput_mbps is not None and goodput_mbps >= LINK_LIMITED_SHARE * link_mbit)
-    return wanted >= CPU_BOUND_THRESHOLD and not link_limited
+    return wanted >= CPU_BOUND_THRESHOLD and not _link_limited(goodput_mbps, link_mbit)
+
+
+def machine_bound(busy_share: float | None, goodput_mbps: float | None = None,
+                  link_mbit: float | None = None) -> bool:
+    """Was the machine's CPU what limited the transfer, though no one endpoint shows it?
+
+    Yes when all its CPUs together were at least 90 % busy over the transfer and the goodput
+    stayed below 80 % of the link's rate. This is the rule for a kernel with one CPU (User-Mode
+    Linux): there client, server, the kernel's packet work and netem share that CPU, and none of
+    them alone reaches 90 % of it; and for concurrent labs, whose neighbours share the machine.
+    """
+    return (busy_share is not None and busy_share >= MACHINE_BUSY_THRESHOLD
+            and not _link_limited(goodput_mbps, link_mbit))
 
 
 def group_members(pgid: int) -> list[int]:

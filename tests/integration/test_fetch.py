@@ -58,6 +58,38 @@ def test_trial_row_is_verified(served):
     assert row["ttfb_ms"] is not None and row["connect_ms"] is not None
 
 
+def test_machine_cpu_share_is_measured_and_the_link_exempts(served):
+    """Every CPU of the machine kept busy (hogs at nice 19, which hardly slow the trial) while a
+    rate-limited transfer runs: the row records the machine's busy share, and the trial is not
+    CPU-bound because the link set the pace."""
+    import os
+    import subprocess
+    import sys
+    from quicbench.model.conditions import Condition
+    from quicbench.model.plan import TrialSpec
+    from quicbench.run.trial import run_trial
+    lab, server, target, wd = served
+    cond = Condition(name="r20", rate_mbit=20)
+    lab.set_condition(cond)
+    try:
+        spec = TrialSpec(0, cond, Workload(size="1MB", count=2), "h2", "caddy", 1)
+        quiet = run_trial(spec, target, LoadClient(), server.pid, wd / "quiet", 30)
+        hogs = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+                for _ in range(os.cpu_count() or 1)]
+        try:
+            busy = run_trial(spec, target, LoadClient(), server.pid, wd / "busy", 30)
+        finally:
+            for h in hogs:
+                h.kill()
+                h.wait()
+    finally:
+        lab.set_condition(Condition(name="none"))
+    assert quiet["status"] == "ok" and busy["status"] == "ok", (quiet["error"], busy["error"])
+    assert quiet["machine_cpu_pct"] < 90 and not quiet["cpu_bound"], quiet
+    assert busy["machine_cpu_pct"] >= 90, busy["machine_cpu_pct"]
+    assert busy["goodput_mbps"] >= 0.8 * 20 and not busy["cpu_bound"], busy
+
+
 def test_root_index_for_hostname_and_ip(served):
     import subprocess
     lab, server, target, wd = served

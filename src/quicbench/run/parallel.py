@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from quicbench.cpu import machine_cpu_ticks
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model.plan import TrialSpec
 from quicbench.model.shard import cell_of
@@ -28,20 +29,14 @@ WINDOW_S = 0.5         # how long idle CPU is measured before admitting a trial
 RETRY_S = 0.5          # how long a refused trial waits before measuring again (or a trial ends first)
 
 
-def _cpu_times() -> tuple[int, int]:
-    """(idle + iowait ticks, total ticks) of all CPUs, from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return fields[3] + fields[4], sum(fields[:8])
-
-
 def idle_cores(window_s: float = WINDOW_S, cpus: int | None = None) -> float:
     """How many CPUs' worth were idle over the next window_s seconds."""
     import os
-    i0, t0 = _cpu_times()
+    b0, t0 = machine_cpu_ticks()
     time.sleep(window_s)
-    i1, t1 = _cpu_times()
-    return (i1 - i0) / max(t1 - t0, 1) * (cpus or os.cpu_count() or 1)
+    b1, t1 = machine_cpu_ticks()
+    total = max(t1 - t0, 1)
+    return (total - (b1 - b0)) / total * (cpus or os.cpu_count() or 1)
 
 
 class _Stopped(Exception):

@@ -9,7 +9,7 @@ from typing import Any
 from quicbench.run.capture import Capture, finish_pcap
 from quicbench.clients.base import Client, FetchRequest, Target
 from quicbench.model.columns import make_row
-from quicbench.cpu import cpu_bound, group_sched_seconds
+from quicbench.cpu import cpu_bound, group_sched_seconds, machine_bound, machine_busy_share, machine_cpu_ticks
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
 from quicbench.model.plan import TrialOptions, TrialSpec
@@ -33,7 +33,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     captures = _start_captures(target, trial_dir, options)
     try:
         srv0 = group_sched_seconds(server_pid) if server_pid else None
+        machine0 = machine_cpu_ticks()
         res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
+        machine1 = machine_cpu_ticks()
         srv1 = group_sched_seconds(server_pid) if server_pid else None
     finally:
         cap_counts = [c.stop() for c in captures]
@@ -62,8 +64,12 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         "client_cpu_pct": 100 * client_cpu / duration if client_cpu is not None and duration else None,
         "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
     })
+    busy = machine_busy_share(machine0, machine1)
+    row["machine_cpu_pct"] = 100 * busy if busy is not None else None
     bound_by = [who for who, cpu, wait in (("client", client_cpu, client_wait), ("server", server_cpu, server_wait))
                 if cpu_bound(cpu, duration, wait, m.get("goodput_mbps"), spec.condition.down_rate_mbit)]
+    if machine_bound(busy, m.get("goodput_mbps"), spec.condition.down_rate_mbit):
+        bound_by.append("machine")
     row["cpu_bound"] = bool(bound_by)
     row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error
