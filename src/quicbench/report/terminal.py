@@ -251,8 +251,8 @@ def render(data: dict[str, Any], width: int = 80) -> str:
         for item in legend:
             out += _wrap(item, width, "     ")
         out.append("")
-    out += _wrap("CPU s c/s: client / server CPU seconds per trial; CPU-bd: trials where an endpoint, not the "
-                 "network, set the pace.", width)
+    out += _wrap("CPU s c/s: client / server CPU seconds per trial; CPU-bd: trials where a CPU (an endpoint's "
+                 "or the whole machine's), not the network, set the pace.", width)
     out.append("")
     for s in data["sentences"]:
         out += _wrap(s, width, "  ")
