@@ -34,3 +34,33 @@ def test_machine_ticks_are_this_machines():
         x += i
     b1, t1 = machine_cpu_ticks()
     assert 0 <= b0 <= t0 and t1 > t0 and b1 > b0 and b1 - b0 <= t1 - t0
+
+
+def test_the_hosts_cpu_script_reads_what_the_local_reader_reads(tmp_path):
+    """The sh/awk reading the ssh backend runs on a host, run here on a process group of two
+    busy processes: the same counters as the local reader, and this machine's /proc/stat."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from quicbench.cpu import group_sched_seconds
+    from quicbench.lab.ssh import cpu_script, parse_cpu_script
+    busy = "import os, time\nos.fork()\nt = time.time()\nwhile time.time() - t < 0.5: pass\ntime.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
+    try:
+        time.sleep(1.0)
+        (tmp_path / "pg").write_text(str(p.pid))
+        out = subprocess.run(["sh", "-c", cpu_script(str(tmp_path / "pg"))], capture_output=True, text=True).stdout
+        local = group_sched_seconds(p.pid)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    group, machine = parse_cpu_script(out)
+    assert group is not None and local is not None, out
+    assert group[0] >= 0.8 and abs(group[0] - local[0]) < 0.05, (group, local)   # two processes, 0.5 s each
+    assert machine is not None and machine[2] == os.cpu_count() and 0 < machine[0] < machine[1], out
+    # no group file (a server not started through the lab): the machine alone
+    group, machine = parse_cpu_script(subprocess.run(["sh", "-c", cpu_script(None)], capture_output=True,
+                                                     text=True).stdout)
+    assert group is None and machine is not None

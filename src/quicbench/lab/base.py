@@ -18,8 +18,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from dataclasses import dataclass, field
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from quicbench.cpu import group_sched_seconds, machine_cpu_ticks
 from quicbench.errors import QuicbenchError
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
 from quicbench.model.conditions import Condition
@@ -27,6 +30,17 @@ from quicbench.paths import STATE_DIR
 from quicbench.proc import process_alive
 
 NODE_NAMES = ("client", "router", "router2", "server")
+
+
+@dataclass(frozen=True)
+class CpuCounters:
+    """A trial's endpoints' CPU counters at one moment (a trial takes them before and after).
+
+    server: the server's process group, (on-CPU s, run-queue wait s); None when not readable.
+    machines: each endpoint machine, (busy ticks, total ticks, CPUs) from its /proc/stat.
+    """
+    server: tuple[float, float] | None = None
+    machines: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 
 
@@ -176,6 +190,12 @@ class Lab(ABC):
     def link_class(self, conditions: list[Condition]) -> type[LinkEmulator]:
         """The link driver for these conditions (a backend whose routers are other hosts asks them)."""
         return resolve_link(self.spec.link, conditions, self.spec.offload)
+
+    def endpoint_cpu(self, server_pid: int | None) -> CpuCounters:
+        """The server's and the endpoint machines' CPU counters now. Here every node is on this
+        machine: the server's group and /proc/stat are read locally (inside User-Mode Linux, its)."""
+        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None,
+                           {"": (*machine_cpu_ticks(), os.cpu_count() or 1)})
 
     def row_hosts(self) -> dict[str, Any]:
         """Row columns that name the hosts a trial was measured on (none for a one-host lab)."""

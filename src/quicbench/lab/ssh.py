@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.errors import QuicbenchError
-from quicbench.lab.base import Lab, LabSpec, list_lab_states, owner_alive, owner_token, state_lock
+from quicbench.lab.base import CpuCounters, Lab, LabSpec, list_lab_states, owner_alive, owner_token, state_lock
 from quicbench.lab.inventory import Inventory, load_inventory
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
 from quicbench.model.conditions import Condition
@@ -346,6 +346,29 @@ class SshLab(Lab):
                 peer_mac_server=macs.get(right, {}).get(self.interface(right, "client"), ""),
                 ip_client=h.ip_client.split("/")[0], ip_server=h.ip_server.split("/")[0]))  # type: ignore[union-attr]
         return out
+
+    def endpoint_cpu(self, server_pid: int | None) -> CpuCounters:
+        """Read on the hosts: the server's remote process group (by the group id its wrapper
+        recorded) and the client's and server's /proc/stat. A host that does not answer within
+        5 s leaves its counters out (the row's CPU columns stay empty), never fails the trial."""
+        pgfile = _pgfile(server_pid) if server_pid else None
+        server, machines = None, {}
+        seen: set[str] = set()
+        for node in ("server", "client"):
+            host = self.inv.host(node).host
+            if host in seen and node == "client":
+                continue
+            seen.add(host)
+            try:
+                cp = self.sh(node, cpu_script(pgfile if node == "server" else None), check=False, timeout=5)
+            except QuicbenchError:
+                continue
+            group, machine = parse_cpu_script(cp.stdout)
+            if node == "server":
+                server = group
+            if machine is not None:
+                machines[host] = machine
+        return CpuCounters(server, machines)
 
     def row_hosts(self) -> dict[str, Any]:
         return {"client_host": self.inv.host("client").host, "server_host": self.inv.host("server").host,
@@ -670,6 +693,51 @@ class SshLab(Lab):
                            capture_output=True, timeout=10)
         self._masters.clear()
         shutil.rmtree(self.ssh_dir, ignore_errors=True)
+
+
+# One reading on a host: "group RUN_NS WAIT_NS CHILD_TICKS CLK_TCK" for the process group whose
+# id the file PGFILE holds (its live members' threads' schedstat; the leader's reaped children's
+# utime+stime), then "machine BUSY TOTAL CPUS" from /proc/stat (busy: all but idle and iowait).
+# POSIX sh and awk: no Python needed on the host.
+CPU_SCRIPT = r"""
+f=__PGFILE__
+if [ -n "$f" ] && pg=$(cat "$f" 2>/dev/null) && [ -n "$pg" ]; then
+  pids=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v pg="$pg" '{p=$1; s=$0; sub(/^.*\) /, "", s); split(s, f, " "); if (f[1] != "Z" && f[3] == pg) print p}')
+  sched=$(for p in $pids; do cat /proc/$p/task/*/schedstat 2>/dev/null; done | awk '{r+=$1; w+=$2} END {printf "%.0f %.0f", r, w}')
+  kids=$(awk '{s=$0; sub(/^.*\) /, "", s); split(s, f, " "); print f[14]+f[15]}' /proc/$pg/stat 2>/dev/null)
+  [ -n "$pids" ] && echo "group $sched ${kids:-0} $(getconf CLK_TCK)"
+fi
+awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; t=b+$5+$6} /^cpu[0-9]/ {n++} END {printf "machine %.0f %.0f %d\n", b, t, n}' /proc/stat
+"""
+
+
+def cpu_script(pgfile: str | None) -> str:
+    return CPU_SCRIPT.replace("__PGFILE__", shlex.quote(pgfile or ""))
+
+
+def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None]:
+    """(server group (run s, wait s), machine (busy, total, CPUs)) from cpu_script's output."""
+    group = machine = None
+    for line in out.splitlines():
+        f = line.split()
+        try:
+            if f[:1] == ["group"] and len(f) == 5:
+                group = (int(f[1]) / 1e9 + int(f[3]) / int(f[4]), int(f[2]) / 1e9)
+            elif f[:1] == ["machine"] and len(f) == 4 and int(f[3]) > 0:
+                machine = (int(f[1]), int(f[2]), int(f[3]))
+        except (ValueError, ZeroDivisionError):
+            continue
+    return group, machine
+
+
+def _pgfile(local_pid: int) -> str | None:
+    """The remote group-id file of a command started through lab.cmd() (ssh_exec's spec, the
+    last argument of the local wrapper process)."""
+    try:
+        args = Path(f"/proc/{local_pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        return json.loads(args[-1]).get("pgfile")
+    except (OSError, ValueError, AttributeError, IndexError):
+        return None
 
 
 def check_hosts(spec: LabSpec, provision: bool = False) -> dict[str, dict[str, Any]]:

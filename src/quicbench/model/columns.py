@@ -74,7 +74,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("server_cpu_pct", "float", "%", "server CPU as % of one core over the transfer", "trial"),
     Column("client_cpu_wait_s", "float", "s", "seconds the client's threads were runnable but waited for a CPU, over the fetch window (run-queue time from `/proc/*/task/*/schedstat`)", "trial"),
     Column("server_cpu_wait_s", "float", "s", "the same for the server's processes during the trial", "trial"),
-    Column("machine_cpu_pct", "float", "%", "busy share of all of the machine's CPUs over the fetch window (`/proc/stat`: everything but idle, so the kernel's packet work, the link emulator and other labs count), %; empty for a window under 0.2 s", "trial"),
+    Column("machine_cpu_pct", "float", "%", "busy share of all of the machine's CPUs over the fetch window (`/proc/stat`: everything but idle, so the kernel's packet work, the link emulator and other labs count), %; over SSH the busier of the client's and the server's host; empty for a window under 0.2 s", "trial"),
     Column("cpu_bound", "bool", "", "client or server ran ≥ 90 % of a core during the transfer, or wanted that much (ran + waited for a CPU), or the machine's CPUs were ≥ 90 % busy, while goodput stayed below 80 % of the link's rate ([plans.md](plans.md#cpu-bound-trials))", "trial"),
     Column("cpu_bound_by", "text", "", "who: `client`, `server`, `machine` (all CPUs busy, no one endpoint at 90 %), comma-separated", "trial"),
     Column("near_ceiling", "bool", "", "goodput reached 80 % of what this protocol reaches on an unimpaired link in this kernel: the kernel, not the condition, set the pace (measured when the run executes inside User-Mode Linux, `--kernel uml`; empty otherwise)", "trial"),

@@ -9,7 +9,7 @@ from typing import Any
 from quicbench.run.capture import Capture, finish_pcap
 from quicbench.clients.base import Client, FetchRequest, Target
 from quicbench.model.columns import make_row
-from quicbench.cpu import cpu_bound, group_sched_seconds, machine_bound, machine_busy_share, machine_cpu_ticks
+from quicbench.cpu import cpu_bound, machine_bound, machine_busy_share
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
 from quicbench.model.plan import TrialOptions, TrialSpec
@@ -32,11 +32,9 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     options = options or TrialOptions()
     captures = _start_captures(target, trial_dir, options)
     try:
-        srv0 = group_sched_seconds(server_pid) if server_pid else None
-        machine0 = machine_cpu_ticks()
+        cpu0 = target.lab.endpoint_cpu(server_pid)
         res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
-        machine1 = machine_cpu_ticks()
-        srv1 = group_sched_seconds(server_pid) if server_pid else None
+        cpu1 = target.lab.endpoint_cpu(server_pid)
     finally:
         cap_counts = [c.stop() for c in captures]
     m = summarize_requests(res.requests)
@@ -51,8 +49,8 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         # a player's CPU is spent over the playback (decoding), not over its requests' span
         duration = row["watched_s"] + (row.get("startup_s") or 0.0)
     server_cpu = server_wait = None
-    if srv0 is not None and srv1 is not None:
-        server_cpu, server_wait = srv1[0] - srv0[0], max(0.0, srv1[1] - srv0[1])
+    if cpu0.server is not None and cpu1.server is not None:
+        server_cpu, server_wait = cpu1.server[0] - cpu0.server[0], max(0.0, cpu1.server[1] - cpu0.server[1])
     client_cpu, client_wait = res.cpu_s, res.cpu_wait_s
     row.update({
         "wall_s": res.wall_s,
@@ -64,7 +62,10 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         "client_cpu_pct": 100 * client_cpu / duration if client_cpu is not None and duration else None,
         "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
     })
-    busy = machine_busy_share(machine0, machine1)
+    # the busiest endpoint machine (one here; the client's and the server's host over SSH)
+    shares = [machine_busy_share(m0[:2], cpu1.machines[h][:2], m0[2])
+              for h, m0 in cpu0.machines.items() if h in cpu1.machines]
+    busy = max((x for x in shares if x is not None), default=None)
     row["machine_cpu_pct"] = 100 * busy if busy is not None else None
     bound_by = [who for who, cpu, wait in (("client", client_cpu, client_wait), ("server", server_cpu, server_wait))
                 if cpu_bound(cpu, duration, wait, m.get("goodput_mbps"), spec.condition.down_rate_mbit)]

@@ -145,8 +145,9 @@ class Server(ABC):
 
     @property
     def pid(self) -> int | None:
-        """The local process group of the server (None on a remote host: its CPU is not ours to read)."""
-        return self.proc.pid if self.proc and not getattr(self.lab, "remote", False) else None
+        """The server's local process: its group leader, or on a remote host the wrapper whose
+        remote group the lab reads (``lab.endpoint_cpu``)."""
+        return self.proc.pid if self.proc else None
 
     def __enter__(self) -> "Server":
         self.start()
