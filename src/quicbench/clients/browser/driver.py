@@ -25,6 +25,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,41 +121,75 @@ class BrowserClient(Client):
             return False, str(e)
 
     def fetch(self, req: FetchRequest) -> ClientResult:
-        target, protocol, workload, trial_dir, timeout_s, options = (
-            req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("page.json", "page.har", "requests.jsonl"):
-            (trial_dir / stale).unlink(missing_ok=True)
-        profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
-        os.chmod(profile, 0o700)
-        try:
-            try:
-                args = self.child_args(target, protocol, workload, trial_dir, timeout_s, profile)
-                if options is not None and options.qlog and protocol == "h3":
-                    args["netlog"] = str(trial_dir / "netlog.json")   # Chromium writes no qlog: its net-log
-                if options is not None and options.keylog:
-                    args["keylog"] = str(trial_dir / "keys.log")
-            except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
-                return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
-                                    error=str(e))
-            returncode, cpu, wall, killed = run_child(target, CHILD, args, trial_dir, timeout_s, profile)
-        finally:
-            shutil.rmtree(profile, ignore_errors=True)
-        page = _read_json(trial_dir / "page.json")
-        if not page:
-            return ClientResult(requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
-                                error=child_failed("browser load", trial_dir, returncode, killed))
+        target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
+        run = run_browser_child(req, CHILD, "page.json", "browser load", ("page.json", "page.har", "requests.jsonl"),
+                                lambda profile: self.child_args(target, protocol, workload, trial_dir,
+                                                                req.timeout_s, profile))
+        if run.failed is not None:
+            return run.failed
+        page = run.out
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
-        with open(trial_dir / "requests.jsonl", "w") as f:
-            for r in requests:
-                f.write(json.dumps(r) + "\n")
-        summary = {k: page[k] for k in ("cpu_user_s", "cpu_sys_s", "cpu_wait_s") if page.get(k) is not None}
-        summary.update({"url": page.get("url"), "chromium": page.get("browser_version"),
-                        "flags": page.get("flags"), "har_entries": page.get("har_entries")})
-        (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
-                            returncode=returncode, error=error, extra=extra)
+        summary = write_requests_and_summary(trial_dir, requests, page, {
+            "url": page.get("url"), "chromium": page.get("browser_version"), "flags": page.get("flags"),
+            "har_entries": page.get("har_entries")})
+        return ClientResult(requests=requests, summary=summary, process_cpu_s=run.cpu, wall_s=run.wall,
+                            returncode=run.returncode, error=error, extra=extra)
+
+
+@dataclass
+class ChildRun:
+    """What a browser child left: its JSON (empty when it wrote none), exit code, CPU and wall
+    seconds; ``failed`` is the trial's result when there is nothing to interpret."""
+    out: dict[str, Any]
+    returncode: int
+    cpu: float | None
+    wall: float
+    failed: ClientResult | None = None
+
+
+def run_browser_child(req: FetchRequest, child: str, out_name: str, what: str, stale: tuple[str, ...],
+                      make_args: Callable[[Path], dict[str, Any]]) -> ChildRun:
+    """One browser child for one trial, page load or playback alike: the trial directory without
+    a previous attempt's files, a fresh profile (removed after), the child's arguments with the
+    key log and (h3) net-log asked for, the child run in the client node, its JSON read back."""
+    trial_dir, options = req.trial_dir, req.options
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        (trial_dir / name).unlink(missing_ok=True)
+    profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
+    os.chmod(profile, 0o700)
+    try:
+        try:
+            args = make_args(profile)
+            if options is not None and options.keylog:
+                args["keylog"] = str(trial_dir / "keys.log")
+            if options is not None and options.qlog and req.protocol == "h3":
+                args["netlog"] = str(trial_dir / "netlog.json")   # Chromium writes no qlog: its net-log
+        except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
+            return ChildRun({}, -1, None, 0.0, ClientResult(requests=[], summary={}, process_cpu_s=None,
+                                                            wall_s=0.0, returncode=-1, error=str(e)))
+        returncode, cpu, wall, killed = run_child(req.target, child, args, trial_dir, req.timeout_s, profile)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    out = _read_json(trial_dir / out_name)
+    if not out:
+        return ChildRun({}, returncode, cpu, wall, ClientResult(
+            requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
+            error=child_failed(what, trial_dir, returncode, killed)))
+    return ChildRun(out, returncode, cpu, wall)
+
+
+def write_requests_and_summary(trial_dir: Path, requests: list[dict[str, Any]], out: dict[str, Any],
+                               extra: dict[str, Any]) -> dict[str, Any]:
+    """requests.jsonl and summary.json of a browser trial (the child's CPU figures, then extra)."""
+    with open(trial_dir / "requests.jsonl", "w") as f:
+        for r in requests:
+            f.write(json.dumps(r) + "\n")
+    summary = {k: out[k] for k in ("cpu_user_s", "cpu_sys_s", "cpu_wait_s") if out.get(k) is not None}
+    summary.update(extra)
+    (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def run_child(target: Target, child: str, args: dict[str, Any], trial_dir: Path, timeout_s: float,

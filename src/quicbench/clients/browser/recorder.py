@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -313,25 +314,32 @@ def _die_with_parent(profile: Path) -> None:
         on_parent_death(signal.SIGTERM, None)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m quicbench.clients.browser.driver",
-                                 description="one page load in Chromium (run by the browser client driver)")
+def child_main(argv: list[str] | None, description: str, run: Callable[[dict[str, Any]], dict[str, Any]],
+               out_name: str, echo: tuple[str, ...], empty: dict[str, Any], indent: int | None = None) -> int:
+    """A browser child's whole life: parse --args-json, die with the parent, run, and write
+    out_name atomically — on a crash of the browser or driver too, with the error, the echo keys
+    of the arguments and the empty fields the parent expects."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--args-json", required=True)
-    ns = ap.parse_args(argv)
-    a = json.loads(ns.args_json)
+    a = json.loads(ap.parse_args(argv).args_json)
     trial_dir = Path(a["trial_dir"])
     _die_with_parent(Path(a["profile"]))
     try:
-        out = run_load(a)
-    except Exception as e:  # noqa: BLE001 - report a crash of the browser or driver in page.json
-        out = {"url": a.get("url"), "protocol": a.get("protocol"), "port": a.get("port"),
+        out = run(a)
+    except Exception as e:  # noqa: BLE001 - a crash of the browser or driver, reported in the result file
+        out = {**{k: a.get(k) for k in echo},
                "error": f"browser failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-               "requests": [], "metrics": {}}
+               **empty}
         print(out["error"], file=sys.stderr)
-    tmp = trial_dir / "page.json.tmp"
-    tmp.write_text(json.dumps(out, indent=1))
-    os.replace(tmp, trial_dir / "page.json")
+    tmp = trial_dir / (out_name + ".tmp")
+    tmp.write_text(json.dumps(out, indent=indent))
+    os.replace(tmp, trial_dir / out_name)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return child_main(argv, "one page load in Chromium (run by the browser client driver)", run_load, "page.json",
+                      ("url", "protocol", "port"), {"requests": [], "metrics": {}}, indent=1)
 
 
 if __name__ == "__main__":

@@ -14,20 +14,17 @@ playback never started.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from quicbench.clients.base import ClientResult, FetchRequest, Target
-from quicbench.clients.browser.driver import BrowserClient, _read_json, child_failed, chromium_flags, run_child
-from quicbench.clients.browser.recorder import (_die_with_parent, _Recorder, _settle, _write_prefs, record_network,
+from quicbench.clients.browser.driver import BrowserClient, chromium_flags, run_browser_child, write_requests_and_summary
+from quicbench.clients.browser.recorder import (_Recorder, _settle, _write_prefs, child_main, record_network,
                                                 tree_cpu)
 from quicbench.clients.browser.video_metrics import END_SLACK_S, compute
 
@@ -66,54 +63,37 @@ class VideoClient(BrowserClient):
         return out
 
     def fetch(self, req: FetchRequest) -> ClientResult:
-        target, protocol, workload, trial_dir, timeout_s, options = (
-            req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"):
-            (trial_dir / stale).unlink(missing_ok=True)
+        target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
         vinfo = (target.content.manifest.get("videos") or {}).get(workload_video_key(workload))
         if vinfo is None:
             return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
                                 error=f"video {workload.label}: not in the content set (generate it with the plan)")
-        profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
-        os.chmod(profile, 0o700)
-        try:
-            try:
-                args = {"url": player_url(target, workload), "protocol": protocol, "host": target.hostname,
-                        "port": target.port, "address": target.address, "spki": target.tls.spki_sha256_b64,
-                        "trial_dir": str(trial_dir), "profile": str(profile), "timeout_s": timeout_s,
-                        "executable": self.executable(),
-                        "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
-                        "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
-                        "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split()}
-                if options is not None and options.keylog:
-                    args["keylog"] = str(trial_dir / "keys.log")
-                if options is not None and options.qlog and protocol == "h3":
-                    args["netlog"] = str(trial_dir / "netlog.json")
-            except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
-                return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1, error=str(e))
-            returncode, cpu, wall, killed = run_child(target, CHILD, args, trial_dir, timeout_s, profile)
-        finally:
-            shutil.rmtree(profile, ignore_errors=True)
-        out = _read_json(trial_dir / "video.json")
-        if not out:
-            return ClientResult(requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
-                                error=child_failed("video playback", trial_dir, returncode, killed))
+
+        def make_args(profile: Path) -> dict[str, Any]:
+            return {"url": player_url(target, workload), "protocol": protocol, "host": target.hostname,
+                    "port": target.port, "address": target.address, "spki": target.tls.spki_sha256_b64,
+                    "trial_dir": str(trial_dir), "profile": str(profile), "timeout_s": req.timeout_s,
+                    "executable": self.executable(),
+                    "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
+                    "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
+                    "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split()}
+
+        run = run_browser_child(req, CHILD, "video.json", "video playback",
+                                ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"), make_args)
+        if run.failed is not None:
+            return run.failed
+        out = run.out
         requests, extra, error = interpret_video(out, protocol, vinfo, workload)
-        with open(trial_dir / "requests.jsonl", "w") as f:
-            for r in requests:
-                f.write(json.dumps(r) + "\n")
         if out.get("metrics_detail"):
             detail = out.pop("metrics_detail")
             (trial_dir / "p1203.json").write_text(json.dumps(detail["p1203"], indent=1))
             (trial_dir / "video_metrics.json").write_text(json.dumps(
                 {k: detail[k] for k in ("row", "segments", "stalls", "switches", "timeline", "stall_spans")}, indent=1))
-        summary = {k: out[k] for k in ("cpu_user_s", "cpu_sys_s", "cpu_wait_s") if out.get(k) is not None}
-        summary.update({"url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
-                        "players": (out.get("qblog") or {}).get("versions")})
-        (trial_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
-                            returncode=returncode, error=error, extra=extra)
+        summary = write_requests_and_summary(trial_dir, requests, out, {
+            "url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
+            "players": (out.get("qblog") or {}).get("versions")})
+        return ClientResult(requests=requests, summary=summary, process_cpu_s=run.cpu, wall_s=run.wall,
+                            returncode=run.returncode, error=error, extra=extra)
 
 
 def streams_of(vinfo: dict) -> dict[int, dict]:
@@ -289,23 +269,8 @@ def run_video(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="one video playback in Chromium (run by the video client)")
-    ap.add_argument("--args-json", required=True)
-    ns = ap.parse_args(argv)
-    a = json.loads(ns.args_json)
-    trial_dir = Path(a["trial_dir"])
-    _die_with_parent(Path(a["profile"]))
-    try:
-        out = run_video(a)
-    except Exception as e:  # noqa: BLE001 - a crash of the browser or driver, reported in video.json
-        out = {"url": a.get("url"), "protocol": a.get("protocol"), "host": a.get("host"),
-               "error": f"browser failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-               "requests": []}
-        print(out["error"], file=sys.stderr)
-    tmp = trial_dir / "video.json.tmp"
-    tmp.write_text(json.dumps(out))
-    os.replace(tmp, trial_dir / "video.json")
-    return 0
+    return child_main(argv, "one video playback in Chromium (run by the video client)", run_video, "video.json",
+                      ("url", "protocol", "host"), {"requests": []})
 
 
 if __name__ == "__main__":
