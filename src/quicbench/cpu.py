@@ -53,24 +53,21 @@ MACHINE_BUSY_THRESHOLD = 0.9  # of all the machine's CPUs, during the transfer
 MACHINE_MIN_TICKS_PER_CPU = 20  # a shorter span (0.2 s at 100 Hz) is too coarse to judge
 
 
-def machine_cpu_ticks() -> tuple[int, int]:
-    """(busy ticks, total ticks) of all of this machine's CPUs so far, from /proc/stat: busy is
-    everything but idle and iowait (user, system, interrupts, softirq: the kernel's packet work
-    and a link emulator's count too)."""
+def machine_cpu_ticks() -> tuple[int, int, int]:
+    """(busy ticks, total ticks, CPUs) of this machine so far, from /proc/stat: busy is everything
+    but idle and iowait (user, system, interrupts, softirq: the kernel's packet work and a link
+    emulator's count too)."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     total = sum(fields[:8])
-    return total - (fields[3] + fields[4]), total
+    return total - (fields[3] + fields[4]), total, os.cpu_count() or 1
 
 
-def machine_busy_share(t0: tuple[int, int] | None, t1: tuple[int, int] | None,
-                       cpus: int | None = None) -> float | None:
-    """Busy share (0…1) of all CPUs between two machine_cpu_ticks() readings; None when the span
-    is too short to judge."""
-    if t0 is None or t1 is None:
-        return None
+def machine_busy_share(t0: tuple[int, int, int], t1: tuple[int, int, int]) -> float | None:
+    """Busy share (0…1) of all CPUs between two readings of one machine (busy, total, CPUs);
+    None when the span is too short to judge."""
     total = t1[1] - t0[1]
-    if total < MACHINE_MIN_TICKS_PER_CPU * (cpus or os.cpu_count() or 1):
+    if total < MACHINE_MIN_TICKS_PER_CPU * t0[2]:
         return None
     return (t1[0] - t0[0]) / total
 

@@ -16,9 +16,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
 from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -41,6 +40,8 @@ class CpuCounters:
     """
     server: tuple[float, float] | None = None
     machines: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 
 
@@ -194,8 +195,7 @@ class Lab(ABC):
     def endpoint_cpu(self, server_pid: int | None) -> CpuCounters:
         """The server's and the endpoint machines' CPU counters now. Here every node is on this
         machine: the server's group and /proc/stat are read locally (inside User-Mode Linux, its)."""
-        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None,
-                           {"": (*machine_cpu_ticks(), os.cpu_count() or 1)})
+        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()})
 
     def row_hosts(self) -> dict[str, Any]:
         """Row columns that name the hosts a trial was measured on (none for a one-host lab)."""

@@ -352,23 +352,21 @@ class SshLab(Lab):
         recorded) and the client's and server's /proc/stat. A host that does not answer within
         5 s leaves its counters out (the row's CPU columns stay empty), never fails the trial."""
         pgfile = _pgfile(server_pid) if server_pid else None
-        server, machines = None, {}
-        seen: set[str] = set()
+        readers: dict[str, str] = {}     # host -> the node that reads it (the server's first)
         for node in ("server", "client"):
-            host = self.inv.host(node).host
-            if host in seen and node == "client":
-                continue
-            seen.add(host)
+            readers.setdefault(self.inv.host(node).host, node)
+
+        def read(node: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None]:
             try:
                 cp = self.sh(node, cpu_script(pgfile if node == "server" else None), check=False, timeout=5)
             except QuicbenchError:
-                continue
-            group, machine = parse_cpu_script(cp.stdout)
-            if node == "server":
-                server = group
-            if machine is not None:
-                machines[host] = machine
-        return CpuCounters(server, machines)
+                return None, None
+            return parse_cpu_script(cp.stdout)
+
+        with ThreadPoolExecutor(len(readers)) as pool:
+            readings = dict(zip(readers, pool.map(read, readers.values())))
+        return CpuCounters(readings[self.inv.host("server").host][0],
+                           {h: m for h, (_, m) in readings.items() if m is not None})
 
     def row_hosts(self) -> dict[str, Any]:
         return {"client_host": self.inv.host("client").host, "server_host": self.inv.host("server").host,

@@ -212,10 +212,10 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
     first = inputs[0]
     plan = plan_from_dict(first.meta["plan"], source=str(first.dir / "meta.json"))
     parts = [inp.meta.get("only") or None for inp in inputs]
-    # the union of the inputs' selections, in the plan's order (shards share one: expanded once)
+    # the union of the inputs' selections, in the plan's order; shards share one: expanded once
     reps = first.meta.get("reps")
-    planned = list({t.key: t for sel in {json.dumps(p, sort_keys=True): p for p in parts}.values()
-                    for t in expand(plan, reps=reps, only=sel)}.values())
+    selections = {json.dumps(p, sort_keys=True): p for p in parts}.values()
+    planned = list({t.key: t for sel in selections for t in expand(plan, reps=reps, only=sel)}.values())
     whole = None in parts or {t.key for t in expand(plan, reps=reps)} <= {t.key for t in planned}
     present = {r.get("key") for r in rows_out}
     missing = [t.key for t in planned if not t.warmup and t.key not in present]

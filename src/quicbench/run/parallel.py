@@ -31,12 +31,11 @@ RETRY_S = 0.5          # how long a refused trial waits before measuring again (
 
 def idle_cores(window_s: float = WINDOW_S, cpus: int | None = None) -> float:
     """How many CPUs' worth were idle over the next window_s seconds."""
-    import os
-    b0, t0 = machine_cpu_ticks()
+    b0, t0, n = machine_cpu_ticks()
     time.sleep(window_s)
-    b1, t1 = machine_cpu_ticks()
+    b1, t1, _ = machine_cpu_ticks()
     total = max(t1 - t0, 1)
-    return (total - (b1 - b0)) / total * (cpus or os.cpu_count() or 1)
+    return (total - (b1 - b0)) / total * (cpus or n)
 
 
 class _Stopped(Exception):

@@ -63,8 +63,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
     })
     # the busiest endpoint machine (one here; the client's and the server's host over SSH)
-    shares = [machine_busy_share(m0[:2], cpu1.machines[h][:2], m0[2])
-              for h, m0 in cpu0.machines.items() if h in cpu1.machines]
+    shares = [machine_busy_share(m0, cpu1.machines[h]) for h, m0 in cpu0.machines.items() if h in cpu1.machines]
     busy = max((x for x in shares if x is not None), default=None)
     row["machine_cpu_pct"] = 100 * busy if busy is not None else None
     bound_by = [who for who, cpu, wait in (("client", client_cpu, client_wait), ("server", server_cpu, server_wait))

@@ -125,8 +125,8 @@ class BrowserClient(Client):
         run = run_browser_child(req, CHILD, "page.json", "browser load", ("page.json", "page.har", "requests.jsonl"),
                                 lambda profile: self.child_args(target, protocol, workload, trial_dir,
                                                                 req.timeout_s, profile))
-        if run.failed is not None:
-            return run.failed
+        if isinstance(run, ClientResult):
+            return run
         page = run.out
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
@@ -139,20 +139,19 @@ class BrowserClient(Client):
 
 @dataclass
 class ChildRun:
-    """What a browser child left: its JSON (empty when it wrote none), exit code, CPU and wall
-    seconds; ``failed`` is the trial's result when there is nothing to interpret."""
+    """What a browser child left: its JSON, exit code, CPU and wall seconds."""
     out: dict[str, Any]
     returncode: int
     cpu: float | None
     wall: float
-    failed: ClientResult | None = None
 
 
 def run_browser_child(req: FetchRequest, child: str, out_name: str, what: str, stale: tuple[str, ...],
-                      make_args: Callable[[Path], dict[str, Any]]) -> ChildRun:
+                      make_args: Callable[[Path], dict[str, Any]]) -> ChildRun | ClientResult:
     """One browser child for one trial, page load or playback alike: the trial directory without
     a previous attempt's files, a fresh profile (removed after), the child's arguments with the
-    key log and (h3) net-log asked for, the child run in the client node, its JSON read back."""
+    key log and (h3) net-log asked for, the child run in the client node, its JSON read back.
+    A failed trial's result instead when there is nothing to interpret."""
     trial_dir, options = req.trial_dir, req.options
     trial_dir.mkdir(parents=True, exist_ok=True)
     for name in stale:
@@ -167,16 +166,15 @@ def run_browser_child(req: FetchRequest, child: str, out_name: str, what: str, s
             if options is not None and options.qlog and req.protocol == "h3":
                 args["netlog"] = str(trial_dir / "netlog.json")   # Chromium writes no qlog: its net-log
         except Exception as e:  # noqa: BLE001 - missing browser or Playwright: a failed trial
-            return ChildRun({}, -1, None, 0.0, ClientResult(requests=[], summary={}, process_cpu_s=None,
-                                                            wall_s=0.0, returncode=-1, error=str(e)))
+            return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
+                                error=str(e))
         returncode, cpu, wall, killed = run_child(req.target, child, args, trial_dir, req.timeout_s, profile)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     out = _read_json(trial_dir / out_name)
     if not out:
-        return ChildRun({}, returncode, cpu, wall, ClientResult(
-            requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
-            error=child_failed(what, trial_dir, returncode, killed)))
+        return ClientResult(requests=[], summary={}, process_cpu_s=cpu, wall_s=wall, returncode=returncode or -1,
+                            error=child_failed(what, trial_dir, returncode, killed))
     return ChildRun(out, returncode, cpu, wall)
 
 

@@ -80,8 +80,8 @@ class VideoClient(BrowserClient):
 
         run = run_browser_child(req, CHILD, "video.json", "video playback",
                                 ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"), make_args)
-        if run.failed is not None:
-            return run.failed
+        if isinstance(run, ClientResult):
+            return run
         out = run.out
         requests, extra, error = interpret_video(out, protocol, vinfo, workload)
         if out.get("metrics_detail"):
