@@ -300,6 +300,23 @@ def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
         return pids
 
     wait_for(browsers, what="a browser of the run")
+    # issue 26 case 8: the browser's temporary directories (org.chromium.Chromium.*) are made in
+    # its profile, so they go with it instead of staying in /tmp after a SIGKILL
+    def chromium() -> tuple[int, Path] | None:
+        for pid in browsers():
+            try:
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            dirs = [Path(a.split(b"=", 1)[1].decode()) for a in args if a.startswith(b"--user-data-dir=")]
+            if dirs:
+                return pid, dirs[0]
+        return None
+    first, own_profile = wait_for(chromium, what="Chromium itself")
+    environ = dict(kv.split(b"=", 1) for kv in Path(f"/proc/{first}/environ").read_bytes().split(b"\0") if b"=" in kv)
+    assert Path(environ[b"TMPDIR"].decode()).parent == own_profile
+    wait_for(lambda: list((own_profile / "tmp").glob("org.chromium.Chromium.*")), timeout=30,
+             what="the browser's temporary directory inside its profile")
     p.send_signal(signal.SIGKILL)
     p.wait()
     profiles = set()
@@ -350,3 +367,19 @@ def test_a_lab_removed_from_outside_stops_the_run_without_wrong_rows(tmp_path, n
     r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(rows(run_dir)) == len({r["key"] for r in rows(run_dir)}) == 18
+
+
+# issue 26 case 4: a run that finished with failed trials exits 1 (README's exit codes), also with --json
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+def test_failed_trials_exit_1(tmp_path, extra, no_leftovers):
+    plan = tmp_path / "p.toml"
+    plan.write_text('protocols = ["h1"]\nrepetitions = 1\ntrial_timeout_s = 1\nlink = "linkem"\n'
+                    '[[workloads]]\nsize = "1MB"\ncount = 2\n[[conditions]]\nname = "slow"\nrate_mbit = 1\n')
+    out = tmp_path / "runs"
+    r = run_qb("run", str(plan), "--out", str(out), "--no-report", *extra)
+    assert r.returncode == 1, r.stdout + r.stderr
+    run_dir = next(d for d in out.iterdir() if d.is_dir())
+    assert [row["status"] for row in rows(run_dir)] == ["failed"]
+    assert "1 trial(s) failed" in r.stdout + r.stderr
+    if extra:
+        assert json.loads(r.stdout)       # stdout is still the summary alone

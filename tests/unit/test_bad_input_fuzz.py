@@ -53,7 +53,81 @@ FLAGS = [
     (["--resume", "/nonexistent/run"], "/nonexistent/run"), (["--retry-failed"], "--retry-failed"),
     (["--frobnicate"], "--frobnicate"), (["--only", "size=7MB"], "size=7MB"),
     (["--only", "condition=zzz"], "condition=zzz"),
+    (["--shard", "\u00b2/3"], "--shard"), (["--shard", "1/\u00b3"], "--shard"), (["--shard", "0/3"], "--shard"),
+    (["--shard", "4/3"], "--shard"), (["--shard", "1/0"], "--shard"), (["--shard", "1/10001"], "--shard"),
+    (["--shard", "x"], "--shard"), (["--shard", "1/3/4"], "--shard"), (["--shard", "\u0661/3"], "--shard"),
+    (["--shard", "auto/3"], "--shard"), (["--shard", "-1/3"], "--shard"), (["--shard", "/"], "--shard"),
+    (["--kernel", "vms"], "vms"), (["--kernel", "uml", "--backend", "ssh"], "--kernel"),
+    (["--backend", "k8s"], "--backend"), (["--backend", "ssh"], "--inventory"),
+    (["--inventory", "/etc/hostname"], "--inventory"), (["--jobs", "0"], "--jobs"), (["--jobs", "99"], "--jobs"),
+    (["--provision"], "--provision"),
 ]
+# the environment of an array job that --shard auto/N reads
+SHARD_ENV = [
+    ({"SLURM_ARRAY_TASK_ID": "\u00b2"}, "SLURM_ARRAY_TASK_ID"), ({"SLURM_ARRAY_TASK_ID": "x"}, "SLURM_ARRAY_TASK_ID"),
+    ({"SLURM_ARRAY_TASK_ID": "9"}, "--shard"), ({"SLURM_ARRAY_TASK_ID": "0"}, "--shard"),
+    ({"SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_MIN": "\u00b9"}, "SLURM_ARRAY_TASK_ID"),
+    ({"JOB_COMPLETION_INDEX": "\u0661"}, "JOB_COMPLETION_INDEX"), ({"JOB_COMPLETION_INDEX": "3"}, "--shard"),
+]
+GOOD_INVENTORY = {
+    "client": {"host": "127.0.0.1", "iface": "eth1", "address": "198.18.0.1/24"},
+    "router": {"host": "127.0.0.1", "if_client": "eth1", "if_server": "eth2", "ip_client": "198.18.0.2/24",
+               "ip_server": "198.18.1.1/24"},
+    "server": {"host": "127.0.0.1", "iface": "eth1", "address": "198.18.1.2/24"},
+}
+# (table, key, bad value, text the error must contain)
+INVENTORY_BAD = [
+    ("ssh", "port", "22", "port"), ("ssh", "port", 0, "port"), ("ssh", "port", 70000, "port"),
+    ("client", "port", "22", "port"), ("client", "host", "", "host"), ("server", "host", "a b", "host"),
+    ("router", "host", "root@10.0.0.1", "host"), ("client", "iface", "", "iface"),
+    ("client", "iface", "a-very-long-interface-name", "iface"), ("client", "address", "198.18.0.1", "address"),
+    ("client", "address", "not-an-ip/24", "address"), ("router", "ip_server", "1.2.3.4/99", "ip_server"),
+    ("ssh", "workdir", "relative", "workdir"), ("ssh", "workdir", "/tmp", "workdir"),
+    ("server", "bin_dir", "bin", "bin_dir"), ("ssh", "deadman_s", 1, "deadman_s"), ("ssh", "colour", "red", "colour"),
+    ("client", "colour", "red", "colour"), ("ssh", "known_hosts", "/nonexistent/known_hosts", "known_hosts"),
+]
+
+VIDEO = {"kind": "video", "player": "hls", "mode": "vod", "duration_s": 8, "segment_s": 4}
+VIDEO_BAD = [
+    ("player", "vlc", "player"), ("mode", "dvr", "mode"), ("duration_s", 0, "duration_s"),
+    ("duration_s", 10**5, "duration_s"), ("segment_s", 0, "segment_s"), ("segment_s", 50, "segment_s"),
+    ("codec", "mpeg2", "codec"), ("ladder", [], "ladder"), ("ladder", [[100, 500]], "ladder"),
+    ("ladder", [[720, 10]], "ladder"), ("ladder", [[720, 3000], [360, 800]], "ladder"),
+    ("ladder", [[721, 3000]], "ladder"), ("ladder", [[720]], "ladder"), ("ladder", "720p", "ladder"),
+    ("connections", "per-object", "connections"), ("connections", "pool:2", "connections"),
+]
+CONNECTIONS_BAD = [
+    ("connections", "pool:99999999999999999999", "connections"), ("connections", "pool:1001", "connections"),
+    ("connections", "pool:\u00b2", "connections"), ("connections", "pool:-1", "connections"),
+    ("connections", "pool: 3", "connections"), ("connections", "POOL:3", "connections"),
+    ("connections", "per_object", "connections"), ("connections", "", "connections"),
+]
+# a command endpoint's definition: (table, definition, text the error must contain)
+COMMANDS_BAD = [
+    ("client_commands", {"command": "curl {ca!z}"}, "ca!z"), ("client_commands", {"command": "curl {ca!r}"}, "ca!r"),
+    ("client_commands", {"command": "curl {count:>99999999999999999999}"}, "format spec"),
+    ("client_commands", {"command": "curl {count:5}"}, "format spec"),
+    ("client_commands", {"command": "curl\u0000 {url}"}, "U+0000"),
+    ("client_commands", {"command": "curl \u001b[31m{url}"}, "U+001B"),
+    ("client_commands", {"command": "curl {nope}"}, "{nope}"), ("client_commands", {"command": "curl {ca.x}"}, "ca.x"),
+    ("client_commands", {"command": "curl {ca[0]}"}, "ca[0]"), ("client_commands", {"command": ""}, "empty"),
+    ("client_commands", {"command": "   "}, "empty"), ("client_commands", {"command": "curl 'x"}, "shell-like"),
+    ("client_commands", {"command": "curl {"}, "brace"), ("client_commands", {"command": "curl x{urls}"}, "urls"),
+    ("client_commands", {"command": "{url} x"}, "program"), ("client_commands", {"command": "c", "protocols": []}, "protocols"),
+    ("client_commands", {"command": "c", "protocols": ["h4"]}, "protocols"),
+    ("client_commands", {"command": "c", "version": "v {url}"}, "version"),
+    ("client_commands", {"command": "c", "colour": "red"}, "colour"),
+    ("server_commands", {"command": "srv {root!s}"}, "root!s"), ("server_commands", {"command": "srv {port:d}"}, "format spec"),
+    ("server_commands", {"command": "srv\u0000"}, "U+0000"), ("server_commands", {"command": "srv {url}"}, "{url}"),
+    ("server_commands", {"command": "srv", "ready": "chk {count}"}, "ready"),
+    ("server_commands", {"command": "srv", "ready_timeout_s": 0}, "ready_timeout_s"),
+    ("server_commands", {"command": "srv", "ready_timeout_s": 10**4}, "ready_timeout_s"),
+    ("server_commands", {"command": "srv", "protocols": ["h9"]}, "protocols"),
+    ("server_commands", {"command": "srv", "listen": 1}, "listen"),
+]
+# a command endpoint named like a built-in driver would replace it while rows still name the built-in
+SHADOWING = [("client_commands", "qb-load"), ("client_commands", "browser"), ("client_commands", "video"),
+             ("server_commands", "caddy"), ("server_commands", "nginx"), ("server_commands", "apache")]
 
 
 def cases():
@@ -67,6 +141,14 @@ def cases():
         if key == "rate_overhead_bytes":
             cond.pop("rate_mbit", None)
         out.append(({**GOOD, "conditions": [cond]}, needle))
+    for key, val, needle in VIDEO_BAD:
+        out.append(({**GOOD, "workloads": [{**VIDEO, key: val}]}, needle))
+    for key, val, needle in CONNECTIONS_BAD:
+        out.append(({**GOOD, "workloads": [{**GOOD["workloads"][0], key: val}]}, needle))
+    for table, definition, needle in COMMANDS_BAD:
+        out.append(({**GOOD, table: {"mine": definition}}, needle))
+    for table, name in SHADOWING:
+        out.append(({**GOOD, table: {name: {"command": "true"}}}, f"{table}.{name}"))
     rng = random.Random(7)      # pairs of faults: the error still names one of the fields
     pool = [(k, v, n) for k, v, n in WORKLOAD]
     for _ in range(20):
@@ -77,17 +159,19 @@ def cases():
     return out
 
 
-def to_toml(d) -> str:
+def toml_value(v) -> str:
     import json
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return json.dumps(v)
 
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, dict):
-            return "{" + ", ".join(f"{k} = {val(x)}" for k, x in v.items()) + "}"
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return json.dumps(v)
+
+def to_toml(d) -> str:
+    val = toml_value
     lines = [f"{k} = {val(v)}" for k, v in d.items() if k not in ("workloads", "conditions")]
     for table in ("workloads", "conditions"):
         items = d.get(table, [])
@@ -129,7 +213,7 @@ ALL = cases()
 
 
 def test_enough_cases():
-    assert len(ALL) + len(FLAGS) >= 100
+    assert len(ALL) + len(FLAGS) + len(SHARD_ENV) + len(INVENTORY_BAD) >= 150
 
 
 @pytest.mark.parametrize("plan,needle", ALL, ids=[f"plan{i}" for i in range(len(ALL))])
@@ -155,4 +239,40 @@ def test_bad_flags(tmp_path, capfd, flags, needle):
     assert code == 2, (stdout, stderr)
     assert needle in stderr + stdout, stderr + stdout
     assert "Traceback" not in stderr + stdout
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("env,needle", SHARD_ENV, ids=[repr(e) for e, _ in SHARD_ENV])
+def test_bad_array_job_environment(tmp_path, capfd, monkeypatch, env, needle):
+    for k in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "JOB_COMPLETION_INDEX"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    p = tmp_path / "good.toml"
+    p.write_text(to_toml(GOOD))
+    out = tmp_path / "runs"
+    code, stdout, stderr = run_cli(["run", str(p), "--out", str(out), "--no-report", "--shard", "auto/3"], capfd)
+    assert code == 2, (stdout, stderr)
+    assert needle in stderr, stderr
+    assert "Traceback" not in stderr + stdout
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("table,key,val,needle", INVENTORY_BAD, ids=[f"{t}.{k}={v!r}" for t, k, v, _ in INVENTORY_BAD])
+def test_bad_inventory(tmp_path, capfd, table, key, val, needle):
+    inv = {t: dict(v) for t, v in GOOD_INVENTORY.items()}
+    inv.setdefault(table, {})[key] = val
+    (tmp_path / "hosts.toml").write_text("\n".join(
+        f"[{t}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in items.items())
+        for t, items in inv.items()))
+    p = tmp_path / "good.toml"
+    p.write_text(to_toml(GOOD))
+    out = tmp_path / "runs"
+    code, stdout, stderr = run_cli(["run", str(p), "--out", str(out), "--no-report", "--backend", "ssh",
+                                    "--inventory", str(tmp_path / "hosts.toml")], capfd)
+    assert code == 2, (stdout, stderr)
+    assert f"{table}.{key}" in stderr or (table == "ssh" and key in stderr), stderr
+    assert needle in stderr, stderr
+    assert "Traceback" not in stderr + stdout
+    assert len(stderr.strip().splitlines()) == 1, stderr
     assert not out.exists()

@@ -47,10 +47,14 @@ def test_the_hosts_cpu_script_reads_what_the_local_reader_reads(tmp_path):
     import time
     from quicbench.cpu import group_sched_seconds
     from quicbench.lab.ssh import cpu_script, parse_cpu_script
-    busy = "import os, time\nos.fork()\nt = time.time()\nwhile time.time() - t < 0.5: pass\ntime.sleep(60)"
+    # 0.5 s of CPU each (process time, not wall time: a busy machine only makes it take longer)
+    busy = "import os, time\nos.fork()\nwhile time.process_time() < 0.5: pass\ntime.sleep(60)"
     p = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
     try:
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (group_sched_seconds(p.pid) or (0.0,))[0] < 1.0:
+            time.sleep(0.1)
+        time.sleep(0.1)
         (tmp_path / "pg").write_text(str(p.pid))
         out = subprocess.run(["sh", "-c", cpu_script(str(tmp_path / "pg"))], capture_output=True, text=True).stdout
         local = group_sched_seconds(p.pid)

@@ -107,6 +107,12 @@ def _check_serve(serve: str | None, content: Path | None, sizes: str) -> tuple:
         raise QuicbenchError(f"--serve {serve}: {why}")
     if content is not None and not content.is_dir():
         raise QuicbenchError(f"--content '{content}': not a directory")
+    if content is not None:
+        from quicbench.content.objects import ContentSet
+        try:
+            ContentSet(root=content.resolve(), manifest={}).check_served_files()
+        except QuicbenchError as e:
+            raise QuicbenchError(f"--content: {e}") from None
     parsed = []
     if content is None:
         for item in sizes.split(","):

@@ -51,6 +51,9 @@ def run_cmd(
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
+    if kernel != "host" and backend != "netns":
+        raise QuicbenchError(f"--kernel {kernel}: a kernel runs this host's namespace lab; with --backend "
+                             f"{backend} the hosts' own kernels carry the lab: drop --kernel (accepted: host)")
     from quicbench.model.shard import parse_shard
     shard_ = parse_shard(shard) if shard is not None else None
     if not 1 <= jobs <= 16:
@@ -67,6 +70,8 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     check_backend(backend, inventory, p)
+    if provision and backend != "ssh":
+        raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     if jobs > 1 and backend != "netns":
         raise QuicbenchError(f"--jobs {jobs}: concurrent labs are namespaces on this host; with --backend "
                              f"{backend} run --jobs 1")
@@ -82,8 +87,6 @@ def run_cmd(
     reap()
     if backend == "ssh":
         _check_hosts(p, inventory, reps, only_map, provision)
-    elif provision:
-        raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     from quicbench.run.runner import start_run
     # with --json stdout carries the summary alone: everything else goes to stderr
     out_console = err if as_json else console
@@ -111,6 +114,8 @@ def run_cmd(
             err.print(f"[yellow]report not written ({e}); the data are complete: "
                       f"'quicbench report {store.dir}' tries again[/]")
     out_console.print(f"run directory: [bold]{store.dir}[/]")
+    if failed:            # the data are kept and the report written; scripts still learn of the failures
+        raise typer.Exit(1)
 
 
 def print_summary(run_dir: Path, as_json: bool = False) -> None:

@@ -40,6 +40,33 @@ class ContentSet:
     def manifest_path(self) -> Path:
         return self.root / "manifest.json"
 
+    @property
+    def live_dirs(self) -> list[Path]:
+        """The live publishers' directories, which the set's own ``live/<key>`` links point into."""
+        return [Path(v["live_dir"]) for v in self.manifest.get("videos", {}).values()]
+
+    def check_served_files(self) -> None:
+        """Servers serve regular files under the root only. A symbolic link that leaves the root
+        (``ln -s /etc/shadow DIR/s``) or a special file (FIFO, device, socket) is refused before
+        a server starts; links within the root, and quicbench's own links to its live
+        publishers, are fine. Server configurations refuse links too where the server can
+        (docs/servers.md), so a link made after the start is not followed either."""
+        root = self.root.resolve()
+        allowed = [root, *(d.resolve() for d in self.live_dirs)]
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in (*dirnames, *filenames):
+                p = Path(dirpath) / name
+                rel = p.relative_to(root)
+                if p.is_symlink():
+                    target = p.resolve()
+                    if not any(target == a or target.is_relative_to(a) for a in allowed):
+                        raise QuicbenchError(
+                            f"content {self.root}: {rel} is a link to {target}, outside the content directory; "
+                            f"servers serve only files under it: remove the link or copy the file in")
+                elif not (p.is_dir() or p.is_file()):
+                    raise QuicbenchError(f"content {self.root}: {rel} is not a regular file or directory "
+                                         f"(a FIFO, socket or device); servers serve only regular files")
+
 
 def object_bytes_iter(seed: int, size: int):
     """Yield the object's bytes in chunks.

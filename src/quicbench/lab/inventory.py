@@ -60,7 +60,7 @@ class SshSettings(BaseModel):
     """How to reach a host; [ssh] gives the defaults, each host may override any of them."""
     model_config = ConfigDict(extra="forbid")
     user: str | None = None
-    port: int | None = Field(None, ge=1, le=65535)
+    port: int | None = Field(None, ge=1, le=65535, strict=True)   # strict: "22" is a mistake, not 22
     key: str | None = None            # private key file; None: the agent (SSH_AUTH_SOCK)
     known_hosts: str | None = None    # None: accept-new into a known_hosts file of the lab's own
     workdir: str | None = None        # remote root of everything quicbench puts on the host
@@ -79,7 +79,7 @@ class SshSettings(BaseModel):
 
 
 class HostEntry(SshSettings):
-    host: str                         # SSH address (name or IP)
+    host: str = Field(min_length=1, pattern=r"^[^\s@]+$")   # SSH address (name or IP; user goes in 'user')
 
 
 class EndHost(HostEntry):

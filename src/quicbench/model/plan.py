@@ -24,6 +24,7 @@ from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
 
 PROTOCOLS = ("h1", "h2", "h3")
 CONNECTION_POLICIES = ("shared", "per-object")
+MAX_POOL = 1000              # connections of a pool:N policy (each is a handshake of its own)
 # Streams in flight on one h2 connection: Caddy's (Go's) 250; nginx and Apache are configured to
 # the same, so that a workload's `parallel` means the same on every server.
 H2_MAX_STREAMS = 250
@@ -66,10 +67,10 @@ class Workload(_Strict):
             return v
         if v.startswith("pool:"):
             n = v[5:]
-            if n.isdigit() and int(n) >= 1:
+            if n.isascii() and n.isdigit() and 1 <= int(n) <= MAX_POOL:
                 return f"pool:{int(n)}"
-        raise ValueError(f"connections must be one of {', '.join(CONNECTION_POLICIES)} or pool:N with N >= 1, "
-                         f"got {v!r}")
+        raise ValueError(f"connections must be one of {', '.join(CONNECTION_POLICIES)} or pool:N with "
+                         f"1 <= N <= {MAX_POOL}, got {v!r}")
 
     @model_validator(mode="after")
     def _page_connections(self) -> "Workload":
@@ -100,7 +101,7 @@ class Workload(_Strict):
 
     def video_spec(self):
         """The encoded ladder a video workload plays (VOD and live of equal parameters share it)."""
-        ladder = tuple(tuple(r) for r in self.ladder) if self.ladder else DEFAULT_LADDER
+        ladder = tuple(tuple(r) for r in self.ladder) if self.ladder is not None else DEFAULT_LADDER
         segs = max(1, round(self.duration_s / self.segment_s)) if self.segment_s > 0 else 0
         if self.mode == "live":
             segs = LIVE_SOURCE_SEGMENTS     # the loop the live publisher repeats, whatever is watched
@@ -189,16 +190,28 @@ SERVER_PLACEHOLDERS: dict[str, str] = {
 
 
 def command_placeholders(command: str) -> list[str]:
-    """The placeholder names a command line uses ({{ and }} are literal braces)."""
+    """The placeholder names a command line uses ({{ and }} are literal braces). A placeholder is a
+    bare name: a conversion ({ca!r}) or a format spec ({count:>5}) is refused, since they are
+    applied when the trial runs and could fail there."""
     try:
-        return [f for _, f, _, _ in string.Formatter().parse(command) if f is not None]
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(command) if f is not None]
     except ValueError as e:
         raise ValueError(f"command {command!r}: {e} (write a literal brace as {{{{ or }}}})") from None
+    for f, spec, conv in fields:
+        if conv or spec:
+            raise ValueError(f"command {command!r}: placeholder {{{f}{'!' + conv if conv else ''}"
+                             f"{':' + spec if spec else ''}}} takes no conversion or format spec; "
+                             f"write it as {{{f}}}")
+    return [f for f, _, _ in fields]
 
 
 def _check_command(command: str, accepted: dict[str, str], what: str) -> str:
     if not command.strip():
         raise ValueError(f"{what}: empty command")
+    bad = sorted({f"U+{ord(c):04X}" for c in command if (ord(c) < 32 and c not in "\t\n") or ord(c) == 127})
+    if bad:
+        raise ValueError(f"{what}: control character(s) {', '.join(bad)} in the command line; "
+                         f"accepted: printable text, spaces, tabs and newlines between words")
     try:
         words = shlex.split(command)
     except ValueError as e:

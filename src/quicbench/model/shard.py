@@ -44,8 +44,9 @@ class Shard:
 
 
 def _int(text: str) -> int | None:
+    """A number written in ASCII digits (str.isdigit also accepts '²', which int() refuses)."""
     text = text.strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def parse_shard(text: str, env: Mapping[str, str] | None = None) -> Shard:

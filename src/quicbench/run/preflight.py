@@ -25,6 +25,12 @@ def available_cc() -> list[str]:
 def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> None:
     """Raise a QuicbenchError naming the field and the accepted values for the first problem.
     With installed, the clients and servers the plan uses must also be installed here."""
+    for table, registry in (("client_commands", CLIENTS), ("server_commands", SERVERS)):
+        shadowed = sorted(n for n in getattr(plan, table) if n in registry and n != "command")
+        if shadowed:
+            raise QuicbenchError(f"{source}: {table}.{shadowed[0]}: '{shadowed[0]}' is a built-in driver and rows "
+                                 f"would name it; give the command its own name (built-in: "
+                                 f"{', '.join(n for n in registry.names() if n != 'command')})")
     for w in plan.workloads:
         names = plan.clients_for(w)
         for name in names:

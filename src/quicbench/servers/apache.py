@@ -117,7 +117,8 @@ DirectoryIndex index.html
     Require all denied
 </Directory>
 <Directory "{root}">
-    Options Indexes
+    # no listings, and no FollowSymLinks: httpd refuses every link (quicbench's live links included)
+    Options None
     AllowOverride None
     Require all granted
 </Directory>

@@ -103,6 +103,7 @@ class Server(ABC):
         # a master that died (the runner restarts crashed servers) may have left workers
         # holding the listening port: clear them first
         self.stop()
+        self.content.check_served_files()
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{self.name}.log", "ab")
         self.proc = subprocess.Popen(self.lab.cmd("server", self.argv()), stdout=log, stderr=subprocess.STDOUT,

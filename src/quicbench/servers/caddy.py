@@ -37,7 +37,7 @@ class CaddyServer(Server):
                                                  "default_sni": self.tls.hostname}],
                     "routes": [{"handle": [
                         {"handler": "headers", "response": {"set": {k: [v] for k, v in NO_CACHE_HEADERS.items()}}},
-                        {"handler": "file_server", "root": str(self.content.root), "browse": {}},
+                        {"handler": "file_server", "root": str(self.content.root)},   # no listings
                     ]}],
                 }}},
                 "tls": {"certificates": {"load_files": [

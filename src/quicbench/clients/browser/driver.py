@@ -196,8 +196,12 @@ def run_child(target: Target, child: str, args: dict[str, Any], trial_dir: Path,
     killed at the deadline). Its home is the fresh profile (no NSS database, cache or config is
     shared); a hard stop comes a little after the child's own deadline; nothing outlives it."""
     argv = target.lab.cmd("client", [sys.executable, "-c", child, "--args-json", json.dumps(args)])
+    # TMPDIR too: the browser's own temporary directories (/tmp/org.chromium.Chromium.*) live in the
+    # profile and go with it, also when a SIGKILL gave the browser no chance to remove them
+    (profile / "tmp").mkdir(exist_ok=True)
     env = dict(os.environ, HOME=str(profile), XDG_CONFIG_HOME=str(profile / ".config"),
-               XDG_CACHE_HOME=str(profile / ".cache"), XDG_DATA_HOME=str(profile / ".local"))
+               XDG_CACHE_HOME=str(profile / ".cache"), XDG_DATA_HOME=str(profile / ".local"),
+               TMPDIR=str(profile / "tmp"))
     with open(trial_dir / "client.log", "wb") as log:
         result = run_measured(argv, timeout_s + 30, on_deadline=lambda p: _kill_load(p.pid, profile),
                               stdout=log, stderr=log, env=env, start_new_session=True)
