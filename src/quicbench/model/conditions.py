@@ -7,6 +7,7 @@ both router interfaces does: delay 50 ms gives 100 ms RTT, loss 2 % drops 2 % ea
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -83,6 +84,16 @@ class OnOff(_Strict):
 
 
 MAX_TRACE_BYTES = 50_000_000
+TRACE_PACKET_BYTES = 1500    # a mahimahi trace line is an opportunity for one packet of this size
+
+
+@functools.lru_cache(maxsize=64)
+def trace_mean_mbit(path: Path) -> float:
+    """A mahimahi trace's mean capacity: its packets of 1500 bytes over its period (the last
+    timestamp, after which it repeats)."""
+    stamps = path.read_bytes().split()
+    period_ms = max(int(stamps[-1]), 1)
+    return len(stamps) * TRACE_PACKET_BYTES * 8 / (period_ms / 1000) / 1e6
 TRIAL_KEY_SEPARATOR = "|"
 
 DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
@@ -280,6 +291,12 @@ class Condition(_Strict):
     @property
     def bottleneck_mbit(self) -> float | None:
         rates = [d.rate_mbit for h in self.hops for d in (h.up, h.down) if d.rate_mbit]
+        return min(rates) if rates else None
+
+    @property
+    def down_trace_mbit(self) -> float | None:
+        """The lowest mean capacity of the downlink traces over the hops (None without a trace)."""
+        rates = [trace_mean_mbit(h.down.trace) for h in self.hops if h.down.trace is not None]
         return min(rates) if rates else None
 
     @property

@@ -16,7 +16,7 @@ UNLIMITED_MBIT = {"h1": 2000.0, "h2": 1500.0, "h3": 400.0}
 def trial_seconds(t: TrialSpec) -> float:
     c = t.condition
     rtt_s = c.base_rtt_ms / 1000
-    rate = min(c.bottleneck_mbit or 1e9, UNLIMITED_MBIT.get(t.protocol, 500.0))
+    rate = min(c.bottleneck_mbit or 1e9, c.down_trace_mbit or 1e9, UNLIMITED_MBIT.get(t.protocol, 500.0))
     loss = max((h.up.loss_pct + h.down.loss_pct) for h in c.hops) / 100
     if loss:
         # Mathis et al.: throughput ~ MSS/RTT * 1.22/sqrt(p), per connection
