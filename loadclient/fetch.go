@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // result is one line of the --requests file. Absent times are null.
@@ -34,6 +35,13 @@ type result struct {
 	ConnReused     *bool   `json:"conn_reused"`
 	SHA256OK       *bool   `json:"sha256_ok"`
 	Error          *string `json:"error"`
+	// the longest time the body stood still between two deliveries after the first byte, and
+	// every such stall of at least 1 ms as [start, end] (at most maxGaps): streams of one
+	// connection that all stand still together show head-of-line blocking (one lost TCP
+	// segment holds every h2 stream); streams that stall alone do not
+	StallNs       *int64     `json:"stall_ns"`
+	Gaps          [][2]int64 `json:"gaps_ns,omitempty"`
+	GapsTruncated bool       `json:"gaps_truncated,omitempty"`
 
 	endNs int64 // last byte, or when the request failed
 }
@@ -185,11 +193,13 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 		w = h
 	}
 	// The wrappers hide ReaderFrom/WriterTo so that buf (64 KiB) is used.
-	n, readErr := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{resp.Body}, buf)
+	body := &stallReader{r: resp.Body, last: fb}
+	n, readErr := io.CopyBuffer(struct{ io.Writer }{w}, body, buf)
 	r.endNs = nowNs()
 	r.Bytes = n
 	if readErr == nil {
 		r.LastByteNs = ptr(r.endNs)
+		r.StallNs, r.Gaps, r.GapsTruncated = ptr(body.stall), body.gaps, body.truncated
 	}
 
 	var entry manifestEntry
@@ -229,4 +239,37 @@ func writeRequests(f *os.File, results []*result) error {
 		}
 	}
 	return bw.Flush()
+}
+
+const (
+	minGapNs = int64(time.Millisecond) // shorter gaps are the reader's own scheduling
+	maxGaps  = 4096                    // per request: 64 KiB of JSON at most
+)
+
+// stallReader notes the gaps between reads that returned data (from the first byte on): the
+// longest, and every one of at least minGapNs.
+type stallReader struct {
+	r         io.Reader
+	last      int64
+	stall     int64
+	gaps      [][2]int64
+	truncated bool
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		now := nowNs()
+		gap := now - s.last
+		s.stall = max(s.stall, gap)
+		if gap >= minGapNs {
+			if len(s.gaps) < maxGaps {
+				s.gaps = append(s.gaps, [2]int64{s.last, now})
+			} else {
+				s.truncated = true
+			}
+		}
+		s.last = now
+	}
+	return n, err
 }

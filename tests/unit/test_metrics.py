@@ -48,3 +48,43 @@ def test_cpu_bound_counts_run_queue_wait_unless_the_link_set_the_pace():
     # running 90 % of a core is CPU-bound whatever the goodput
     assert cpu_bound(0.92, 1.0, 0.0, goodput_mbps=95, link_mbit=100)
     assert not cpu_bound(0.3, 1.0, 0.2) and not cpu_bound(0.5, 0.0, 0.5)
+
+
+
+def _req(conn, first, last, *gaps):
+    """A request on connection conn, in flight from first to last (ms), with gaps (ms pairs)."""
+    ms = 1_000_000
+    return {"conn_id": conn, "first_byte_ns": first * ms, "last_byte_ns": last * ms,
+            "stall_ns": max((b - a for a, b in gaps), default=0) * ms, "gaps_ns": [[a * ms, b * ms] for a, b in gaps]}
+
+
+def test_streams_standing_still_together_are_head_of_line_blocked():
+    from quicbench.run.metrics import stall_metrics
+    # one connection, three streams; one lost segment holds all three from 30 to 60 ms (h2 over TCP)
+    together = [_req(1, 0, 100, (30, 60)), _req(1, 0, 110, (28, 61)), _req(1, 5, 120, (30, 62))]
+    m = stall_metrics(together)
+    assert m["all_streams_idle_ms"] == 30 and m["body_stall_ms_p50"] == 32 and m["body_stall_ms_max"] == 33
+    # QUIC: the same loss holds one stream; the others go on
+    alone = [_req(1, 0, 100, (30, 60)), _req(1, 0, 110), _req(1, 5, 120)]
+    assert stall_metrics(alone)["all_streams_idle_ms"] == 0
+    # a server serving streams one after another: each waits while another gets data, never all
+    serial = [_req(1, 0, 40, (0, 0)), _req(1, 0, 80, (0, 40)), _req(1, 0, 120, (0, 80))]
+    assert stall_metrics(serial)["all_streams_idle_ms"] == 0
+    # gaps shorter than stall_min_ms are packet spacing, not a stall
+    assert stall_metrics(together, stall_min_ms=40)["all_streams_idle_ms"] == 0
+
+
+def test_blocking_needs_two_streams_in_flight_on_one_connection():
+    from quicbench.run.metrics import stall_metrics
+    # two connections (h1): both standing still is not one holding the other
+    assert stall_metrics([_req(1, 0, 100, (30, 60)), _req(2, 0, 100, (30, 60))])["all_streams_idle_ms"] == 0
+    # one stream left in flight: its gap is its own
+    assert stall_metrics([_req(1, 0, 50), _req(1, 0, 100, (60, 90))])["all_streams_idle_ms"] == 0
+    # blocked only while both are in flight: the second ends at 45
+    assert stall_metrics([_req(1, 0, 100, (30, 60)), _req(1, 0, 45, (30, 45))])["all_streams_idle_ms"] == 15
+    # summed over connections
+    two = [_req(1, 0, 100, (30, 60)), _req(1, 0, 100, (30, 60)), _req(2, 0, 100, (10, 20)), _req(2, 0, 100, (10, 20))]
+    assert stall_metrics(two)["all_streams_idle_ms"] == 40
+    # a client that does not report gaps (a browser, a command client): empty
+    assert stall_metrics([{"conn_id": 1}]) == {"body_stall_ms_p50": None, "body_stall_ms_max": None,
+                                              "all_streams_idle_ms": None}

@@ -66,6 +66,14 @@ COLUMNS: tuple[Column, ...] = (
     Column("tls_ms", "float", "ms", "median TLS handshake time of new connections, ms", "trial"),
     Column("request_ms_p50", "float", "ms", "median request duration, ms", "trial"),
     Column("transfer_ms_p50", "float", "ms", "median first-byte → last-byte time, ms", "trial"),
+    Column("body_stall_ms_p50", "float", "ms", "per request, the longest time its body stood still after the first byte "
+           "(qb-load's stall_ns); median over the trial's requests, ms", "trial"),
+    Column("body_stall_ms_max", "float", "ms", "the longest such stall of any request of the trial, ms", "trial"),
+    Column("all_streams_idle_ms", "float", "ms", "the time every request in flight on a connection (at least two) "
+           "stood still together, in gaps of at least half the base RTT (1 ms at least), summed over connections: "
+           "head-of-line blocking (one lost TCP segment holds every h2 stream, QUIC only the streams it carried) "
+           "and the sender's waits for acknowledgements together; empty for clients that do not report gaps",
+           "trial"),
     Column("wall_s", "float", "s", "client process wall time, s", "trial"),
     Column("client_cpu_s", "float", "s", "client CPU seconds over the fetch window (the client's own report; else the process's)", "trial"),
     Column("client_process_cpu_s", "float", "s", "client CPU seconds of the whole process, start-up included", "trial"),

@@ -25,8 +25,9 @@ def goodput_mbps(payload_bytes: int, start_ns: int, end_ns: int) -> float | None
     return payload_bytes * 8 / ((end_ns - start_ns) / 1e9) / 1e6
 
 
-def summarize_requests(reqs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Aggregate the load client's per-request lines into a trial's metrics."""
+def summarize_requests(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) -> dict[str, Any]:
+    """Aggregate the load client's per-request lines into a trial's metrics (``stall_min_ms``:
+    see ``stall_metrics``)."""
     if not reqs:
         return {"requests": 0, "requests_ok": 0, "bytes": 0}
     ok = [r for r in reqs if not r.get("error")]
@@ -53,4 +54,48 @@ def summarize_requests(reqs: list[dict[str, Any]]) -> dict[str, Any]:
         "tls_ms": _median(_ms(r.get("connect_done_ns"), r.get("tls_done_ns")) for r in new_conns),
         "request_ms_p50": _median(_ms(r.get("start_ns"), r.get("last_byte_ns")) for r in reqs),
         "transfer_ms_p50": _median(_ms(r.get("first_byte_ns"), r.get("last_byte_ns")) for r in reqs),
+        **stall_metrics(ok, stall_min_ms),
     }
+
+
+def stall_metrics(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) -> dict[str, Any]:
+    """Stalls and head-of-line blocking from qb-load's per-request ``stall_ns`` (the longest gap
+    between two deliveries of the body) and ``gaps_ns`` (every gap of 1 ms or more).
+
+    ``all_streams_idle_ms``: the time during which every request in flight on a connection (at
+    least two, each between its first and last byte) stood in a gap of at least
+    ``stall_min_ms``, summed over connections. One lost TCP segment holds every h2 stream
+    until it is retransmitted (head-of-line blocking), so all streams stand still together;
+    QUIC hands each stream its data as it comes, so a loss holds only the streams it carried;
+    a server that serves streams one after another leaves the others waiting but never all of
+    them. But a sender that waits for acknowledgements (a small congestion window) idles every
+    stream too: the figure is head-of-line blocking *and* sender idleness, comparable between
+    protocols under one condition, not a pure HOL measure (that needs the transport's own
+    reassembly times: TCP from a capture, QUIC from qlog). The run passes half the condition's
+    base RTT as ``stall_min_ms`` (at least 1 ms): a retransmission takes at least a round trip,
+    and shorter gaps are packet spacing."""
+    stalled = [r for r in reqs if r.get("stall_ns") is not None]
+    if not stalled:
+        return {"body_stall_ms_p50": None, "body_stall_ms_max": None, "all_streams_idle_ms": None}
+    by_conn: dict[Any, list[dict[str, Any]]] = {}
+    for r in stalled:
+        if r.get("conn_id") is not None and r.get("first_byte_ns") is not None and r.get("last_byte_ns") is not None:
+            by_conn.setdefault(r["conn_id"], []).append(r)
+    min_ns = stall_min_ms * 1e6
+    blocked_ns = 0
+    for conn in by_conn.values():
+        # +1/-1 for a request entering/leaving flight and a gap opening/closing; at a timestamp
+        # every event applies before the next interval is judged
+        events: list[tuple[int, int, int]] = []
+        for r in conn:
+            events += [(r["first_byte_ns"], 1, 0), (r["last_byte_ns"], -1, 0)]
+            events += [e for g0, g1 in r.get("gaps_ns") or () if g1 - g0 >= min_ns for e in ((g0, 0, 1), (g1, 0, -1))]
+        events.sort()
+        active = gapped = 0
+        for i, (t, da, dg) in enumerate(events):
+            active, gapped = active + da, gapped + dg
+            if i + 1 < len(events) and active >= 2 and gapped == active:
+                blocked_ns += events[i + 1][0] - t
+    return {"body_stall_ms_p50": _median(r["stall_ns"] / 1e6 for r in stalled),
+            "body_stall_ms_max": max(r["stall_ns"] for r in stalled) / 1e6,
+            "all_streams_idle_ms": blocked_ns / 1e6 if by_conn else None}

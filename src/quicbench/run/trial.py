@@ -37,7 +37,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         cpu1 = target.lab.endpoint_cpu(server_pid)
     finally:
         cap_counts = [c.stop() for c in captures]
-    m = summarize_requests(res.requests)
+    m = summarize_requests(res.requests, stall_min_ms=max(1.0, spec.condition.base_rtt_ms / 2))
     row.update(m)
     row.update(res.extra)          # e.g. page-load metrics of the browser client
     if captures:
