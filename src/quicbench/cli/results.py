@@ -1,0 +1,60 @@
+"""`quicbench results`: published result pages regenerated from committed run data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+import typer
+
+from quicbench.cli.app import app, console, err
+from quicbench.errors import QuicbenchError
+
+results_app = typer.Typer(no_args_is_help=True, help="Published results: pages whose tables come from "
+                          "committed run data (docs/results).")
+app.add_typer(results_app, name="results")
+
+PAGES_HELP = "Result pages (Markdown); a directory means its *.md pages that hold tables. Default: docs/results."
+
+
+def _pages(paths: List[Path]) -> list[Path]:
+    from quicbench.report.published import blocks
+    out: list[Path] = []
+    for p in paths or [Path("docs/results")]:
+        if p.is_dir():
+            out += [q for q in sorted(p.glob("*.md")) if blocks(q.read_text())]
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise QuicbenchError(f"{p}: no such page or directory")
+    return out
+
+
+@results_app.command("check")
+def check_cmd(pages: List[Path] = typer.Argument(None, help=PAGES_HELP)) -> None:
+    """Regenerate every table of the pages from their data; exit 1 naming each that differs."""
+    from quicbench.report.published import blocks, check
+    found = _pages(pages)
+    problems = [p for page in found for p in check(page)]
+    for p in problems:
+        err.print(p, markup=False, highlight=False)
+    if problems:
+        raise typer.Exit(1)
+    n = sum(len(blocks(page.read_text())) for page in found)
+    console.print(f"{n} table(s) in {len(found)} page(s): each is what its data give", markup=False)
+
+
+@results_app.command("update")
+def update_cmd(pages: List[Path] = typer.Argument(None, help=PAGES_HELP)) -> None:
+    """Rewrite the pages' tables from their committed data."""
+    from quicbench.report.published import update
+    for page in _pages(pages):
+        console.print(f"{page}: {update(page)} table(s) rewritten", markup=False)
+
+
+@results_app.command("publish")
+def publish_cmd(run_dir: Path = typer.Argument(..., help="A run directory."),
+                dest: Path = typer.Argument(..., help="Where its data go, e.g. docs/results/runs/NAME.")) -> None:
+    """Copy a run's meta.json and rows (trials.jsonl.gz) where a page can cite them."""
+    from quicbench.report.published import publish
+    console.print(f"published: {publish(run_dir, dest)}", markup=False)

@@ -1,0 +1,74 @@
+"""Published result pages: every table of docs/results is what its committed data give, and the
+mechanism (publish, update, check) does what docs/results/README.md says."""
+
+import gzip
+
+import pytest
+
+from conftest import REPO
+from quicbench.errors import QuicbenchError
+from quicbench.report.published import blocks, check, publish, regenerate, section_body, update
+
+FIXTURE = REPO / "tests" / "fixtures" / "goquick-small"
+PAGES = [p for p in sorted((REPO / "docs" / "results").glob("*.md")) if blocks(p.read_text())]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_published_table_is_what_its_data_give(page):
+    assert check(page) == []
+
+
+def _page(tmp_path, section="Table 1: goodput"):
+    data = publish(FIXTURE, tmp_path / "runs" / "small")
+    page = tmp_path / "page.md"
+    page.write_text(f"# A result\n\nProse stays.\n\n<!-- quicbench:table data=runs/small section=\"{section}\" -->\n"
+                    f"<!-- /quicbench:table -->\n\nMore prose.\n")
+    return page, data
+
+
+def test_update_fills_the_table_and_check_then_passes(tmp_path):
+    page, _ = _page(tmp_path)
+    assert len(check(page)) == 1                       # the empty block is stale
+    assert update(page) == 1 and check(page) == [] and update(page) == 0
+    text = page.read_text()
+    assert text.startswith("# A result\n\nProse stays.\n") and text.endswith("More prose.\n")
+    body = blocks(text)[0].body
+    assert "| condition |" in body and "Mbit/s" in body
+
+
+def test_a_number_edited_by_hand_is_caught(tmp_path):
+    page, _ = _page(tmp_path)
+    update(page)
+    text = page.read_text()
+    body = blocks(text)[0].body
+    digit = next(i for i, ch in enumerate(body) if ch.isdigit() and i > body.index("| 0_0"))
+    edited = body[:digit] + str((int(body[digit]) + 1) % 10) + body[digit + 1:]
+    page.write_text(text.replace(body, edited))
+    problems = check(page)
+    assert len(problems) == 1 and "Table 1: goodput" in problems[0] and "results update" in problems[0]
+
+
+def test_published_data_are_deterministic_and_compressed(tmp_path):
+    a = publish(FIXTURE, tmp_path / "a")
+    b = publish(FIXTURE, tmp_path / "b")
+    assert (a / "trials.jsonl.gz").read_bytes() == (b / "trials.jsonl.gz").read_bytes()
+    assert gzip.decompress((a / "trials.jsonl.gz").read_bytes()) == (FIXTURE / "trials.jsonl").read_bytes()
+
+
+def test_errors_name_the_section_and_the_data(tmp_path):
+    page, data = _page(tmp_path, section="No such table")
+    with pytest.raises(QuicbenchError, match='section "No such table": no such heading.*Table 1: goodput'):
+        regenerate(page)
+    (data / "trials.jsonl.gz").unlink()
+    with pytest.raises(QuicbenchError, match="missing trials.jsonl.gz"):
+        regenerate(page)
+    empty = tmp_path / "empty.md"
+    empty.write_text("# nothing generated\n")
+    with pytest.raises(QuicbenchError, match="no <!-- quicbench:table"):
+        regenerate(empty)
+
+
+def test_section_body_stops_at_the_next_heading_of_its_level():
+    md = "# R\n\n## A\n\ntext a\n\n### A.1\n\nsub\n\n## B\n\ntext b\n"
+    assert section_body(md, "A") == "text a\n\n### A.1\n\nsub\n"
+    assert section_body(md, "A.1") == "sub\n"
