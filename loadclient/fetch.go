@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quic-go/quic-go/http3"
 )
 
 // result is one line of the --requests file. Absent times are null.
@@ -39,6 +41,10 @@ type result struct {
 	// every such stall of at least 1 ms as [start, end] (at most maxGaps): streams of one
 	// connection that all stand still together show head-of-line blocking (one lost TCP
 	// segment holds every h2 stream); streams that stall alone do not
+	// the first request of a connection: did its TLS session resume a ticket, and (h3) was
+	// 0-RTT data accepted by the server
+	Resumed       *bool      `json:"resumed"`
+	EarlyData     *bool      `json:"early_data"`
 	StallNs       *int64     `json:"stall_ns"`
 	Gaps          [][2]int64 `json:"gaps_ns,omitempty"`
 	GapsTruncated bool       `json:"gaps_truncated,omitempty"`
@@ -147,7 +153,11 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 	}
 	u := *cfg.baseURL
 	u.Path = r.Path
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, u.String(), nil)
+	method := http.MethodGet
+	if cfg.resumption == "0rtt" && cl.proto == "h3" {
+		method = http3.MethodGet0RTT // sent in 0-RTT when the connection is still in its handshake
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, u.String(), nil)
 	if err != nil {
 		r.Error, r.endNs = ptr(err.Error()), nowNs()
 		return r
@@ -197,6 +207,10 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 	n, readErr := io.CopyBuffer(struct{ io.Writer }{w}, body, buf)
 	r.endNs = nowNs()
 	r.Bytes = n
+	if conn != nil && connFirst && conn.session != nil && cfg.resumption != "none" {
+		resumed, early := conn.session(ctx)
+		r.Resumed, r.EarlyData = ptr(resumed), early
+	}
 	if readErr == nil {
 		r.LastByteNs = ptr(r.endNs)
 		r.StallNs, r.Gaps, r.GapsTruncated = ptr(body.stall), body.gaps, body.truncated

@@ -50,6 +50,7 @@ type config struct {
 	timeout      time.Duration
 	keylogFile   string
 	qlogDir      string
+	resumption   string // none | tickets | 0rtt (see README.md, "Session resumption and 0-RTT")
 	showVersion  bool
 }
 
@@ -112,6 +113,7 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "overall deadline (Go duration)")
 	fs.StringVar(&c.keylogFile, "keylog", "", "append TLS keys (NSS key log format) for all connections to this file")
 	fs.StringVar(&c.qlogDir, "qlog-dir", "", "h3 only: write one qlog (JSON-SEQ .sqlog) per QUIC connection here")
+	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT)")
 	fs.BoolVar(&c.showVersion, "version", false, "print versions as JSON and exit")
 
 	if err := fs.Parse(args); err != nil {
@@ -157,6 +159,11 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	}
 	if c.connections, err = parsePolicy(connections); err != nil {
 		return nil, err
+	}
+	switch c.resumption {
+	case "none", "tickets", "0rtt":
+	default:
+		return nil, usagef("invalid --resumption %q (accepted values: none, tickets, 0rtt)", c.resumption)
 	}
 	if c.timeout <= 0 {
 		return nil, usagef("invalid --timeout %v (accepted: positive Go duration, e.g. 60s)", c.timeout)
@@ -293,6 +300,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 
+	if cfg.resumption != "none" {
+		if err := cl.prime(ctx, cfg); err != nil {
+			logf("--resumption %s: the priming connection failed: %v", cfg.resumption, err)
+			return 1
+		}
+	}
 	ru0, wait0 := rusage(), runQueueWait()
 	results := fetchAll(ctx, cfg, cl, man)
 	cl.close()

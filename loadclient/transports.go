@@ -40,6 +40,9 @@ type connInfo struct {
 	id                                 int
 	connectStart, connectDone, tlsDone int64
 	claimed                            bool // a request has already used it
+	// session reports, once the handshake is complete, whether the TLS session resumed a
+	// ticket and (QUIC only, else nil) whether the server accepted 0-RTT data
+	session func(ctx context.Context) (resumed bool, earlyData *bool)
 }
 
 // connTracker assigns small ids to connections and remembers their
@@ -55,10 +58,12 @@ type connTracker struct {
 
 func newConnTracker() *connTracker { return &connTracker{byKey: map[any]*connInfo{}} }
 
-func (t *connTracker) add(key any, connectStart, connectDone, tlsDone int64) {
+func (t *connTracker) add(key any, connectStart, connectDone, tlsDone int64,
+	session func(context.Context) (bool, *bool)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ci := &connInfo{id: len(t.conns) + 1, connectStart: connectStart, connectDone: connectDone, tlsDone: tlsDone}
+	ci := &connInfo{id: len(t.conns) + 1, connectStart: connectStart, connectDone: connectDone, tlsDone: tlsDone,
+		session: session}
 	t.conns = append(t.conns, ci)
 	t.byKey[key] = ci
 }
@@ -213,9 +218,12 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 		ServerName:         cfg.baseURL.Hostname(),
 		RootCAs:            roots,
 		InsecureSkipVerify: cfg.insecure,
-		// No session cache: no session resumption and no 0-RTT, every
+		// No session cache unless --resumption asks for one: without it every
 		// connection (whatever the policy) does a full handshake.
 		ClientSessionCache: nil,
+	}
+	if cfg.resumption != "none" {
+		tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(64)
 	}
 	if keylog != nil {
 		tlsConf.KeyLogWriter = keylog
@@ -225,7 +233,7 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 	if pol.kind == policyPool && cfg.proto != "h1" {
 		cl.maxSlots = pol.n
 	}
-	d := &dialer{connect: cfg.connect, tracker: cl.tracker}
+	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt"}
 
 	switch cfg.proto {
 	case "h1":
@@ -322,6 +330,7 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 type dialer struct {
 	connect string
 	tracker *connTracker
+	early   bool // QUIC: DialEarly, so that requests can go in 0-RTT
 }
 
 // target returns the address to dial for addr (host:port from the URL),
@@ -372,7 +381,9 @@ func (d *dialer) dialTLS(ctx context.Context, addr string, conf *tls.Config, wan
 		tc.Close()
 		return nil, fmt.Errorf("protocol mismatch: requested %s, got %s (ALPN %q)", want, got, alpn)
 	}
-	d.tracker.add(tc, connectStart, connectDone, tlsDone)
+	d.tracker.add(tc, connectStart, connectDone, tlsDone, func(context.Context) (bool, *bool) {
+		return tc.ConnectionState().DidResume, nil // crypto/tls has no client 0-RTT
+	})
 	return tc, nil
 }
 
@@ -389,12 +400,23 @@ func (d *dialer) dialQUIC(ctx context.Context, qtr *quic.Transport, key any, add
 		return nil, err
 	}
 	start := nowNs()
-	conn, err := qtr.Dial(ctx, ua, tc, qc) // returns once the handshake is complete
+	dial := qtr.Dial // returns once the handshake is complete
+	if d.early {
+		dial = qtr.DialEarly // returns as soon as 0-RTT data can be sent (or the handshake completed)
+	}
+	conn, err := dial(ctx, ua, tc, qc)
 	if err != nil {
 		return nil, fmt.Errorf("QUIC handshake with %s: %w", target, err)
 	}
 	done := nowNs()
-	d.tracker.add(key, start, done, done)
+	d.tracker.add(key, start, done, done, func(ctx context.Context) (bool, *bool) {
+		select { // whether 0-RTT was accepted is known once the handshake is complete
+		case <-conn.HandshakeComplete():
+		case <-ctx.Done():
+		}
+		st := conn.ConnectionState()
+		return st.TLS.DidResume, &st.Used0RTT
+	})
 	return conn, nil
 }
 
@@ -464,4 +486,33 @@ func (c *flushCloser) Close() error {
 		c.done()
 	})
 	return err
+}
+
+// prime makes one request on a connection of its own, before the measured ones and not
+// recorded, so that the session cache holds the server's ticket (--resumption): the server
+// sends it after the handshake, and reading a whole response lets the client take it in.
+func (c *client) prime(ctx context.Context, cfg *config) error {
+	s, err := c.newSlot()
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	u := *cfg.baseURL
+	u.Path = cfg.requestPath(1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.rt.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d for %s", resp.StatusCode, u.Path)
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ WORKLOAD = [
     ("kind", "video-ish", "kind"), ("page", "huge", "page"), ("connections", "pool:0", "connections"),
     ("connections", "pool:x", "connections"), ("connections", "pool:", "connections"),
     ("connections", "lots", "connections"), ("connections", 5, "connections"), ("speed", 1, "speed"),
+    ("resumption", "sometimes", "resumption"), ("resumption", True, "resumption"), ("resumption", "0-rtt", "resumption"),
 ]
 CONDITION = [
     ("name", "", "name"), ("name", "a|b", "name"), ("name", "tab\tbed", "name"), ("delay_ms", -1, "delay_ms"),
@@ -95,6 +96,7 @@ VIDEO_BAD = [
     ("ladder", [[720, 10]], "ladder"), ("ladder", [[720, 3000], [360, 800]], "ladder"),
     ("ladder", [[721, 3000]], "ladder"), ("ladder", [[720]], "ladder"), ("ladder", "720p", "ladder"),
     ("connections", "per-object", "connections"), ("connections", "pool:2", "connections"),
+    ("resumption", "0rtt", "resumption"), ("resumption", "tickets", "resumption"),
 ]
 CONNECTIONS_BAD = [
     ("connections", "pool:99999999999999999999", "connections"), ("connections", "pool:1001", "connections"),

@@ -88,3 +88,14 @@ def test_blocking_needs_two_streams_in_flight_on_one_connection():
     # a client that does not report gaps (a browser, a command client): empty
     assert stall_metrics([{"conn_id": 1}]) == {"body_stall_ms_p50": None, "body_stall_ms_max": None,
                                               "all_streams_idle_ms": None}
+
+
+def test_session_metrics_count_first_requests_of_connections():
+    from quicbench.run.metrics import session_metrics
+    reqs = [{"resumed": True, "early_data": True}, {"resumed": True, "early_data": False},
+            {"resumed": None, "early_data": None}, {"resumed": False, "early_data": False}]
+    m = session_metrics(reqs)
+    assert round(m["resumed_pct"], 6) == round(200 / 3, 6) and round(m["early_data_pct"], 6) == round(100 / 3, 6)
+    # TCP: resumption reported, early data never (Go's TLS has no client 0-RTT)
+    assert session_metrics([{"resumed": True}, {"resumed": True}]) == {"resumed_pct": 100.0, "early_data_pct": None}
+    assert session_metrics([{}]) == {"resumed_pct": None, "early_data_pct": None}

@@ -149,3 +149,22 @@ def test_binary_and_oversized_plan_files_are_clear_errors(tmp_path):
         load_plan(b)
     with pytest.raises(QuicbenchError, match="not found"):
         load_plan(tmp_path)
+
+
+def test_resumption_is_an_object_workload_option_in_its_label():
+    from quicbench.model.plan import Workload
+    assert Workload(size="10KB").label == "1x10KB/p1"
+    assert Workload(size="10KB", resumption="0rtt").label == "1x10KB/p1/0rtt"
+    assert Workload(size="10KB", connections="per-object", resumption="tickets").label == "1x10KB/p1/per-object/tickets"
+    with pytest.raises(ValueError, match="resumption: a page load starts a fresh browser"):
+        Workload(kind="page", size="10KB", resumption="tickets")
+
+
+def test_a_client_that_cannot_resume_is_refused():
+    from quicbench.errors import QuicbenchError
+    from quicbench.model.plan import plan_from_dict
+    from quicbench.run.preflight import check_plan
+    p = plan_from_dict({"client": "mine", "client_commands": {"mine": {"command": "true {urls}"}},
+                        "workloads": [{"size": "10KB", "resumption": "0rtt"}]})
+    with pytest.raises(QuicbenchError, match="resumption = '0rtt' cannot be honoured by client mine; accepted: none"):
+        check_plan(p)

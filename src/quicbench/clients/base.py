@@ -71,6 +71,8 @@ class Client(ABC):
     """A client driver: name, protocols, available(), version(), fetch()."""
     name: ClassVar[str]
     protocols: ClassVar[frozenset[str]]
+    # the workloads' `resumption` modes the client honours (docs/plans.md, "Session resumption")
+    resumption_modes: ClassVar[tuple[str, ...]] = ("none",)
 
     @abstractmethod
     def fetch(self, req: FetchRequest) -> ClientResult:

@@ -18,6 +18,7 @@ class LoadClient(Client):
     name = "qb-load"
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared", "per-object", "pool")
+    resumption_modes = ("none", "tickets", "0rtt")
 
     @staticmethod
     def binary() -> str:
@@ -47,6 +48,7 @@ class LoadClient(Client):
                 "--path-template", target.content.path_template(workload.size_bytes),
                 "--count", str(workload.count), "--parallel", str(workload.parallelism),
                 "--connections", workload.connections,
+                "--resumption", workload.resumption,
                 "--manifest", str(target.content.manifest_path),
                 "--requests", str(trial_dir / "requests.jsonl"),
                 "--timeout", f"{timeout_s:g}s"]

@@ -47,6 +47,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("count", "int", "", "objects per trial", "trial"),
     Column("parallel", "int", "", "requests in flight at most", "trial"),
     Column("connection_policy", "text", "", "connection policy: `shared`, `per-object` or `pool:N`", "trial"),
+    Column("resumption", "text", "", "session resumption asked of the client: `none`, `tickets` or `0rtt` "
+           "(docs/plans.md)", "trial"),
     Column("rep", "int", "", "repetition number (0 for warm-ups)", "trial"),
     Column("warmup", "bool", "", "warm-up trial (never in the statistics)", "trial"),
     Column("started_at", "float", "s (Unix time)", "Unix time the trial started", "trial"),
@@ -66,6 +68,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("tls_ms", "float", "ms", "median TLS handshake time of new connections, ms", "trial"),
     Column("request_ms_p50", "float", "ms", "median request duration, ms", "trial"),
     Column("transfer_ms_p50", "float", "ms", "median first-byte → last-byte time, ms", "trial"),
+    Column("resumed_pct", "float", "%", "of the trial's connections, the share whose TLS session resumed a "
+           "ticket (empty unless the workload asks for resumption)", "trial"),
+    Column("early_data_pct", "float", "%", "of the trial's QUIC connections, the share whose 0-RTT data the "
+           "server accepted (empty for TCP: Go's TLS has no client 0-RTT; empty unless resumption is asked)", "trial"),
     Column("body_stall_ms_p50", "float", "ms", "per request, the longest time its body stood still after the first byte "
            "(qb-load's stall_ns); median over the trial's requests, ms", "trial"),
     Column("body_stall_ms_max", "float", "ms", "the longest such stall of any request of the trial, ms", "trial"),

@@ -59,6 +59,10 @@ class Workload(_Strict):
     # ones), "per-object" (a new connection and handshake per object, Go-Quick's getFiles) or
     # "pool:N" (at most N connections, requests spread over them)
     connections: str = "shared"
+    # session resumption (objects): "none" (every connection a full handshake), "tickets" (a
+    # priming connection, not measured, gets a TLS session ticket; every measured connection
+    # resumes it) or "0rtt" (tickets, and h3 requests sent in 0-RTT data)
+    resumption: Literal["none", "tickets", "0rtt"] = "none"
 
     @field_validator("connections")
     @classmethod
@@ -77,6 +81,9 @@ class Workload(_Strict):
         if self.kind in ("page", "video") and self.connections != "shared":
             raise ValueError(f"connections: a {self.kind} load lets the browser manage its connections; "
                              f"accepted: shared (got {self.connections!r})")
+        if self.kind in ("page", "video") and self.resumption != "none":
+            raise ValueError(f"resumption: a {self.kind} load starts a fresh browser with no session; "
+                             f"accepted: none (got {self.resumption!r})")
         return self
 
     @property
@@ -139,7 +146,8 @@ class Workload(_Strict):
         if self.kind == "page":
             return "page:realistic" if self.page == "realistic" else f"page:{self.count}x{self.size}"
         policy = "" if self.connections == "shared" else "/" + self.connections.replace("pool:", "pool")
-        return f"{self.count}x{self.size}/p{self.parallelism}{policy}"
+        session = "" if self.resumption == "none" else f"/{self.resumption}"
+        return f"{self.count}x{self.size}/p{self.parallelism}{policy}{session}"
 
     @property
     def page_path(self) -> str:

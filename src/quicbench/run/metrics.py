@@ -54,8 +54,20 @@ def summarize_requests(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) ->
         "tls_ms": _median(_ms(r.get("connect_done_ns"), r.get("tls_done_ns")) for r in new_conns),
         "request_ms_p50": _median(_ms(r.get("start_ns"), r.get("last_byte_ns")) for r in reqs),
         "transfer_ms_p50": _median(_ms(r.get("first_byte_ns"), r.get("last_byte_ns")) for r in reqs),
+        **session_metrics(reqs),
         **stall_metrics(ok, stall_min_ms),
     }
+
+
+def _pct(flags: list[bool]) -> float | None:
+    return 100 * sum(flags) / len(flags) if flags else None
+
+
+def session_metrics(reqs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Session resumption and 0-RTT, from the first request of each connection (qb-load's
+    ``resumed`` and ``early_data``; absent unless the workload asked for resumption)."""
+    return {"resumed_pct": _pct([bool(r["resumed"]) for r in reqs if r.get("resumed") is not None]),
+            "early_data_pct": _pct([bool(r["early_data"]) for r in reqs if r.get("early_data") is not None])}
 
 
 def stall_metrics(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) -> dict[str, Any]:

@@ -47,6 +47,9 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                     if proto not in client.protocols:
                         raise QuicbenchError(f"{source}: client: {name} cannot fetch {proto}; "
                                              f"it fetches {', '.join(sorted(client.protocols))}")
+            if w.kind == "objects" and w.resumption not in client.resumption_modes:
+                raise QuicbenchError(f"{source}: workloads: resumption = '{w.resumption}' cannot be honoured by "
+                                     f"client {name}; accepted: {', '.join(client.resumption_modes)}")
             policies = getattr(client, "connection_policies", None)
             if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
                 raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "

@@ -21,7 +21,8 @@ def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
     return make_row(key=spec.key, seq=spec.seq, condition=spec.condition.name,
                     condition_desc=spec.condition.short(), protocol=spec.protocol, server=spec.server,
                     client=client_name, workload=w.label, size_bytes=w.size_bytes, count=w.count,
-                    parallel=w.parallelism, connection_policy=w.connections, rep=spec.rep, warmup=spec.warmup, started_at=time.time())
+                    parallel=w.parallelism, connection_policy=w.connections,
+                    resumption=w.resumption, rep=spec.rep, warmup=spec.warmup, started_at=time.time())
 
 
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
@@ -138,6 +139,11 @@ def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
         return f"protocol mismatch: requested {spec.protocol}, negotiated {row.get('protocols')}"
     if row.get("bytes") != w.payload_bytes:
         return f"expected {w.payload_bytes} payload bytes, received {row.get('bytes')}"
+    if w.resumption != "none" and row.get("resumed_pct") != 100:
+        # the trial measures resumed connections or nothing: a full handshake would pass for one
+        return (f"resumption = '{w.resumption}': {row.get('resumed_pct')} % of connections resumed a session, "
+                f"not all (did the server send a ticket?)" if row.get("resumed_pct") is not None else
+                f"resumption = '{w.resumption}': the client reported no session state")
     return verify_connections(row.get("connections"), w, spec.protocol)
 
 
