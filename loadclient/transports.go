@@ -289,7 +289,11 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 		}
 		// Each slot has its own UDP socket, as separate clients would.
 		cl.newSlot = func() (*slot, error) {
-			udp, err := net.ListenUDP("udp", nil)
+			var local *net.UDPAddr
+			if cfg.bindPort != 0 {
+				local = &net.UDPAddr{Port: cfg.bindPort}
+			}
+			udp, err := net.ListenUDP("udp", local)
 			if err != nil {
 				return nil, fmt.Errorf("h3: opening UDP socket: %w", err)
 			}

@@ -47,6 +47,12 @@ CONDITION = [
     ("trace", "/nonexistent.trace", "trace"), ("trace", "/etc/hostname", "trace"), ("duplicate_pct", 200, "duplicate_pct"),
     ("corrupt_pct", -1, "corrupt_pct"), ("reorder", "sometimes", "reorder"), ("wobble", 1, "wobble"),
     ("loss", {"model": "bursty"}, "loss"), ("hops", [{}, {}, {}], "hops"), ("up", {"colour": 1}, "colour"),
+    ("background", [{"protocol": "udp"}], "background"), ("background", [{"protocol": "tcp", "flows": 0}], "flows"),
+    ("background", [{"protocol": "tcp", "flows": 9}], "flows"), ("background", [{"protocol": "h3", "cc": "bbr"}], "cc"),
+    ("background", [{"protocol": "tcp", "cc": "warp"}], "cc 'warp'"), ("background", [{"flows": 2}], "protocol"),
+    ("background", [{"protocol": "tcp", "flows": 5}, {"protocol": "h3", "flows": 4}], "at most 8"),
+    ("background", {"protocol": "tcp"}, "background"), ("background", [{"protocol": "tcp", "colour": 1}], "colour"),
+    ("latency_probe", "sometimes", "latency_probe"),
 ]
 FLAGS = [
     (["--reps", "0"], "--reps"), (["--reps", "x"], "--reps"), (["--only", "colour=red"], "--only colour"),

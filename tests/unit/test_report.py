@@ -233,7 +233,8 @@ def test_docs_document_every_column(goquick, cvart, browser):
     optional = set(OPTIONAL_METRICS)
     doc_optional = set(documented_columns("trials.parquet", "Capture columns")) | set(
         documented_columns("trials.parquet", "Browser page-load columns")) | set(
-        documented_columns("trials.parquet", "Video columns"))
+        documented_columns("trials.parquet", "Video columns")) | set(
+        documented_columns("trials.parquet", "Competing traffic"))
     assert optional <= doc_optional
     doc_trials = set(documented_columns("trials.parquet"))
     passthrough = set(documented_columns("trials.parquet", "Passed through when present"))

@@ -162,6 +162,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("qoe_score", "float", "", "Mbit/s − 4.3 × rebuffer s/min − 1 × switches/min (Yin et al. SIGCOMM'15 linear form)", "video"),
     Column("player_errors", "int", "", "errors in the player's log", "video"),
     Column("player_fatal_errors", "int", "", "fatal errors in the player's log", "video"),
+    # -- competing traffic and latency under load (the condition's background / latency_probe)
+    Column("bg_flows", "int", "", "background flows that shared the bottleneck with the trial (the condition's `background`)", "load"),
+    Column("bg_mbps", "float", "Mbit/s", "their IP bytes delivered to the client over the trial's transfer, Mbit/s", "load"),
+    Column("bg_class_mbps", "text", "", "the same per class, e.g. `h3=11.2,tcp:bbr=30.5`", "load"),
+    Column("fg_wire_mbps", "float", "Mbit/s", "the trial's own IP bytes delivered to the client over its transfer, Mbit/s (counted as the background flows are)", "load"),
+    Column("fg_share_pct", "float", "%", "the trial's share of everything delivered over its transfer", "load"),
+    Column("jain_index", "float", "", "Jain's fairness index over the trial (one flow, whatever its connections) and each background flow: 1 = equal rates, 1/n = one flow took all", "load"),
+    Column("load_owd_samples", "int", "", "probe packets (100/s, server to client) sent during the transfer that arrived", "load"),
+    Column("load_owd_ms_p50", "float", "ms", "their median one-way delay, queueing included: compare with the condition's one-way delay", "load"),
+    Column("load_owd_ms_p99", "float", "ms", "their 99th-percentile one-way delay", "load"),
     # -- passthrough
     Column("har_entries", "int", "", "entries in the browser's HAR", "passthrough"),
     Column("protocol_mismatches", "text", "", "JSON list of requests that used another protocol (browser)", "passthrough"),

@@ -227,20 +227,62 @@ class Hop(_Strict):
         return f"up {self.up.short()} / down {self.down.short()}"
 
 
+MAX_BACKGROUND_FLOWS = 8       # all classes together: each is a process pair on a 2-core host
+BACKGROUND_OBJECT_BYTES = 10_000_000   # background QUIC flows download this object again and again
+
+
+class BackgroundFlow(_Strict):
+    """Bulk downloads (server -> client) that share the bottleneck with every trial of the
+    condition: started before the trial's transfer, measured during it (docs/plans.md,
+    "Competing traffic")."""
+    protocol: Literal["tcp", "h3"]
+    cc: str | None = Field(None, description="tcp: the sender's congestion control (default: the plan's tcp_cc)")
+    flows: int = Field(1, ge=1, le=MAX_BACKGROUND_FLOWS)
+
+    @model_validator(mode="after")
+    def _cc_for_tcp(self) -> "BackgroundFlow":
+        if self.cc is not None and self.protocol != "tcp":
+            raise ValueError(f"cc: only tcp flows take a congestion control (quic-go's is its own); "
+                             f"got cc = '{self.cc}' for {self.protocol}")
+        return self
+
+    def short(self) -> str:
+        return f"{self.protocol}{':' + self.cc if self.cc else ''}x{self.flows}"
+
+
+CONDITION_FIELDS = ("name", "background", "latency_probe")    # of the condition, not of a hop
+
+
 class Condition(_Strict):
-    """A named network condition: one or two router hops (Go-Quick had two routers)."""
+    """A named network condition: one or two router hops (Go-Quick had two routers), and the
+    traffic that competes with the trial on them."""
     name: str = Field("default", min_length=1, max_length=100)
     hops: list[Hop] = Field(default_factory=lambda: [Hop()], min_length=1, max_length=2)
+    background: list[BackgroundFlow] = Field(default_factory=list, max_length=4)
+    latency_probe: bool = Field(False, description="one-way delay of a 100 pps probe during each transfer "
+                                                   "(always on with background flows)")
 
     @model_validator(mode="before")
     @classmethod
     def _single_hop_shorthand(cls, data: Any) -> Any:
         """Allow the fields of one hop at the top level: {name, delay_ms, loss_pct, ...}."""
         if isinstance(data, dict) and "hops" not in data:
-            hop = {k: v for k, v in data.items() if k != "name"}
+            hop = {k: v for k, v in data.items() if k not in CONDITION_FIELDS}
             if hop:
-                data = {"name": data.get("name", "default"), "hops": [hop]}
+                data = {**{k: v for k, v in data.items() if k in CONDITION_FIELDS}, "hops": [hop]}
         return data
+
+    @field_validator("background")
+    @classmethod
+    def _background(cls, v: list[BackgroundFlow]) -> list[BackgroundFlow]:
+        total = sum(b.flows for b in v)
+        if total > MAX_BACKGROUND_FLOWS:
+            raise ValueError(f"{total} background flows in all; accepted: at most {MAX_BACKGROUND_FLOWS}")
+        return v
+
+    @property
+    def probes_latency(self) -> bool:
+        return self.latency_probe or bool(self.background)
 
     @field_validator("name")
     @classmethod
@@ -255,7 +297,8 @@ class Condition(_Strict):
         return [*cls.model_fields, *Hop.accepted_keys()[len(Hop.model_fields):], "up", "down"]
 
     def short(self) -> str:
-        return " | ".join(h.short() for h in self.hops)
+        link = " | ".join(h.short() for h in self.hops)
+        return link + (" + bg " + ", ".join(b.short() for b in self.background) if self.background else "")
 
     def per_router(self, n_routers: int) -> list[Hop]:
         """The hop each of n routers applies: one per router, or a one-hop condition on the

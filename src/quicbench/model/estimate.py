@@ -9,6 +9,7 @@ PAGE_OVERHEAD_S = 3.0        # browser start, settle and close per page load (me
 VIDEO_OVERHEAD_S = 6.5       # browser start, settle, player start and close per playback (tests/integration/test_video.py)
 REALISTIC_PAGE_BYTES = 10_200_000
 LAB_SETUP_S = 1.5            # lab, servers, content
+BACKGROUND_WARMUP_S = 2.5    # background flows start and run 2 s before the transfer (run/background.py)
 # effective goodput assumed per protocol when the link does not limit (2-core machine)
 UNLIMITED_MBIT = {"h1": 2000.0, "h2": 1500.0, "h3": 400.0}
 
@@ -23,6 +24,15 @@ def trial_seconds(t: TrialSpec) -> float:
         conns = t.workload.parallelism if t.protocol == "h1" else 1
         mathis = conns * 1460 * 8 / max(rtt_s, 1e-3) * 1.22 / loss ** 0.5 / 1e6
         rate = min(rate, mathis)
+    w = t.workload
+    competing = sum(b.flows for b in c.background)
+    if competing:      # a fair share of the bottleneck, after the background flows' warm-up
+        rate /= 1 + competing
+        return BACKGROUND_WARMUP_S + _transfer_seconds(t, rate, rtt_s)
+    return _transfer_seconds(t, rate, rtt_s)
+
+
+def _transfer_seconds(t: TrialSpec, rate: float, rtt_s: float) -> float:
     w = t.workload
     if w.kind == "video":        # a playback lasts as long as what is watched, whatever the link
         return VIDEO_OVERHEAD_S + (w.video_spec().duration_s if w.mode == "vod" else w.duration_s)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from quicbench.model.conditions import Condition, KnownKeys
+from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
@@ -319,7 +319,8 @@ class Plan(_Strict):
     @property
     def options(self) -> "TrialOptions":
         return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
-                            capture_router=self.capture_router, qlog=self.qlog, keylog=self.keylog)
+                            capture_router=self.capture_router, qlog=self.qlog, keylog=self.keylog,
+                            tcp_cc=self.tcp_cc)
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
@@ -392,6 +393,8 @@ class Plan(_Strict):
             if (w.kind == "page" and w.page == "realistic") or w.kind == "video":
                 continue
             objs[w.size_bytes] = max(objs.get(w.size_bytes, 0), w.count)
+        if any(b.protocol == "h3" for c in self.conditions for b in c.background):
+            objs.setdefault(BACKGROUND_OBJECT_BYTES, 1)    # what background QUIC flows fetch again and again
         return objs
 
     @property
@@ -407,6 +410,7 @@ class TrialOptions:
     capture_router: bool = False
     qlog: bool = False
     keylog: bool = False
+    tcp_cc: str = "cubic"       # background TCP flows without a cc of their own use the plan's
 
 
 @dataclass(frozen=True)

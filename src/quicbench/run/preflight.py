@@ -86,6 +86,19 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if cc and plan.tcp_cc not in cc:
         raise QuicbenchError(f"{source}: tcp_cc: '{plan.tcp_cc}' is not available in this kernel; "
                              f"accepted: {', '.join(cc)}")
+    for c in plan.conditions:
+        for b in c.background:
+            if b.cc is not None and cc and b.cc not in cc:
+                raise QuicbenchError(f"{source}: conditions.{c.name}.background: cc '{b.cc}' is not available in "
+                                     f"this kernel; accepted: {', '.join(cc)}")
+        if any(b.protocol == "h3" for b in c.background):
+            # background QUIC flows come from the trial's own server
+            for proto in plan.protocols:
+                for srv in plan.server_options(proto):
+                    if "h3" not in server_class(srv, plan.server_commands).protocols:
+                        raise QuicbenchError(f"{source}: conditions.{c.name}.background: h3 flows come from the "
+                                             f"trial's own server, and {srv} (servers.{proto}) does not serve h3; "
+                                             f"use tcp flows or an h3 server such as caddy")
     if "netns" not in BACKENDS:
         raise QuicbenchError("no lab backend 'netns' registered")
     if installed:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 from quicbench.run.capture import Capture, finish_pcap
 from quicbench.clients.base import Client, FetchRequest, Target
+from quicbench.clients.loadclient import LoadClient
+from quicbench.run.background import Background
 from quicbench.model.columns import make_row
 from quicbench.cpu import cpu_bound, machine_bound, machine_busy_share
 from quicbench.run.metrics import summarize_requests
@@ -31,13 +34,22 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     w = spec.workload
     row = base_row(spec, client.name)
     options = options or TrialOptions()
+    background = None
+    if spec.condition.background or spec.condition.probes_latency:
+        background = Background(target.lab, target, spec.condition, options.tcp_cc, LoadClient.binary(),
+                                trial_dir / "background")
     captures = _start_captures(target, trial_dir, options)
     try:
-        cpu0 = target.lab.endpoint_cpu(server_pid)
-        res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
-        cpu1 = target.lab.endpoint_cpu(server_pid)
+        with background or contextlib.nullcontext():
+            mark0 = background.mark() if background else None
+            cpu0 = target.lab.endpoint_cpu(server_pid)
+            res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
+            cpu1 = target.lab.endpoint_cpu(server_pid)
+            mark1 = background.mark() if background else None
     finally:
         cap_counts = [c.stop() for c in captures]
+    if background and mark0 and mark1:
+        row.update(background.metrics(mark0, mark1))
     m = summarize_requests(res.requests, stall_min_ms=max(1.0, spec.condition.base_rtt_ms / 2))
     row.update(m)
     row.update(res.extra)          # e.g. page-load metrics of the browser client
