@@ -51,7 +51,7 @@ type config struct {
 	keylogFile   string
 	qlogDir      string
 	resumption   string // none | tickets | 0rtt (see README.md, "Session resumption and 0-RTT")
-	bindPort     int    // h3: the local UDP port (0: any), so that a lab can count this client's bytes
+	bindPort     int    // the local port of the one connection (0: any), so that a lab can find its packets
 	showVersion  bool
 }
 
@@ -115,7 +115,7 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	fs.StringVar(&c.keylogFile, "keylog", "", "append TLS keys (NSS key log format) for all connections to this file")
 	fs.StringVar(&c.qlogDir, "qlog-dir", "", "h3 only: write one qlog (JSON-SEQ .sqlog) per QUIC connection here")
 	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT)")
-	fs.IntVar(&c.bindPort, "bind-port", 0, "h3 with --connections shared: the local UDP port to use (0: any)")
+	fs.IntVar(&c.bindPort, "bind-port", 0, "the local port of the trial's one connection (0: any): --connections shared, and --parallel 1 for h1")
 	fs.BoolVar(&c.showVersion, "version", false, "print versions as JSON and exit")
 
 	if err := fs.Parse(args); err != nil {
@@ -167,8 +167,9 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	default:
 		return nil, usagef("invalid --resumption %q (accepted values: none, tickets, 0rtt)", c.resumption)
 	}
-	if c.bindPort != 0 && (c.bindPort < 1 || c.bindPort > 65535 || c.proto != "h3" || c.connections.kind != policyShared) {
-		return nil, usagef("invalid --bind-port %d (accepted: 1..65535, with --proto h3 and --connections shared)", c.bindPort)
+	if c.bindPort != 0 && (c.bindPort < 1 || c.bindPort > 65535 || c.connections.kind != policyShared ||
+		(c.proto == "h1" && c.parallel != 1)) {
+		return nil, usagef("invalid --bind-port %d (accepted: 1..65535, with --connections shared and, for h1, --parallel 1: one connection)", c.bindPort)
 	}
 	if c.timeout <= 0 {
 		return nil, usagef("invalid --timeout %v (accepted: positive Go duration, e.g. 60s)", c.timeout)

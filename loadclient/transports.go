@@ -233,7 +233,7 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 	if pol.kind == policyPool && cfg.proto != "h1" {
 		cl.maxSlots = pol.n
 	}
-	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt"}
+	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt", bindPort: cfg.bindPort}
 
 	switch cfg.proto {
 	case "h1":
@@ -332,9 +332,10 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 // dialer opens connections, honouring --connect, timing the handshake and
 // registering each connection with the tracker.
 type dialer struct {
-	connect string
-	tracker *connTracker
-	early   bool // QUIC: DialEarly, so that requests can go in 0-RTT
+	connect  string
+	tracker  *connTracker
+	early    bool // QUIC: DialEarly, so that requests can go in 0-RTT
+	bindPort int  // TCP: the local port (0: any)
 }
 
 // target returns the address to dial for addr (host:port from the URL),
@@ -366,6 +367,9 @@ func (d *dialer) dialTLS(ctx context.Context, addr string, conf *tls.Config, wan
 		return nil, err
 	}
 	var nd net.Dialer
+	if d.bindPort != 0 {
+		nd.LocalAddr = &net.TCPAddr{Port: d.bindPort}
+	}
 	connectStart := nowNs()
 	raw, err := nd.DialContext(ctx, "tcp", target)
 	if err != nil {

@@ -70,10 +70,11 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     check_backend(backend, inventory, p)
-    if any(c.background or c.latency_probe for c in p.conditions) and (backend != "netns" or kernel != "host"):
-        raise QuicbenchError(f"conditions: background flows and the latency probe run in this host's namespace "
-                             f"lab (one clock for the probe, nftables counters); accepted with --backend netns "
-                             f"--kernel host only (got --backend {backend} --kernel {kernel})")
+    if any(c.background or c.latency_probe or c.rebind_at_s for c in p.conditions) and (
+            backend != "netns" or kernel != "host"):
+        raise QuicbenchError(f"conditions: background flows, the latency probe and NAT rebinding run in this "
+                             f"host's namespace lab (one clock for the probe, nftables in the nodes); accepted "
+                             f"with --backend netns --kernel host only (got --backend {backend} --kernel {kernel})")
     if provision and backend != "ssh":
         raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     if jobs > 1 and backend != "netns":

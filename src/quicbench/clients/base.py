@@ -39,6 +39,7 @@ class FetchRequest:
     trial_dir: Path
     timeout_s: float
     options: "TrialOptions | None" = None
+    local_port: int | None = None      # the local port of the trial's one connection (NAT rebinding)
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Client(ABC):
     protocols: ClassVar[frozenset[str]]
     # the workloads' `resumption` modes the client honours (docs/plans.md, "Session resumption")
     resumption_modes: ClassVar[tuple[str, ...]] = ("none",)
+    # binds its one connection to FetchRequest.local_port (a NAT rebinding needs to know it)
+    binds_local_port: ClassVar[bool] = False
 
     @abstractmethod
     def fetch(self, req: FetchRequest) -> ClientResult:

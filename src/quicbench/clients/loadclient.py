@@ -19,6 +19,7 @@ class LoadClient(Client):
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared", "per-object", "pool")
     resumption_modes = ("none", "tickets", "0rtt")
+    binds_local_port = True
 
     @staticmethod
     def binary() -> str:
@@ -58,6 +59,8 @@ class LoadClient(Client):
             req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
         trial_dir.mkdir(parents=True, exist_ok=True)
         extra = []
+        if req.local_port is not None:
+            extra += ["--bind-port", str(req.local_port)]
         if options is not None and options.qlog and protocol == "h3":
             extra += ["--qlog-dir", str(trial_dir / "qlog")]
         if options is not None and options.keylog:

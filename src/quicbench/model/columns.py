@@ -172,6 +172,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("load_owd_samples", "int", "", "probe packets (100/s, server to client) sent during the transfer that arrived", "load"),
     Column("load_owd_ms_p50", "float", "ms", "their median one-way delay, queueing included: compare with the condition's one-way delay", "load"),
     Column("load_owd_ms_p99", "float", "ms", "their 99th-percentile one-way delay", "load"),
+    # -- NAT rebinding (the condition's rebind_at_s)
+    Column("rebind_at_s", "float", "s", "NAT rebinding: this long into the transfer the client's source port, as the server sees it, was to change (the condition's `rebind_at_s`)", "load"),
+    Column("rebound", "bool", "", "the rewrite was in place before the transfer ended", "load"),
+    Column("rebind_seen_by_server", "bool", "", "the server node received packets from the new port (an nftables counter there)", "load"),
+    Column("rebind_stall_ms", "float", "ms", "the longest gap in a response body in the second after the rebinding (0: none of 1 ms or more); the trial's status says whether the transfer survived", "load"),
     # -- passthrough
     Column("har_entries", "int", "", "entries in the browser's HAR", "passthrough"),
     Column("protocol_mismatches", "text", "", "JSON list of requests that used another protocol (browser)", "passthrough"),

@@ -250,7 +250,7 @@ class BackgroundFlow(_Strict):
         return f"{self.protocol}{':' + self.cc if self.cc else ''}x{self.flows}"
 
 
-CONDITION_FIELDS = ("name", "background", "latency_probe")    # of the condition, not of a hop
+CONDITION_FIELDS = ("name", "background", "latency_probe", "rebind_at_s")    # of the condition, not of a hop
 
 
 class Condition(_Strict):
@@ -261,6 +261,8 @@ class Condition(_Strict):
     background: list[BackgroundFlow] = Field(default_factory=list, max_length=4)
     latency_probe: bool = Field(False, description="one-way delay of a 100 pps probe during each transfer "
                                                    "(always on with background flows)")
+    rebind_at_s: float | None = Field(None, gt=0, le=3600, description="NAT rebinding: this long into each "
+                                      "transfer the client's source port, as the server sees it, changes")
 
     @model_validator(mode="before")
     @classmethod
@@ -298,7 +300,8 @@ class Condition(_Strict):
 
     def short(self) -> str:
         link = " | ".join(h.short() for h in self.hops)
-        return link + (" + bg " + ", ".join(b.short() for b in self.background) if self.background else "")
+        link += " + bg " + ", ".join(b.short() for b in self.background) if self.background else ""
+        return link + (f" + rebind@{self.rebind_at_s:g}s" if self.rebind_at_s else "")
 
     def per_router(self, n_routers: int) -> list[Hop]:
         """The hop each of n routers applies: one per router, or a one-hop condition on the

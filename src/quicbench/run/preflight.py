@@ -87,6 +87,8 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
         raise QuicbenchError(f"{source}: tcp_cc: '{plan.tcp_cc}' is not available in this kernel; "
                              f"accepted: {', '.join(cc)}")
     for c in plan.conditions:
+        if c.rebind_at_s:
+            _check_rebinding(plan, c, source)
         for b in c.background:
             if b.cc is not None and cc and b.cc not in cc:
                 raise QuicbenchError(f"{source}: conditions.{c.name}.background: cc '{b.cc}' is not available in "
@@ -108,3 +110,22 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
             ok, why = d.available()
             if not ok:
                 raise QuicbenchError(why)
+
+
+def _check_rebinding(plan: Plan, c, source: str) -> None:
+    """A NAT rebinding rewrites one known client port: one connection, from a client that binds it."""
+    where = f"{source}: conditions.{c.name}.rebind_at_s"
+    for w in plan.workloads:
+        if w.kind != "objects":
+            raise QuicbenchError(f"{where}: a {w.kind} workload's connections are the browser's; a rebinding "
+                                 f"needs objects workloads")
+        if w.connections != "shared":
+            raise QuicbenchError(f"{where}: workloads.connections = '{w.connections}' opens several connections; "
+                                 f"accepted: shared (one connection to rebind)")
+        if "h1" in plan.protocols and w.parallelism != 1:
+            raise QuicbenchError(f"{where}: h1 with parallel = {w.parallelism} opens several connections; "
+                                 f"accepted: parallel = 1 (or drop h1)")
+        for name in plan.clients_for(w):
+            if not client_class(name, plan.client_commands).binds_local_port:
+                raise QuicbenchError(f"{where}: client {name} cannot bind its connection to a given port; "
+                                     f"accepted: qb-load")

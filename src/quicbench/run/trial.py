@@ -11,6 +11,7 @@ from quicbench.run.capture import Capture, finish_pcap
 from quicbench.clients.base import Client, FetchRequest, Target
 from quicbench.clients.loadclient import LoadClient
 from quicbench.run.background import Background
+from quicbench.run.rebind import Rebinding, ports_for as rebind_ports
 from quicbench.model.columns import make_row
 from quicbench.cpu import cpu_bound, machine_bound, machine_busy_share
 from quicbench.run.metrics import summarize_requests
@@ -38,18 +39,26 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     if spec.condition.background or spec.condition.probes_latency:
         background = Background(target.lab, target, spec.condition, options.tcp_cc, LoadClient.binary(),
                                 trial_dir / "background")
+    rebinding, local_port = None, None
+    if spec.condition.rebind_at_s:
+        local_port, seen_port = rebind_ports(spec.seq)
+        rebinding = Rebinding(target.lab, spec.protocol, local_port, seen_port, spec.condition.rebind_at_s)
     captures = _start_captures(target, trial_dir, options)
     try:
-        with background or contextlib.nullcontext():
+        with background or contextlib.nullcontext(), rebinding or contextlib.nullcontext():
             mark0 = background.mark() if background else None
             cpu0 = target.lab.endpoint_cpu(server_pid)
-            res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options))
+            if rebinding:
+                rebinding.arm()
+            res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options, local_port))
             cpu1 = target.lab.endpoint_cpu(server_pid)
             mark1 = background.mark() if background else None
+            rebound = rebinding.metrics(res.requests) if rebinding else {}
     finally:
         cap_counts = [c.stop() for c in captures]
     if background and mark0 and mark1:
         row.update(background.metrics(mark0, mark1))
+    row.update(rebound)
     m = summarize_requests(res.requests, stall_min_ms=max(1.0, spec.condition.base_rtt_ms / 2))
     row.update(m)
     row.update(res.extra)          # e.g. page-load metrics of the browser client
@@ -86,6 +95,11 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row["cpu_bound"] = bool(bound_by)
     row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error
+    if rebinding and rebinding.error:
+        error = rebinding.error
+    elif rebinding and not row.get("rebound") and error is None:
+        error = (f"rebind_at_s = {spec.condition.rebind_at_s:g}: the transfer ended before the rebinding "
+                 f"(make it last longer, or rebind sooner)")
     if error is None:
         error = verify(row, spec)
     row["status"] = "failed" if error else "ok"
