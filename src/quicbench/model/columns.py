@@ -66,6 +66,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("ttfb_ms", "float", "ms", "first request's time to first byte, ms", "trial"),
     Column("connect_ms", "float", "ms", "median connect time of new connections, ms", "trial"),
     Column("tls_ms", "float", "ms", "median TLS handshake time of new connections, ms", "trial"),
+    Column("handshake_ms", "float", "ms", "median handshake of new connections, connect start to TLS done "
+           "(TCP + TLS, or QUIC's one handshake), ms", "trial"),
+    Column("handshake_rtts", "float", "RTT", "handshake_ms in round trips of the condition's base RTT (empty below "
+           "2 ms): about 2 for TCP + TLS 1.3, 1 for QUIC, 0 with QUIC 0-RTT; more on a loss-free link means the "
+           "client and server pair spends extra round trips", "trial"),
     Column("request_ms_p50", "float", "ms", "median request duration, ms", "trial"),
     Column("transfer_ms_p50", "float", "ms", "median first-byte → last-byte time, ms", "trial"),
     Column("resumed_pct", "float", "%", "of the trial's connections, the share whose TLS session resumed a "

@@ -52,6 +52,7 @@ def summarize_requests(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) ->
         "ttfb_ms": _ms(first.get("start_ns"), first.get("first_byte_ns")),
         "connect_ms": _median(_ms(r.get("connect_start_ns"), r.get("connect_done_ns")) for r in new_conns),
         "tls_ms": _median(_ms(r.get("connect_done_ns"), r.get("tls_done_ns")) for r in new_conns),
+        "handshake_ms": _median(_ms(r.get("connect_start_ns"), r.get("tls_done_ns")) for r in new_conns),
         "request_ms_p50": _median(_ms(r.get("start_ns"), r.get("last_byte_ns")) for r in reqs),
         "transfer_ms_p50": _median(_ms(r.get("first_byte_ns"), r.get("last_byte_ns")) for r in reqs),
         **session_metrics(reqs),

@@ -61,6 +61,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row.update(rebound)
     m = summarize_requests(res.requests, stall_min_ms=max(1.0, spec.condition.base_rtt_ms / 2))
     row.update(m)
+    row["handshake_rtts"] = handshake_rtts(m.get("handshake_ms"), spec.condition.base_rtt_ms)
     row.update(res.extra)          # e.g. page-load metrics of the browser client
     if captures:
         row.update(_wire_view(captures[0].pcap, target.address, m.get("bytes"), trial_dir, cap_counts[0]))
@@ -135,6 +136,18 @@ def _wire_view(pcap: Path, server_ip: str, payload: int | None, trial_dir: Path,
     missed = (counts.get("received", 0) - counts.get("captured", 0)) if "received" in counts else None
     wire["capture_dropped"] = None if missed is None else missed + counts.get("dropped_by_kernel", 0)
     return wire
+
+
+MIN_RTT_FOR_RTT_COUNT_MS = 2.0    # below this, per-packet and scheduling times swamp a round trip
+
+
+def handshake_rtts(handshake_ms: float | None, base_rtt_ms: float) -> float | None:
+    """The median new connection's handshake (connect start to TLS done) in round trips of the
+    condition's base RTT: about 2 for TCP + TLS 1.3, 1 for QUIC, 0 for QUIC 0-RTT (the
+    connection can send at once). More on a loss-free link is a stack's doing (docs/data.md)."""
+    if handshake_ms is None or base_rtt_ms < MIN_RTT_FOR_RTT_COUNT_MS:
+        return None
+    return handshake_ms / base_rtt_ms
 
 
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
