@@ -4,6 +4,10 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 QB    := $(VENV)/bin/quicbench
 BIN   := build/bin
+# the default server: a current Caddy, built from the Go module proxy (its own go.sum pins every
+# dependency, quic-go included); Debian's 2.6.2 stays as server 'caddy-2.6'. Keep in step with
+# CADDY_VERSION in src/quicbench/servers/caddy.py.
+CADDY_VERSION := v2.11.9
 
 .PHONY: setup deps venv build player run test test-py test-go test-rust bench clean
 
@@ -20,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-build: $(BIN)/qb-load $(BIN)/linkem
+build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -32,6 +36,11 @@ player/node_modules/.installed: player/package.json player/package-lock.json
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
 	cd loadclient && go build -trimpath -o ../$(BIN)/qb-load .
+
+$(BIN)/caddy: Makefile
+	@mkdir -p $(BIN)
+	GOBIN=$(abspath $(BIN)) GOFLAGS=-trimpath go install github.com/caddyserver/caddy/v2/cmd/caddy@$(CADDY_VERSION)
+	@touch $@
 
 $(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml
 	@mkdir -p $(BIN)

@@ -8,6 +8,7 @@ name is unknown.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -67,3 +68,20 @@ class Registry(Generic[T]):
 
     def for_protocol(self, proto: str) -> list[str]:
         return sorted(n for n, d in self._drivers.items() if proto in getattr(d, "protocols", ()))
+
+
+def stack_text(name: str, versions: dict[str, str]) -> str:
+    """A driver's stack in one line, as rows name it: 'caddy 2.11.9, quic-go v0.57.1, go1.25.5'.
+    A result is the implementation's as much as the protocol's."""
+    parts = [str(v) if k == "go" else f"{k.replace('_', '-')} {v}" for k, v in versions.items() if v]
+    return ", ".join(parts) or name
+
+
+@functools.cache
+def driver_stack(driver: type) -> str:
+    """stack_text of a driver class's version(), asked once per process (it may run its binary)."""
+    try:
+        versions = driver.version()     # type: ignore[attr-defined]
+    except QuicbenchError:
+        versions = {}
+    return stack_text(driver.name, {str(k): str(v) for k, v in (versions or {}).items()})  # type: ignore[attr-defined]

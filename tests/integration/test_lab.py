@@ -34,10 +34,12 @@ def test_lab_up_down_leaves_nothing(no_leftovers):
         for node in lab.nodes:
             cc = ns_exec(lab.ns(node), "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
             assert cc == "cubic"
-        feats = ns_exec(lab.ns("router"), "ethtool", "-k", "to-server").stdout
-        for f in ("tcp-segmentation-offload: off", "generic-segmentation-offload: off",
-                  "generic-receive-offload: off"):
-            assert f in feats
+        for ns, dev in ((lab.ns("router"), "to-server"), (lab.ns("server"), "eth0"), (lab.ns("client"), "eth0")):
+            feats = ns_exec(ns, "ethtool", "-k", dev).stdout
+            # UDP segmentation too: a QUIC sender's UDP_SEGMENT super-frames would pass a veth whole
+            for f in ("tcp-segmentation-offload: off", "generic-segmentation-offload: off",
+                      "generic-receive-offload: off", "tx-udp-segmentation: off"):
+                assert f in feats, (ns, dev, f)
         mtu = ns_exec(lab.ns("client"), "cat", "/sys/class/net/eth0/mtu").stdout.strip()
         assert mtu == "1500"
         # a process started in the lab dies with it

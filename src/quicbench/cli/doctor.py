@@ -23,7 +23,8 @@ BINARIES = [
     ("tcpdump", "packet captures", "apt-get install tcpdump"),
     ("nft", "firewall rules in the lab", "apt-get install nftables"),
     ("ss", "server readiness checks", "apt-get install iproute2"),
-    ("caddy", "server 'caddy' (h1, h2, h3)", "apt-get install caddy"),
+    ("caddy", "servers 'caddy' (build/bin: current) and 'caddy-2.6' (Debian's)", "make setup (builds Caddy; "
+     "apt-get install caddy for 2.6)"),
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
     ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
@@ -80,15 +81,19 @@ def checks() -> list[tuple[str, bool, str]]:
         out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
     except ImportError:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
+    # every stack with its versions: a result is the implementation's as much as the protocol's
+    from quicbench.clients import CLIENTS
+    from quicbench.registry import driver_stack
     from quicbench.servers import SERVERS
-    for sname, cls in SERVERS.items():
-        if sname == "command":
-            continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
-        try:
-            ver = cls.version_text()
-            out.append((f"server {sname}", True, f"{ver}; serves {', '.join(sorted(cls.protocols))}"))
-        except Exception as e:  # noqa: BLE001
-            out.append((f"server {sname}", False, str(e)))
+    for kind, registry in (("server", SERVERS), ("client", CLIENTS)):
+        for dname, cls in registry.items():
+            if dname == "command":
+                continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
+            ok, why = cls.available()
+            if ok:
+                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}"))
+            else:
+                out.append((f"{kind} {dname}", False, why))
     return out
 
 

@@ -105,7 +105,8 @@ def run_cmd(
         raise
     rows = store.rows()
     print_summary(store.dir, as_json)
-    failed = [r for r in rows if r.get("status") != "ok"]
+    latest = {r.get("key"): r for r in rows}          # a retried trial counts by its last attempt
+    failed = [r for r in latest.values() if r.get("status") != "ok"]
     if failed:
         out_console.print(f"[red]{len(failed)} trial(s) failed[/]; reasons are in trials.jsonl")
     if report:

@@ -183,11 +183,17 @@ class NetnsLab(Lab):
 
     def _offload_cmd(self, ifname: str) -> str:
         """Offloads off (default): every frame is one wire packet. On: TCP and UDP segmentation
-        offload and GRO, so endpoints send and receive GSO super-frames."""
+        offload and GRO, so endpoints send and receive GSO super-frames.
+
+        UDP segmentation (tx-udp-segmentation) is a feature of its own: with `gso off` alone a
+        veth still passes a QUIC sender's UDP_SEGMENT super-frame (quic-go >= 0.39 sends them)
+        to its peer whole, and a link emulator that takes every frame for one packet forwards a
+        fraction of it: Caddy 2.11's h3 fell to 0.8 Mbit/s on a clean link before it was off."""
         if self.spec.offload:
             return (f"ethtool -K {ifname} tso on gso on gro on tx-udp-segmentation on 2>/dev/null || "
                     f"ethtool -K {ifname} tso on gso on gro on")
-        return (f"ethtool -K {ifname} tso off gso off gro off 2>/dev/null || "
+        return (f"ethtool -K {ifname} tso off gso off gro off tx-udp-segmentation off 2>/dev/null || "
+                f"ethtool -K {ifname} tso off gso off gro off 2>/dev/null || "
                 f"ethtool -K {ifname} gso off gro off")
 
     def _macs(self, node: str) -> dict[str, str]:

@@ -408,8 +408,8 @@ class SshLab(Lab):
               f"elif [ -x \"$w\" ]; then echo \"bin.{b}=$w\"; "
               f"else echo \"bin.{b}=$(command -v {q(b)} || PATH=$PATH:/usr/sbin:/sbin command -v {q(b)})\"; fi"
               for b in want + optional],
-            *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^(tcp-segmentation-offload|"
-              f"generic-segmentation-offload|generic-receive-offload):' | tr -d ' ' | tr '\\n' ',')\""
+            *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^[[:space:]]*(tcp-segmentation-offload|"
+              f"generic-segmentation-offload|generic-receive-offload|tx-udp-segmentation):' | tr -d ' \\t' | tr '\\n' ',')\""
               for i in ifaces.values()],
             f"echo \"python=$({q(self.inv.setting(node, 'python') or 'python3')} --version 2>&1 | head -n1)\"",
             "echo \"time=$(date +%s.%N)\"",
@@ -586,12 +586,13 @@ class SshLab(Lab):
             # offloads as the spec says (off: every frame a wire packet), the host's values restored after
             old = dict(kv.split(":", 1) for kv in facts["offloads"].get(ifname, "").split(",") if ":" in kv)
             names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-                     "generic-receive-offload": "gro"}
+                     "generic-receive-offload": "gro", "tx-udp-segmentation": "tx-udp-segmentation"}
             restore = " ".join(f"{names[k]} {v.split('[')[0]}" for k, v in old.items() if k in names)
             want = "on" if self.spec.offload else "off"
             if restore:
                 steps.append((f"ethtool -K {q(ifname)} {restore}",
-                              f"ethtool -K {q(ifname)} tso {want} gso {want} gro {want} 2>/dev/null || "
+                              f"ethtool -K {q(ifname)} tso {want} gso {want} gro {want} tx-udp-segmentation {want} "
+                              f"2>/dev/null || ethtool -K {q(ifname)} tso {want} gso {want} gro {want} 2>/dev/null || "
                               f"ethtool -K {q(ifname)} gso {want} gro {want}"))
         nodes = self.nodes
         idx = nodes.index(node)

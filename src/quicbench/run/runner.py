@@ -33,6 +33,7 @@ from quicbench.model.plan import Plan, TrialSpec, expand, plan_from_dict
 from quicbench.model.shard import Shard, select
 from quicbench.run import ceiling
 from quicbench.run.preflight import check_plan
+from quicbench.registry import driver_stack
 from quicbench.run.trial import base_row, run_trial
 from quicbench.servers import server_class
 from quicbench.store import RunStore, new_run_id
@@ -299,6 +300,7 @@ class Runner:
             watch.start()
             row = run_trial(spec, target, client, srv.pid, trial_dir or self.store.trial_dir(spec.seq),
                             self.plan.trial_timeout_s, self.plan.options)
+            row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):
                 raise

@@ -5,12 +5,12 @@ from __future__ import annotations
 from quicbench.registry import Registry
 from quicbench.servers.apache import ApachePreforkServer, ApacheServer
 from quicbench.servers.base import NO_CACHE_HEADERS, Server
-from quicbench.servers.caddy import CaddyServer
+from quicbench.servers.caddy import Caddy26Server, CaddyServer
 from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.nginx import NginxServer
 
-SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, NginxServer, ApacheServer, ApachePreforkServer,
-                                                     CommandServer])
+SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
+                                                     ApachePreforkServer, CommandServer])
 
 
 def server_class(name: str, commands: dict | None = None) -> type[Server]:

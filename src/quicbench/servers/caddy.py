@@ -1,24 +1,42 @@
-"""Caddy (Debian package): HTTP/1.1 and HTTP/2 on TCP 443, HTTP/3 on UDP 443, one listener.
+"""Caddy: HTTP/1.1 and HTTP/2 on TCP, HTTP/3 on UDP, one listener.
 
-Caddy 2.6 cannot run an h2-only listener, and an h3-only one still opens TCP, so the
-protocol is forced by the client and checked from what was negotiated.
+Two drivers: ``caddy`` is a current Caddy (``CADDY_VERSION``, built by ``make setup`` from the
+Go module proxy into build/bin, with the quic-go of its own go.sum); ``caddy-2.6`` is Debian
+bookworm's package (2.6.2, quic-go 0.29 of 2022), kept so that older results can be set beside
+new ones. The HTTP/3 sender's loss detection is quic-go's, so a row names the stack it ran on
+(``server_stack``). Caddy cannot run an h2-only listener, and an h3-only one still opens TCP,
+so the protocol is forced by the client and checked from what was negotiated.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
-from quicbench.paths import find_binary
+from quicbench.errors import QuicbenchError
+from quicbench.paths import bin_dir
 from quicbench.proc import run
 from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
+
+
+CADDY_VERSION = "v2.11.9"        # the Makefile's CADDY_VERSION builds this one
+DEBIAN_CADDY = "/usr/bin/caddy"
 
 
 class CaddyServer(Server):
     name = "caddy"
     protocols = frozenset({"h1", "h2", "h3"})
     binary = "caddy"
-    install_hint = "apt-get install caddy (or run 'make setup')"
+    install_hint = f"run 'make setup' (builds Caddy {CADDY_VERSION} into build/bin)"
+
+    @classmethod
+    def executable(cls) -> str:
+        """build/bin/caddy only: the PATH's caddy is Debian's 2.6 (the caddy-2.6 driver)."""
+        local = bin_dir() / "caddy"
+        if local.is_file() and os.access(local, os.X_OK):
+            return str(local)
+        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
 
     def config(self) -> dict:
         wd = self.workdir
@@ -48,7 +66,7 @@ class CaddyServer(Server):
     def argv(self) -> list[str]:
         cfg = self.workdir / "caddy.json"
         cfg.write_text(json.dumps(self.config(), indent=1))
-        return [find_binary("caddy", self.install_hint), "run", "--config", str(cfg)]
+        return [self.executable(), "run", "--config", str(cfg)]
 
     def env(self) -> dict[str, str]:
         wd = str(self.workdir)
@@ -56,17 +74,46 @@ class CaddyServer(Server):
 
     @classmethod
     def version(cls) -> dict[str, str]:
-        """Caddy's version and the quic-go it was built with: the HTTP/3 sender's loss detection
-        (reordering thresholds) is quic-go's, so results depend on it."""
-        out = super().version()
+        """Caddy's version, the quic-go and the Go it was built with: the HTTP/3 sender's loss
+        detection (reordering thresholds) is quic-go's, so results depend on it."""
+        out = {"caddy": cls.version_text()}
+        info = run([cls.executable(), "build-info"], check=False).stdout
+        m = re.search(r"^dep\s+github\.com/quic-go/quic-go\s+(\S+)", info, re.M)
+        if m:
+            out["quic_go"] = m.group(1)
+        m = re.search(r"^go\s+(go\S+)", info, re.M)
+        if m:
+            out["go"] = m.group(1)
+        return out
+
+    @classmethod
+    def version_text(cls) -> str:
+        """From the build's module list ('caddy version' says 'unknown' for a plain go install)."""
+        info = run([cls.executable(), "build-info"], check=False).stdout
+        m = re.search(r"^(?:mod|dep)\s+github\.com/caddyserver/caddy/v2\s+v?(\S+)", info, re.M)
+        if m:
+            return m.group(1)
+        out = run([cls.executable(), "version"]).stdout
+        m = re.search(r"v?(\d+\.\d+\.\d+\S*)", out)
+        return m.group(1) if m else out.strip()
+
+
+class Caddy26Server(CaddyServer):
+    """Debian bookworm's Caddy 2.6.2 (quic-go 0.29): the stack of quicbench's results before 2026-11-24."""
+    name = "caddy-2.6"
+    install_hint = "apt-get install caddy (Debian bookworm's 2.6.2; or run 'make setup')"
+
+    @classmethod
+    def executable(cls) -> str:
+        if os.access(DEBIAN_CADDY, os.X_OK):
+            return DEBIAN_CADDY
+        raise QuicbenchError(f"missing binary '{DEBIAN_CADDY}': {cls.install_hint}")
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        out = {"caddy": cls.version_text()}
         cp = run(["dpkg-query", "-W", "-f", "${Built-Using}", "caddy"], check=False)
         m = re.search(r"golang-github-(?:lucas-clemente|quic-go)-quic-go \(= ([^)]+)\)", cp.stdout)
         if m:
             out["quic_go"] = m.group(1)
         return out
-
-    @classmethod
-    def version_text(cls) -> str:
-        out = run([find_binary("caddy", cls.install_hint), "version"]).stdout
-        m = re.search(r"v?(\d+\.\d+\.\d+\S*)", out)
-        return m.group(1) if m else out.strip()
