@@ -28,6 +28,11 @@ TOP = [
     ("servers", {"h1": "iis"}, "servers.h1"), ("servers", {"h9": "caddy"}, "servers"),
     ("client", "curl", "client"), ("workloads", [], "workloads"), ("conditions", [], "conditions"),
     ("name", ["x"], "name"), ("description", 5, "description"),
+    ("statistics", {"alpha": 0}, "statistics.alpha"), ("statistics", {"alpha": 0.5}, "statistics.alpha"),
+    ("statistics", {"alpha": -1}, "statistics.alpha"), ("statistics", {"margin_pct": 0}, "statistics.margin_pct"),
+    ("statistics", {"margin_pct": 100}, "statistics.margin_pct"), ("statistics", {"correction": "bonferroni"},
+                                                                    "statistics.correction"),
+    ("statistics", {"test": "ttest"}, "statistics.test"), ("statistics", {"colour": 1}, "unknown key 'colour'"),
 ]
 WORKLOAD = [
     ("size", "1XB", "size"), ("size", "-5KB", "size"), ("size", "0B", "size"), ("size", "", "size"),
@@ -68,6 +73,11 @@ FLAGS = [
     (["--backend", "k8s"], "--backend"), (["--backend", "ssh"], "--inventory"),
     (["--inventory", "/etc/hostname"], "--inventory"), (["--jobs", "0"], "--jobs"), (["--jobs", "99"], "--jobs"),
     (["--provision"], "--provision"),
+]
+# the report's flags (the statistics' overrides)
+REPORT_FLAGS = [
+    (["--alpha", "0"], "--alpha"), (["--alpha", "0.7"], "--alpha"), (["--margin", "0"], "--margin"),
+    (["--margin", "150"], "--margin"), (["--correction", "bonferroni"], "--correction"), (["--test", "z"], "--test"),
 ]
 # the environment of an array job that --shard auto/N reads
 SHARD_ENV = [
@@ -284,3 +294,15 @@ def test_bad_inventory(tmp_path, capfd, table, key, val, needle):
     assert "Traceback" not in stderr + stdout
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags,needle", REPORT_FLAGS, ids=[" ".join(f) for f, _ in REPORT_FLAGS])
+def test_bad_report_flags(tmp_path, capfd, flags, needle):
+    from conftest import REPO
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "fixtures" / "goquick-small", run)
+    code, stdout, stderr = run_cli(["report", str(run), "--format", "md", *flags], capfd)
+    assert code == 2, (stdout, stderr)
+    assert needle in stderr and "accepted" in stderr, stderr
+    assert not (run / "summary.csv").exists() and not (run / "report.md").exists()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from quicbench.analysis import stats
+from quicbench import stats
 
 
 def welch_by_hand(a, b):
@@ -66,7 +66,8 @@ def test_welch_matches_the_formula():
 def test_real_difference_is_found():
     rng = np.random.default_rng(11)
     r = stats.compare(rng.normal(100, 5, 10), rng.normal(80, 5, 10))
-    assert r.significant and r.verdict == stats.SIGNIFICANT and r.p < 0.01 and r.test == "welch"
+    assert r.significant and r.verdict == stats.DIFFERENT and r.p < 0.01 and r.test == "welch-log"
+    assert r.ratio_low < r.ratio < r.ratio_high and r.ratio > 1
     # power: a 2-sd difference with n = 10 per side is found almost always
     found = sum(stats.compare(rng.normal(2, 1, 10), rng.normal(0, 1, 10)).significant for _ in range(500))
     assert found / 500 > 0.85
@@ -110,7 +111,8 @@ def test_holm_known_values():
 
 
 def test_holm_adjustment_can_remove_significance():
-    results = [stats.TestResult("welch", 5, 5, 1.0, p, 0.01, stats.SIGNIFICANT if p < 0.01 else stats.NOT_SIGNIFICANT)
+    results = [stats.TestResult("welch", 5, 5, 1.0, p, 0.01, stats.DIFFERENT if p < 0.01 else stats.INCONCLUSIVE,
+                                p_raw=p)
                for p in (0.004, 0.005, 0.02)]
     assert [r.significant for r in stats.adjust(results, "none")] == [True, True, False]
     adjusted = stats.adjust(results, "holm")

@@ -3,6 +3,7 @@ endpoints' placeholders and client naming."""
 
 from pathlib import Path
 
+import re
 import pytest
 
 from quicbench.analysis.load import RunData, frame_from_rows
@@ -59,20 +60,32 @@ def test_sentence_names_fastest_by_how_much_and_significance():
     data = summary_data(run_of(objects_run("clean", bound=True)))
     (s,) = data["sentences"]
     assert s.startswith("Clean: HTTP/3 was fastest")
-    assert "% more goodput than" in s and "(significant, p" in s
-    assert "HTTP/1.1 (not" not in s        # h3 beats both clearly
+    # each comparison with its ratio of geometric means and 95 % CI, and its (Holm-adjusted) p
+    assert re.search(r"% more goodput than HTTP/\S+ \(HTTP/3/HTTP/\S+ = \d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\], p", s), s
+    assert "inconclusive" not in s and "equivalent" not in s        # h3 beats both clearly
     assert "Caveat: 1 trial CPU-bound (HTTP/3: 1)" in s
     text = render(data, width=80)
     assert all(len(l) <= 80 for l in text.splitlines())
 
 
-def test_not_significant_is_said():
+def test_inconclusive_is_said_never_equal():
     rows = []
     for rep in range(1, 5):
         rows.append(row("x", "1x1MB/p1", "h1", rep, [10, 12, 9, 11][rep - 1], 1))
         rows.append(row("x", "1x1MB/p1", "h2", rep, [11, 9, 12, 10][rep - 1], 1))
     (s,) = summary_data(run_of(rows))["sentences"]
-    assert "not significant" in s
+    assert "had the best mean" in s and "inconclusive" in s and "was fastest" not in s
+    assert "trials per protocol would likely decide" in s
+    assert "≈" not in s and "equal" not in s and "tied" not in s
+
+
+def test_equivalence_is_said_when_tested():
+    rows = []
+    for rep in range(1, 11):
+        rows.append(row("x", "1x1MB/p1", "h1", rep, 100 + (rep % 3) * 0.5, 1))
+        rows.append(row("x", "1x1MB/p1", "h2", rep, 100.4 + (rep % 2) * 0.5, 1))
+    (s,) = summary_data(run_of(rows))["sentences"]
+    assert "equivalent to HTTP/1.1 within ±10 %" in s or "equivalent to HTTP/2 within ±10 %" in s, s
 
 
 def test_page_workloads_get_page_metrics():

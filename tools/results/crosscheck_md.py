@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from quicbench.run.crosscheck import COLUMNS, DIRECTIONS, owd_verdict, table_rows
+from quicbench.run.crosscheck import COLUMNS, DIRECTIONS, compare_goodput, owd_verdict, table_rows
 
 
 def render(res: dict) -> str:
@@ -19,6 +19,8 @@ def render(res: dict) -> str:
         if "ks_p" in o:
             o["verdict"] = owd_verdict(o["ks_p"], res["linkem"]["condition"][d]["owd_ms"],
                                        res["netem"]["condition"][d]["owd_ms"])
+    if res["linkem"].get("goodput") and res["netem"].get("goodput"):   # goodput too, with today's method
+        res["verdicts"]["goodput"] = compare_goodput(res["linkem"], res["netem"])
     lines = [f"### {c.get('name')}: {c.get('desc', '')}", ""]
     if c.get("note"):
         lines += [f"Note: {c['note']}.", ""]
@@ -27,7 +29,9 @@ def render(res: dict) -> str:
     verdicts = [m["verdict"] for d in (*DIRECTIONS, "goodput") for m in (res["verdicts"].get(d) or {}).values()
                 if isinstance(m, dict) and "verdict" in m]
     bad = sum(v.startswith(("differ", "fail")) for v in verdicts)
-    lines += ["", f"Overall: {'ok' if not bad else f'{bad} metric(s) differ'}.", ""]
+    open_ = sum(v.startswith("inconclusive") for v in verdicts)
+    overall = f"{bad} metric(s) differ" if bad else "nothing differs"
+    lines += ["", f"Overall: {overall}" + (f", {open_} inconclusive" if open_ else "") + ".", ""]
     return "\n".join(lines)
 
 

@@ -1,5 +1,6 @@
 """Two runs side by side: the same cells (condition x workload x protocol), their difference,
-and whether it is significant; plus what differs in how the runs were made."""
+the ratio B/A with its CI and the verdict (different, equivalent, inconclusive); plus what
+differs in how the runs were made."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from quicbench.analysis import stats
+from quicbench import stats
 from quicbench.analysis.load import RunData
 from quicbench.analysis.tables import CELL_KEYS, POSITIVE_METRICS, Method, samples
 
 COMPARE_COLUMNS = ["condition", "workload", "protocol", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
-                   "ci_low_b", "ci_high_b", "diff_pct", "p", "verdict", "in"]
+                   "ci_low_b", "ci_high_b", "diff_pct", "ratio", "ratio_low", "ratio_high", "p", "p_raw", "verdict",
+                   "reps_to_decide", "in"]
 
 
 def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
@@ -43,11 +45,12 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                     "diff_pct": stats.pct_diff(s_b.mean, s_a.mean), "in": where, "p": None,
                     "verdict": "not in both runs"}
                 if row["in"] == "both":
-                    tested.append((len(rows), method.compare(xa if xa is not None else [],
-                                                             xb if xb is not None else [])))
+                    tested.append((len(rows), method.compare(xb if xb is not None else [],
+                                                             xa if xa is not None else [])))     # B / A
                 rows.append(row)
     for (i, _), r in zip(tested, stats.adjust([r for _, r in tested], method.correction)):
-        rows[i].update(p=r.p, verdict=r.verdict)
+        rows[i].update(p=r.p, p_raw=r.p_raw, verdict=r.verdict, ratio=r.ratio, ratio_low=r.ratio_low,
+                       ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide)
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 
@@ -87,14 +90,22 @@ class CompareData:
     setup_diffs: list[tuple[str, str, str]]  # (what, run A, run B)
     method_text: str
     n_tested: int
-    n_sig: int
+    n_sig: int                 # verdict 'different'
     protocols: list[str]
     notes: list[str] = field(default_factory=list)
+    n_equiv: int = 0           # verdict 'equivalent'
+
+    @property
+    def tally(self) -> str:
+        """'3 of 12 cells differ, 5 are equivalent within the margin, 4 inconclusive.'"""
+        rest = self.n_tested - self.n_sig - self.n_equiv
+        return (f"{self.n_sig} of {self.n_tested} cells compared differ, {self.n_equiv} are equivalent within "
+                f"the margin, {rest} inconclusive.")
 
 
 def build_compare_data(a: RunData, b: RunData, method: Method = Method()) -> CompareData:
     df = compare_cells(a, b, method)
-    tested = df[df["verdict"].isin([stats.SIGNIFICANT, stats.NOT_SIGNIFICANT])]
+    tested = df[df["verdict"].isin([stats.DIFFERENT, stats.EQUIVALENT, stats.INCONCLUSIVE])]
     notes = []
     only_a, only_b = int((df["in"] == "A only").sum()), int((df["in"] == "B only").sum())
     if only_a or only_b:
@@ -103,6 +114,8 @@ def build_compare_data(a: RunData, b: RunData, method: Method = Method()) -> Com
     if small:
         notes.append(f"{small} cells have fewer than {method.min_n} successful trials in a run: no claim is made.")
     return CompareData(run_a=a.run_id, run_b=b.run_id, dir_a=str(a.run_dir), dir_b=str(b.run_dir), frame=df,
-                       setup_diffs=setup_differences(a, b), method_text=method.text(len(tested)),
-                       n_tested=len(tested), n_sig=int((tested["verdict"] == stats.SIGNIFICANT).sum()),
+                       setup_diffs=setup_differences(a, b),
+                       method_text=method.text(len(tested), "every cell the two runs share"),
+                       n_tested=len(tested), n_sig=int((tested["verdict"] == stats.DIFFERENT).sum()),
+                       n_equiv=int((tested["verdict"] == stats.EQUIVALENT).sum()),
                        protocols=list(dict.fromkeys([*a.protocols, *b.protocols])), notes=notes)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from quicbench.analysis import stats
+from quicbench import stats
 from quicbench.analysis.load import RunData
-from quicbench.analysis.stats import finite as _num
+from quicbench.stats import finite as _num
 
 
 def cpu_per_gb(run: RunData) -> pd.DataFrame:

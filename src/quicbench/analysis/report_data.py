@@ -11,14 +11,15 @@ from typing import Any
 
 import pandas as pd
 
+from quicbench import stats
 from quicbench.analysis import honesty
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
 from quicbench.analysis.condition_params import parse_delay_loss, swept
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.seed import SOURCE as SEED_SOURCE
 from quicbench.analysis.seed import seed_best, seed_matches
-from quicbench.analysis.stats import MIN_N
-from quicbench.analysis.stats import finite as _f
+from quicbench.stats import MIN_N
+from quicbench.stats import finite as _f
 from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
 from quicbench.analysis.video import median_startup_timelines
@@ -160,10 +161,16 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
                               "mean": _f(r["goodput_mbps_mean"]), "ci_low": _f(r["goodput_mbps_ci_low"]),
                               "ci_high": _f(r["goodput_mbps_ci_high"]), "is_best": bool(r["is_best"]),
                               "mean_above_ci": _above(r["goodput_mbps_mean"], r["goodput_mbps_ci_high"]),
-                              "p_vs_best": _f(r["p_vs_best"]), "seed": _f(sd.get(k)) if len(sd) else None})
+                              "p_vs_best": _f(r["p_vs_best"]), "ratio_vs_best": _f(r["ratio_vs_best"]),
+                              "ratio_vs_best_ci_low": _f(r["ratio_vs_best_ci_low"]),
+                              "ratio_vs_best_ci_high": _f(r["ratio_vs_best_ci_high"]),
+                              "verdict_vs_best": r["verdict_vs_best"] if isinstance(r["verdict_vs_best"], str) else None,
+                              "reps_to_decide": _f(r["reps_to_decide"]),
+                              "seed": _f(sd.get(k)) if len(sd) else None})
             if not any(cell["present"] for cell in cells):
                 continue
             rows.append({"condition": c, "desc": run.condition_desc(c), "cells": cells, **meta,
+                         "comparisons": comparisons_text(meta.get("best"), cells),
                          "seed_best": sbest.get((c, w)),
                          "seed_agrees": sbest.get((c, w)) == meta.get("best") if (c, w) in sbest and meta.get("best")
                          else None})
@@ -171,6 +178,16 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
             out.append({"workload": w, "title": workload_title(run.workload_info, w), "rows": rows,
                         "protocols": run.protocols, "has_seed": any(r["seed_best"] for r in rows)})
     return out
+
+
+def comparisons_text(best: str | None, cells: list[dict[str, Any]]) -> str:
+    """The best protocol against each other one: 'vs h1 different, 1.32 [1.10, 1.58], p 0.003;
+    vs h2 inconclusive, 1.05 [0.92, 1.20], n>=18 to decide' (ratios best/other)."""
+    parts = [stats.comparison_phrase(c["protocol"], c.get("verdict_vs_best"), c.get("ratio_vs_best"),
+                               c.get("ratio_vs_best_ci_low"), c.get("ratio_vs_best_ci_high"), c.get("p_vs_best"),
+                               c.get("reps_to_decide"))
+             for c in cells if c.get("present") and not c.get("is_best") and c.get("verdict_vs_best")]
+    return "; ".join(parts) if best else ""
 
 
 def ranking(means: dict[str, float | None]) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quicbench.analysis import stats
+from quicbench import stats
 from quicbench.model import columns
 from quicbench.analysis.load import OPTIONAL_NUMERIC, RunData
 
@@ -88,25 +88,51 @@ SUMMARY_COLUMNS = [
     "count", "parallel", "protocol", "server", "n_trials", "n_failed", "n", "n_cpu_bound",
     *[f"goodput_mbps_{s}" for s in GOODPUT_STATS],
     *[f"{m}_{s}" for m in METRICS if m != "goodput_mbps" for s in ("mean", "ci_low", "ci_high")],
-    "is_best", "cell_best", "cell_verdict", "cell_p", "p_vs_best", "test", "alpha", "correction",
+    "is_best", "cell_best", "cell_verdict", "cell_p", "p_vs_best", "ratio_vs_best", "ratio_vs_best_ci_low",
+    "ratio_vs_best_ci_high", "verdict_vs_best", "p_vs_best_raw", "p_equiv_vs_best", "reps_to_decide",
+    "test", "alpha", "correction", "margin",
 ]
 
 
 @dataclass(frozen=True)
 class Method:
-    test: str = "welch"
+    """How a report compares protocols (docs/report.md): the test, alpha, the multiple-comparison
+    correction over a family, and the equivalence margin."""
+    test: str = stats.DEFAULT_TEST
     alpha: float = stats.ALPHA
-    correction: str = "none"
+    correction: str = stats.DEFAULT_CORRECTION
     min_n: int = stats.MIN_N
+    margin: float = stats.MARGIN
 
     def compare(self, a, b) -> stats.TestResult:
-        return stats.compare(a, b, test=self.test, alpha=self.alpha, min_n=self.min_n)
+        return stats.compare(a, b, test=self.test, alpha=self.alpha, min_n=self.min_n, margin=self.margin)
 
     def short(self) -> str:
-        return stats.method_short(self.test, self.alpha, self.correction)
+        return stats.method_short(self.test, self.alpha, self.correction, self.margin)
 
-    def text(self, n_tests: int | None = None) -> str:
-        return stats.method_text(self.test, self.alpha, self.correction, n_tests, self.min_n)
+    def text(self, n_tests: int | None = None, family: str = "the comparisons of each table") -> str:
+        return stats.method_text(self.test, self.alpha, self.correction, n_tests, self.min_n, self.margin, family)
+
+
+def method_for(meta: dict[str, Any], test: str | None = None, alpha: float | None = None,
+               correction: str | None = None, margin_pct: float | None = None) -> Method:
+    """The method of a run's reports: the plan's `statistics` (meta.json), each part overridable
+    (the report command's flags). Bad values: a QuicbenchError naming the field and what is accepted."""
+    from quicbench.errors import QuicbenchError
+    plan_stats = ((meta or {}).get("plan") or {}).get("statistics") or {}
+    test = test or plan_stats.get("test") or stats.DEFAULT_TEST
+    correction = correction or plan_stats.get("correction") or stats.DEFAULT_CORRECTION
+    alpha = alpha if alpha is not None else plan_stats.get("alpha", stats.ALPHA)
+    margin_pct = margin_pct if margin_pct is not None else plan_stats.get("margin_pct", 100 * stats.MARGIN)
+    if test not in stats.TESTS:
+        raise QuicbenchError(f"test: unknown test '{test}', accepted: {', '.join(stats.TESTS)}")
+    if correction not in stats.CORRECTIONS:
+        raise QuicbenchError(f"correction: unknown correction '{correction}', accepted: {', '.join(stats.CORRECTIONS)}")
+    if not 0 < float(alpha) < 0.5:
+        raise QuicbenchError(f"alpha: {alpha} is out of range; accepted: 0 < alpha < 0.5")
+    if not 0 < float(margin_pct) < 100:
+        raise QuicbenchError(f"margin: {margin_pct} % is out of range; accepted: 0 < margin < 100 (%)")
+    return Method(test=test, alpha=float(alpha), correction=correction, margin=float(margin_pct) / 100)
 
 
 def optional_metrics(run: RunData) -> list[str]:
@@ -121,22 +147,38 @@ def samples(run: RunData, metric: str = "goodput_mbps") -> dict[tuple[str, str, 
 
 
 def cell_verdict(results: dict[str, stats.TestResult]) -> tuple[str, float | None]:
-    """A cell's verdict: the best protocol differs significantly from every other one?"""
+    """A cell's verdict, from the best protocol's comparison with each other one, never hiding a
+    significant difference behind another comparison's p: 'faster than all', or each other
+    protocol's own verdict ('faster than h1; equivalent to h2; inconclusive vs h3'). The p
+    returned is the largest (adjusted) p of the comparisons that decided 'different'."""
     if not results:
         return ("only one protocol with data", None)
-    if any(r.verdict == stats.N_TOO_SMALL for r in results.values()):
-        return (stats.N_TOO_SMALL, None)
-    p = max(r.p for r in results.values() if r.p is not None)
-    return (stats.SIGNIFICANT if all(r.significant for r in results.values()) else stats.NOT_SIGNIFICANT, p)
+    by: dict[str, list[str]] = {}
+    for proto, r in results.items():
+        by.setdefault(r.verdict, []).append(proto)
+    if set(by) == {stats.DIFFERENT}:
+        return (FASTER_THAN_ALL, max(r.p for r in results.values() if r.p is not None))
+    parts = []
+    if stats.DIFFERENT in by:
+        parts.append("ahead of " + ", ".join(by[stats.DIFFERENT]))
+    if stats.EQUIVALENT in by:
+        parts.append("equivalent to " + ", ".join(by[stats.EQUIVALENT]))
+    if stats.INCONCLUSIVE in by:
+        parts.append("inconclusive vs " + ", ".join(by[stats.INCONCLUSIVE]))
+    if stats.N_TOO_SMALL in by:
+        parts.append("n too small vs " + ", ".join(by[stats.N_TOO_SMALL]))
+    diff = [r.p for r in results.values() if r.verdict == stats.DIFFERENT and r.p is not None]
+    return ("; ".join(parts), max(diff) if diff else None)
+
+
+FASTER_THAN_ALL = "ahead of all"
 
 
 def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodput_mbps",
                    higher_is_better: bool = True) -> pd.DataFrame:
-    """Per condition x workload: the protocol with the best mean (highest goodput) and its tests.
-
-    The best protocol is tested against each other protocol of the cell; the cell is
-    'significant' only if all those tests are (cell_p is the largest p). With Holm, the
-    family is every test of the table.
+    """Per condition x workload: the protocol with the best mean (highest goodput) and its
+    comparisons with every other protocol of the cell (cell_verdict). With Holm, the family is
+    every comparison of the table (all cells).
     """
     smp = samples(run, metric)
     sign = 1 if higher_is_better else -1
@@ -204,8 +246,15 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
         row["cell_verdict"] = b["cell_verdict"] if b is not None else "no data"
         row["cell_p"] = b["cell_p"] if b is not None else None
         t = b["tests"].get(p) if b is not None else None
-        row["p_vs_best"] = t.p if t is not None else None
-        row.update(test=method.test, alpha=method.alpha, correction=method.correction)
+        row.update({"p_vs_best": t.p if t is not None else None,
+                    "ratio_vs_best": t.ratio if t is not None else None,     # best / this protocol
+                    "ratio_vs_best_ci_low": t.ratio_low if t is not None else None,
+                    "ratio_vs_best_ci_high": t.ratio_high if t is not None else None,
+                    "verdict_vs_best": t.verdict if t is not None else None,
+                    "p_vs_best_raw": t.p_raw if t is not None else None,
+                    "p_equiv_vs_best": t.p_equiv if t is not None else None,
+                    "reps_to_decide": t.reps_to_decide if t is not None else None})
+        row.update(test=method.test, alpha=method.alpha, correction=method.correction, margin=method.margin)
         rows.append(row)
     df = pd.DataFrame(rows)
     order_c = {c: i for i, c in enumerate(run.condition_order)}
@@ -217,9 +266,9 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
 
 
 def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
-    """Protocol a vs b per condition x workload: means, % difference of a over b, test verdict.
-
-    With Holm, the family is every cell of this comparison.
+    """Protocol a vs b per condition x workload: means, % difference of a over b, the ratio a/b
+    of geometric means with its CI, the verdict. With Holm, the family is every cell of this
+    comparison.
     """
     smp = samples(run, metric)
     rows, results = [], []
@@ -234,6 +283,8 @@ def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: st
                          "mean_b": float(xb.mean()), "n_a": int(xa.size), "n_b": int(xb.size),
                          "diff_pct": stats.pct_diff(float(xa.mean()), float(xb.mean()))})
     for row, r in zip(rows, stats.adjust(results, method.correction)):
-        row.update(p=r.p, verdict=r.verdict, significant=r.significant)
+        row.update(p=r.p, p_raw=r.p_raw, p_equiv=r.p_equiv, verdict=r.verdict, significant=r.significant,
+                   ratio=r.ratio, ratio_low=r.ratio_low, ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide)
     return pd.DataFrame(rows, columns=["condition", "workload", "a", "b", "mean_a", "mean_b", "n_a", "n_b",
-                                       "diff_pct", "p", "verdict", "significant"])
+                                       "diff_pct", "ratio", "ratio_low", "ratio_high", "p", "p_raw", "p_equiv",
+                                       "verdict", "significant", "reps_to_decide"])

@@ -124,13 +124,16 @@ def run_cmd(
         raise typer.Exit(1)
 
 
-def print_summary(run_dir: Path, as_json: bool = False) -> None:
-    """The run's summary: text for the terminal's width, or JSON for scripts."""
+def print_summary(run_dir: Path, as_json: bool = False, **method) -> None:
+    """The run's summary: text for the terminal's width, or JSON for scripts (method: the
+    statistics' overrides, else the plan's)."""
     import json
 
     from quicbench.analysis import load_run
+    from quicbench.analysis.tables import method_for
     from quicbench.report.terminal import render, summary_data
-    data = summary_data(load_run(run_dir))
+    run = load_run(run_dir)
+    data = summary_data(run, method_for(run.meta, **method))
     if as_json:
         print(json.dumps(data, indent=1))
     else:

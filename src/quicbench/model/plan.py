@@ -287,6 +287,15 @@ class ServerCommand(_Strict):
         return None if v is None else _check_command(v, {"python": "", "plan_dir": ""}, "version")
 
 
+class Statistics(_Strict):
+    """How reports compare protocols (docs/report.md): the test, alpha, the multiple-comparison
+    correction over a report's family of comparisons, and the equivalence margin."""
+    test: Literal["welch-log", "welch", "mwu"] = "welch-log"
+    alpha: float = Field(0.01, gt=0, lt=0.5)
+    correction: Literal["holm", "none"] = "holm"
+    margin_pct: float = Field(10.0, gt=0, lt=100, description="equivalent: the ratio within [1/(1+M), 1+M]")
+
+
 class Plan(_Strict):
     name: str = "plan"
     description: str = ""
@@ -314,6 +323,7 @@ class Plan(_Strict):
     capture_keep: Literal["compressed", "raw", "delete"] = "compressed"
     capture_router: bool = Field(False, description="also capture at the router (kept, not analysed)")
     qlog: bool = Field(False, description="the load client writes a qlog per HTTP/3 connection")
+    statistics: Statistics = Field(default_factory=Statistics)
     keylog: bool = Field(False, description="the load client writes a TLS key log per trial")
 
     @property

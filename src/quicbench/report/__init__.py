@@ -9,8 +9,9 @@ analysis/report_data.py computes everything a report shows (ReportData); this pa
 formats it: html.py and markdown.py render it, figures/ draws it (FIGURES lists every figure
 with its id, title and caption).
 
-Statistics: Welch's two-sided t-test, alpha 0.01, no claim below n = 3; pass test="mwu" for
-Mann-Whitney U and correction="holm" for Holm-adjusted p-values (see docs/report.md).
+Statistics: the run's plan says how protocols are compared (its `statistics` table: Welch on
+log values, Holm over each table's comparisons, alpha 0.01, equivalence within ±10 % by
+default); test, alpha, correction and margin_pct override it (docs/report.md).
 """
 
 from __future__ import annotations
@@ -18,22 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from quicbench.analysis.load import RunData, load_run
-from quicbench.analysis.stats import ALPHA, CORRECTIONS, MIN_N, TESTS
-from quicbench.analysis.tables import Method
+from quicbench.analysis.tables import Method, method_for
 from quicbench.errors import QuicbenchError
 from quicbench.report.exports import write_summary_csv, write_trials_parquet
 
 FORMATS = ("html", "md")
 
 
-def _method(test: str, alpha: float, correction: str, min_n: int = MIN_N) -> Method:
-    if test not in TESTS:
-        raise QuicbenchError(f"unknown test '{test}', accepted: {', '.join(TESTS)}")
-    if correction not in CORRECTIONS:
-        raise QuicbenchError(f"unknown correction '{correction}', accepted: {', '.join(CORRECTIONS)}")
-    if not 0 < alpha < 1:
-        raise QuicbenchError(f"alpha must be between 0 and 1, got {alpha}")
-    return Method(test=test, alpha=alpha, correction=correction, min_n=min_n)
+def _method(run: RunData, test: str | None, alpha: float | None, correction: str | None,
+            margin_pct: float | None) -> Method:
+    return method_for(run.meta, test, alpha, correction, margin_pct)
 
 
 def _load_with_rows(run_dir: Path | str) -> RunData:
@@ -46,8 +41,9 @@ def _load_with_rows(run_dir: Path | str) -> RunData:
     return run
 
 
-def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch", alpha: float = ALPHA,
-                 correction: str = "none", figures_dir: Path | str | None = None) -> Path:
+def write_report(run_dir: Path | str, fmt: str = "html", *, test: str | None = None, alpha: float | None = None,
+                 correction: str | None = None, margin_pct: float | None = None,
+                 figures_dir: Path | str | None = None) -> Path:
     """Write the report into the run directory and return its path (report.html or report.md).
 
     Also writes summary.csv and trials.parquet. figures_dir, if given, receives every figure
@@ -57,7 +53,7 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch",
         raise QuicbenchError(f"unknown report format '{fmt}', accepted: {', '.join(FORMATS)}")
     from quicbench.analysis.report_data import build_report_data
     run = _load_with_rows(run_dir)
-    data = build_report_data(run, _method(test, alpha, correction))
+    data = build_report_data(run, _method(run, test, alpha, correction, margin_pct))
     write_summary_csv(data.summary, run.run_dir / "summary.csv")
     write_trials_parquet(run, run.run_dir / "trials.parquet")
     if fmt == "md":
@@ -76,23 +72,25 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str = "welch",
     return out
 
 
-def report_markdown(run_dir: Path | str, *, test: str = "welch", alpha: float = ALPHA,
-                    correction: str = "none") -> str:
+def report_markdown(run_dir: Path | str, *, test: str | None = None, alpha: float | None = None,
+                    correction: str | None = None, margin_pct: float | None = None) -> str:
     """The Markdown summary of a run (nothing written)."""
     from quicbench.analysis.report_data import build_report_data
     from quicbench.report.markdown import render_markdown
-    return render_markdown(build_report_data(_load_with_rows(run_dir), _method(test, alpha, correction)))
+    run = _load_with_rows(run_dir)
+    return render_markdown(build_report_data(run, _method(run, test, alpha, correction, margin_pct)))
 
 
-def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, test: str = "welch",
-                 alpha: float = ALPHA, correction: str = "none") -> str | Path:
+def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, test: str | None = None,
+                 alpha: float | None = None, correction: str | None = None,
+                 margin_pct: float | None = None) -> str | Path:
     """Compare two runs cell by cell: fmt="html" writes run_a/compare.html and returns its path,
     fmt="md" returns the Markdown."""
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown compare format '{fmt}', accepted: {', '.join(FORMATS)}")
     from quicbench.analysis.compare import build_compare_data
     a, b = load_run(run_a), load_run(run_b)
-    data = build_compare_data(a, b, _method(test, alpha, correction))
+    data = build_compare_data(a, b, _method(a, test, alpha, correction, margin_pct))     # run A's plan
     if fmt == "md":
         from quicbench.report.markdown import render_compare_markdown
         return render_compare_markdown(data)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from quicbench.report.fmt import SimpleTable, mean_ci, pct, pval
+from quicbench.report.fmt import SimpleTable, mean_ci, pct, pval, ratio_ci, verdict_text
 
 
 def compare_table(df: pd.DataFrame) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", "A Mbit/s [95 % CI]", "n A", "B Mbit/s [95 % CI]", "n B",
-                     "B vs A", "p", "verdict"])
+                     "B vs A", "B/A [95 % CI]", "p (adj.)", "verdict"])
     def cell(m, lo, hi, n):
         return "no data" if not n else mean_ci(m, lo, hi)
 
@@ -19,7 +19,8 @@ def compare_table(df: pd.DataFrame) -> SimpleTable:
         t.rows.append([r["condition"], r["workload"], r["protocol"],
                        cell(r["mean_a"], r["ci_low_a"], r["ci_high_a"], r["n_a"]), str(r["n_a"]),
                        cell(r["mean_b"], r["ci_low_b"], r["ci_high_b"], r["n_b"]), str(r["n_b"]),
-                       pct(r["diff_pct"]), pval(r["p"]), str(r["verdict"])])
+                       pct(r["diff_pct"]), ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]), pval(r["p"]),
+                       verdict_text(r["verdict"], r["reps_to_decide"])])
     return t
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from quicbench.analysis.stats import finite as _finite
+from quicbench.stats import finite as _finite
 
 
 
@@ -58,6 +58,23 @@ def mean_ci(mean: Any, lo: Any, hi: Any) -> str:
     m, h = _finite(mean), _finite(hi)
     above = m is not None and h is not None and _finite(lo) is not None and m > h
     return f"{num(mean)} {ci(lo, hi)}".strip() + (" †" if above else "")
+
+
+def ratio_ci(ratio: Any, lo: Any, hi: Any) -> str:
+    """'0.82 [0.75, 0.90]' (a ratio of geometric means with its 95 % CI), '–' when missing."""
+    r = _finite(ratio)
+    if r is None:
+        return "–"
+    if _finite(lo) is None or _finite(hi) is None:
+        return f"{r:.3g}"
+    return f"{r:.3g} [{_finite(lo):.3g}, {_finite(hi):.3g}]"
+
+
+def verdict_text(verdict: Any, reps: Any = None) -> str:
+    """A comparison's verdict for a table: 'different', 'equivalent', 'inconclusive (~N reps)'."""
+    v = str(verdict) if verdict is not None and verdict == verdict else "–"
+    n = _finite(reps)
+    return f"{v} (n≥{int(n)} to decide)" if v == "inconclusive" and n is not None else v
 
 
 @dataclass

@@ -12,7 +12,7 @@ import jinja2
 from quicbench import __version__
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
-from quicbench.analysis.stats import TESTS
+from quicbench.stats import TESTS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.figures import palette, render_figures
@@ -58,6 +58,6 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
 
 def render_compare(data: CompareData, figure: Plot | None) -> str:
     ctx = {"run_a": data.run_a, "run_b": data.run_b, "dir_a": data.dir_a, "dir_b": data.dir_b,
-           "method_text": data.method_text, "setup_diffs": data.setup_diffs, "n_sig": data.n_sig,
+           "method_text": data.method_text, "setup_diffs": data.setup_diffs, "n_sig": data.n_sig, "tally": data.tally,
            "n_tested": data.n_tested, "notes": data.notes, "figure": figure, "table": compare_table(data.frame)}
     return environment().get_template("compare.html.j2").render(**_common(), **ctx)

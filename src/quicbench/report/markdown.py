@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
-from quicbench.analysis.stats import TESTS
+from quicbench.stats import TESTS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
@@ -26,8 +26,11 @@ def render_markdown(data: ReportData) -> str:
     if data.missing:
         out += ["**Missing or limited:**", ""] + [f"- {m}" for m in data.missing] + [""]
     out += ["## Table 1: goodput (Mbit/s), mean [95 % CI] (n)", "",
-            f"Best protocol in bold; verdict = best vs every other protocol, {TESTS[data.method.test]}, "
-            f"p < {data.method.alpha:g} (largest p shown). The CI is the geometric mean's (never below zero)."
+            f"Best protocol in bold; then the best against each other protocol: its verdict (different, "
+            f"equivalent within ±{100 * data.method.margin:g} %, or inconclusive), the ratio of geometric means "
+            f"best/other with its 95 % CI, and the "
+            f"{'Holm-adjusted' if data.method.correction == 'holm' else 'raw'} p over the table's "
+            f"{data.n_tests_table1} comparisons ({data.method.short()}). The CI of a cell is the geometric mean's (never below zero)."
             + (f" {ABOVE_NOTE}" if data.any_mean_above_ci else "")
             + (f" Seed columns: {data.seed_source}." if data.is_goquick else ""), ""]
     for title, t in views.table1_markdown(data):
@@ -80,7 +83,7 @@ def render_compare_markdown(data: CompareData) -> str:
         out += ["**Set-up differences:**", ""] + [f"- {k}: A {va}, B {vb}" for k, va, vb in diffs] + [""]
     else:
         out += ["Same plan fingerprint, host, versions and link in both runs.", ""]
-    out += [f"{data.n_sig} of {data.n_tested} cells tested differ significantly.", "", table.markdown(), ""]
+    out += [data.tally, "", table.markdown(), ""]
     if data.notes:
         out += [f"- {n}" for n in data.notes] + [""]
     return "\n".join(out)

@@ -4,8 +4,9 @@
 tests) as plain JSON-able data; ``render`` lays it out as text for a terminal of a given width
 (80 columns read well): one table per workload kind with that kind's headline metrics, short
 headers with units, long condition and workload names replaced by short codes with a legend,
-and one plain sentence per condition: which protocol was fastest, by how much, whether that is
-significant, and any CPU-bound caveat.
+and one plain sentence per condition: which protocol had the best mean, by how much, and each
+comparison's verdict (different, equivalent within the margin, or inconclusive, with the ratio
+and its 95 % CI), and any CPU-bound caveat.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
-from quicbench.analysis.stats import N_TOO_SMALL, SIGNIFICANT, finite
+from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
 
 # per workload kind: the headline metric (decides "fastest") and the columns shown
 # (metric, header with unit, digits, higher is better)
@@ -96,7 +97,11 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
                 t = b["tests"].get(o)
                 versus.append({"protocol": o, "mean": means[o], "ahead_pct": _pct(means.get(winner), means[o], higher),
                                "verdict": t.verdict if t is not None else None,
-                               "p": finite(t.p) if t is not None else None})
+                               "p": finite(t.p) if t is not None else None,
+                               "ratio": finite(t.ratio) if t is not None else None,
+                               "ratio_ci": [finite(t.ratio_low), finite(t.ratio_high)] if t is not None else None,
+                               "margin": t.margin if t is not None else None,
+                               "reps_to_decide": t.reps_to_decide if t is not None else None})
             verdicts.append({
                 "condition": b["condition"], "workload": b["workload"], "kind": kind, "metric": metric,
                 "higher_is_better": higher, "best": winner, "best_mean": means.get(winner),
@@ -123,9 +128,18 @@ def _fmt_p(p: float | None) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
 
 
+def _ratio(o: dict[str, Any], best: str) -> str:
+    r, ci = o.get("ratio"), o.get("ratio_ci") or [None, None]
+    if r is None:
+        return ""
+    name = f"{best}/{protocol_name(o['protocol'])}"
+    return f"{name} = {r:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else f"{name} = {r:.2f}"
+
+
 def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
-    """One plain sentence for a condition: the fastest protocol per workload, by how much, whether it is
-    significant, and a CPU-bound caveat."""
+    """One plain sentence for a condition: the protocol with the best mean per workload, by how
+    much, each comparison's verdict with its ratio, and a CPU-bound caveat. 'Fastest' only when it
+    is different from every other protocol; 'equivalent' only when the equivalence test says so."""
     parts = []
     bound: dict[str, int] = {}
     for v in verdicts:
@@ -140,15 +154,26 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         for i, o in enumerate(v["versus"]):
             ahead = o["ahead_pct"]
             by = "?" if ahead is None else (f"{ahead:.0f} %" if ahead >= 1 else f"{ahead:.1f} %")
-            if o["verdict"] == SIGNIFICANT:
-                sig = f"significant, {_fmt_p(o['p'])}"
-            elif o["verdict"] == N_TOO_SMALL:
-                sig = "too few trials to test"
-            else:
-                sig = f"not significant, {_fmt_p(o['p'])}"
+            other = protocol_name(o["protocol"])
+            ratio = _ratio(o, best)
             more = f"{better} {what} than" if i == 0 else f"{better} than"
-            against.append(f"{by} {more} {protocol_name(o['protocol'])} ({sig})")
-        parts.append(f"{best} was fastest {where}: " + ", ".join(against))
+            if o["verdict"] == DIFFERENT:
+                against.append(f"{by} {more} {other} ({ratio}, {_fmt_p(o['p'])})")
+            elif o["verdict"] == EQUIVALENT:
+                m = o.get("margin") or 0.1
+                against.append(f"equivalent to {other} within ±{100 * m:g} % ({ratio})")
+            elif o["verdict"] == INCONCLUSIVE:
+                need = o.get("reps_to_decide")
+                tail = f"; about {need} trials per protocol would likely decide" if need else ""
+                against.append(f"{by} {more} {other}, inconclusive ({ratio}, {_fmt_p(o['p'])}{tail})")
+            elif o["verdict"] == N_TOO_SMALL:
+                against.append(f"{by} {more} {other} (too few trials to test)")
+            else:
+                against.append(f"{by} {more} {other}")
+        lead = "was fastest" if all(o["verdict"] == DIFFERENT for o in v["versus"]) else "had the best mean"
+        if not v["higher_is_better"]:
+            lead = "was fastest" if lead == "was fastest" else "had the best (lowest) mean"
+        parts.append(f"{best} {lead} {where}: " + ", ".join(against))
         for p, n in v["cpu_bound"].items():
             bound[p] = bound.get(p, 0) + n
     desc = cond.get("desc") or ""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from quicbench.analysis.tables import METRICS
-from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval
+from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
+from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
 from quicbench.analysis.report_data import VIDEO_METRICS, ReportData
 
 
@@ -15,10 +15,12 @@ def _wl(data: ReportData, w: str) -> str:
 
 def diff_table(data: ReportData, a: str, b: str) -> SimpleTable:
     d = data.diffs.get((a, b), pd.DataFrame())
-    t = SimpleTable(["condition", "workload", f"{a} Mbit/s", f"{b} Mbit/s", f"{a} vs {b}", "p", "verdict", "n"])
+    t = SimpleTable(["condition", "workload", f"{a} Mbit/s", f"{b} Mbit/s", f"{a} vs {b}", f"{a}/{b} [95 % CI]",
+                     "p (adj.)", "verdict", "n"])
     for _, r in d.iterrows():
         t.rows.append([r["condition"], _wl(data, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
-                       pct(r["diff_pct"]), pval(r["p"]), r["verdict"], f"{r['n_a']} / {r['n_b']}"])
+                       pct(r["diff_pct"]), ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]), pval(r["p"]),
+                       verdict_text(r["verdict"], r["reps_to_decide"]), f"{r['n_a']} / {r['n_b']}"])
     return t
 
 
@@ -180,7 +182,7 @@ def methods_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
                 cells = r[k]["cells"]
                 row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})") for p in protos]
                 mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
-                sig = "" if r[k]["verdict"] in (None, "significant") else f" ({r[k]['verdict']})"
+                sig = "" if r[k]["verdict"] in (None, FASTER_THAN_ALL) else f" ({r[k]['verdict']})"
                 row.append(r[k]["rank"] + mark + sig)
             t.rows.append(row)
         out.append((f"{blk['size']} objects: seed 000, ours per object, ours shared", t))
@@ -192,7 +194,7 @@ def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
     out = []
     for blk in data.table1:
         protos = blk["protocols"]
-        heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "verdict (p)"]
+        heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "best vs each other: verdict, ratio [95 % CI]"]
         if blk["has_seed"]:
             heads += [f"seed {p}" for p in protos] + ["seed best"]
         t = SimpleTable(heads)
@@ -210,10 +212,7 @@ def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
                 if c["n_cpu_bound"]:
                     txt += f" ⚙{c['n_cpu_bound']}"
                 cells.append(f"**{txt}**" if c["is_best"] else txt)
-            verdict = r.get("verdict") or "–"
-            if r.get("p") is not None:
-                verdict += f" ({pval(r['p'])})"
-            row = [r["condition"], *cells, r.get("best") or "–", verdict]
+            row = [r["condition"], *cells, r.get("best") or "–", r.get("comparisons") or r.get("verdict") or "–"]
             if blk["has_seed"]:
                 row += [num(c["seed"], 5) for c in r["cells"]] + [r["seed_best"] or "–"]
             t.rows.append(row)

@@ -19,9 +19,11 @@ Goodput (``goodput_reps`` > 0): each side also measures TCP (iperf3, server to c
 probe's lab) and runs a small quicbench plan through the same condition — HTTP/2 and HTTP/3,
 ``GOODPUT_WORKLOAD`` with one connection per object, ``goodput_reps`` repetitions — with the real
 runner (inside UML that run first measures the kernel's ceiling, run/ceiling.py). Verdict per
-metric: the means within 10 % of each other; else, when the repetitions' spread cannot tell them
-apart (Welch's t-test on log goodput, p > 0.01), "ok (within noise)"; a side whose trials were
-CPU-bound or near its kernel's ceiling is not judged (it measured the machine, not the link).
+metric, with the reports' method (quicbench.stats): "equivalent" when two one-sided tests on log
+goodput show the ratio linkem/netem within ±10 %, "differ" when Welch's t-test on log goodput
+finds a difference, else "inconclusive" with the repetitions that would likely decide (alpha
+0.01, Holm over the metrics of one crosscheck); a side whose trials were CPU-bound or near its
+kernel's ceiling is not judged (it measured the machine, not the link).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from quicbench import stats
 from quicbench.errors import QuicbenchError
 from quicbench.model.conditions import Condition
 
@@ -185,9 +188,9 @@ def compare(cond: Condition, a: dict[str, Any], b: dict[str, Any]) -> dict[str, 
     return result
 
 
-def _goodput_verdict(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """One goodput metric of both sides: within 10 %, or within the repetitions' noise."""
-    from scipy.stats import ttest_ind
+def _goodput_verdict(a: dict[str, Any], b: dict[str, Any], result: stats.TestResult | None) -> dict[str, Any]:
+    """One goodput metric of both sides, from its comparison (linkem/netem): equivalent within
+    ±10 %, different, or inconclusive; never 'ok' from a failure to find a difference."""
     xa, xb = a.get("mbps") or [], b.get("mbps") or []
     v: dict[str, Any] = {"values": [_mean(xa), _mean(xb)], "n": [len(xa), len(xb)]}
     busy = [side for side, x in (("linkem", a), ("netem", b)) if x.get("cpu_bound") or x.get("near_ceiling")]
@@ -197,19 +200,24 @@ def _goodput_verdict(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         return v
     ma, mb = v["values"]
     rel = abs(ma - mb) / max(ma, mb) if max(ma, mb) > 0 else 0.0
-    detail = f"{ma:.2f} vs {mb:.2f} Mbit/s ({100 * rel:.0f} % apart, n {len(xa)}/{len(xb)})"
+    v["detail"] = f"{ma:.2f} vs {mb:.2f} Mbit/s ({100 * rel:.0f} % apart, n {len(xa)}/{len(xb)})"
     if busy:
         v["verdict"] = f"not judged: {' and '.join(busy)} trials CPU-bound or near the kernel's ceiling"
-    elif rel <= 0.10:
-        v["verdict"] = "ok"
+        return v
+    assert result is not None
+    v.update(welch_p=result.p, ratio=result.ratio, ratio_ci=[result.ratio_low, result.ratio_high],
+             equivalence_p=result.p_equiv)
+    ratio = (f"linkem/netem {result.ratio:.2f} [{result.ratio_low:.2f}, {result.ratio_high:.2f}]"
+             if result.ratio is not None else "")
+    if result.verdict == stats.EQUIVALENT:
+        v["verdict"] = f"ok: equivalent within ±{100 * GOODPUT_MARGIN:g} % ({ratio})"
+    elif result.verdict == stats.DIFFERENT:
+        v["verdict"] = f"differ ({ratio}, p {result.p:.2g})"
+    elif result.verdict == stats.INCONCLUSIVE:
+        need = f"; about {result.reps_to_decide} repetitions per side would likely decide" if result.reps_to_decide else ""
+        v["verdict"] = f"inconclusive ({ratio}{need})"
     else:
-        p = float("nan")
-        if len(xa) >= 2 and len(xb) >= 2 and min(xa + xb) > 0:
-            p = float(ttest_ind([math.log(x) for x in xa], [math.log(x) for x in xb], equal_var=False).pvalue)
-        v["welch_p"] = None if math.isnan(p) else p
-        v["verdict"] = (f"ok (within noise: Welch p {p:.2g} on log goodput)" if p == p and p > 0.01
-                        else "differ")
-    v["detail"] = detail
+        v["verdict"] = f"not judged: fewer than {stats.MIN_N} repetitions on a side"
     return v
 
 
@@ -217,10 +225,17 @@ def _mean(x: list[float]) -> float | None:
     return sum(x) / len(x) if x else None
 
 
+GOODPUT_MARGIN = 0.10
+
+
 def compare_goodput(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Verdicts for TCP (iperf3) and each HTTP protocol, side a (linkem) against b (netem)."""
+    """Verdicts for TCP (iperf3) and each HTTP protocol, side a (linkem) against b (netem); the
+    family of the Holm correction is this crosscheck's metrics."""
     ga, gb = a.get("goodput") or {}, b.get("goodput") or {}
-    return {m: _goodput_verdict(ga[m], gb[m]) for m in ("tcp", *GOODPUT_PROTOCOLS) if m in ga and m in gb}
+    metrics = [m for m in ("tcp", *GOODPUT_PROTOCOLS) if m in ga and m in gb]
+    results = stats.adjust([stats.compare(ga[m].get("mbps") or [], gb[m].get("mbps") or [], margin=GOODPUT_MARGIN)
+                            for m in metrics], stats.DEFAULT_CORRECTION)
+    return {m: _goodput_verdict(ga[m], gb[m], r) for m, r in zip(metrics, results)}
 
 
 COLUMNS = ("direction", "metric", "linkem (host)", "netem (UML)", "verdict")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from matplotlib.lines import Line2D
 
+from quicbench.stats import DIFFERENT
 from quicbench.analysis.compare import CompareData
 from quicbench.report.figures import palette
 from quicbench.report.figures.plotting import Drawing, new_figure, styled
@@ -25,7 +26,7 @@ def compare_diff(data: CompareData) -> Drawing | None:
                 if cw not in dp.index:
                     continue
                 r = dp.loc[cw]
-                sig = r["verdict"] == "significant"
+                sig = r["verdict"] == DIFFERENT
                 ax.plot(i - 0.4 + step * (j + 0.5), r["diff_pct"], marker=palette.marker(p), markersize=7,
                         color=palette.color(p), markerfacecolor=palette.color(p) if sig else "white", linestyle="none")
         ax.axhline(0, color="black", linewidth=0.8)
@@ -37,8 +38,8 @@ def compare_diff(data: CompareData) -> Drawing | None:
         ax.set_xlabel("condition / workload")
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle="none",
                           label=palette.label(p)) for p in protocols]
-        handles += [Line2D([], [], color="grey", marker="o", linestyle="none", label="significant"),
+        handles += [Line2D([], [], color="grey", marker="o", linestyle="none", label="different"),
                     Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle="none",
-                           label="not significant / n too small")]
+                           label="equivalent / inconclusive / n too small")]
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
         return Drawing(fig)

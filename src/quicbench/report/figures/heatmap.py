@@ -14,6 +14,7 @@ import math
 import numpy as np
 from matplotlib.colors import Normalize
 
+from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
 from quicbench.analysis.condition_params import PARAM_LABELS
 from quicbench.analysis.report_data import COMPARISONS, ReportData
 from quicbench.report.figures import palette
@@ -33,7 +34,7 @@ def _fmt_param(p: str, v) -> str:
 
 def _draw(ax, values: np.ndarray, verdicts: np.ndarray, xlabels: list[str], ylabels: list[str], norm,
           origin: str = "lower") -> object:
-    sig = verdicts == "significant"
+    sig = verdicts == DIFFERENT
     shown = np.where(sig, values, np.nan)
     im = ax.imshow(np.clip(shown, -CLIP, CLIP), cmap=palette.DIVERGING_CMAP, norm=norm, aspect="auto",
                    origin=origin, interpolation="nearest")
@@ -47,7 +48,7 @@ def _draw(ax, values: np.ndarray, verdicts: np.ndarray, xlabels: list[str], ylab
             ax.text(j, i, f"{v:+.0f} %", ha="center", va="center", fontsize=9, color="white" if dark else "black",
                     fontweight="bold")
         else:
-            why = "n.s." if verdicts[i, j] == "not significant" else str(verdicts[i, j])
+            why = {EQUIVALENT: "equiv.", INCONCLUSIVE: "inconcl."}.get(verdicts[i, j], str(verdicts[i, j]))
             ax.text(j, i, f"{v:+.0f} %\n{why}", ha="center", va="center", fontsize=7.5, color="#999999")
     ax.set_xticks(range(len(xlabels)))
     ax.set_xticklabels(xlabels, rotation=30 if max(map(len, xlabels), default=0) > 8 else 0,

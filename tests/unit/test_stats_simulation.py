@@ -1,0 +1,77 @@
+"""The comparison method keeps its stated error rates, by simulation (issue 23.5).
+
+Log-normal samples (goodputs and times are close to log-normal), fixed seeds. Each bound has a
+binomial allowance of three standard errors over the number of simulations, so a correct method
+passes and a wrong one (an uncorrected family, an arithmetic test with a log interval, a TOST at
+the wrong margin) fails.
+"""
+
+import math
+
+import numpy as np
+
+from quicbench import stats
+
+ALPHA = 0.01
+
+
+def allowance(rate: float, sims: int) -> float:
+    return 3 * math.sqrt(rate * (1 - rate) / sims)
+
+
+def test_family_wise_false_positives_stay_below_alpha_with_holm():
+    """2,000 tables of 12 comparisons between identical populations: the share of tables with
+    at least one 'different' is at most alpha (Holm); without a correction it is near 1-(1-a)^12."""
+    rng = np.random.default_rng(23)
+    tables, m, n = 2000, 12, 10
+    any_holm = any_raw = 0
+    for _ in range(tables):
+        sigma = rng.uniform(0.05, 0.6)
+        res = [stats.compare(rng.lognormal(3, sigma, n), rng.lognormal(3, sigma * rng.uniform(0.5, 2), n),
+                             alpha=ALPHA) for _ in range(m)]
+        any_raw += any(r.verdict == stats.DIFFERENT for r in res)
+        any_holm += any(r.verdict == stats.DIFFERENT for r in stats.adjust(res, "holm"))
+    assert any_holm / tables <= ALPHA + allowance(ALPHA, tables)
+    assert any_raw / tables > 3 * ALPHA          # the family needs the correction: the test can fail
+
+
+def test_ratio_interval_covers_the_true_ratio():
+    """The 95 % CI of the ratio of geometric means covers the true ratio at least 94 % of the time,
+    at small n and unequal variances (Welch)."""
+    rng = np.random.default_rng(24)
+    sims, covered = 2000, 0
+    for i in range(sims):
+        n_a, n_b = (5, 10) if i % 2 else (10, 4)
+        true_ratio = 0.8
+        a = rng.lognormal(math.log(true_ratio) + 2, 0.5, n_a)
+        b = rng.lognormal(2, 0.2, n_b)
+        r = stats.compare(a, b)
+        covered += r.ratio_low <= true_ratio <= r.ratio_high
+    assert covered / sims >= 0.94
+
+
+def test_equivalence_error_is_at_most_alpha_at_the_margin():
+    """A true ratio exactly at the margin (1.1) is declared equivalent at most alpha of the time;
+    well inside it (1.0, tight data) it is found."""
+    rng = np.random.default_rng(25)
+    sims, wrong = 3000, 0
+    for _ in range(sims):
+        a, b = rng.lognormal(math.log(1.1), 0.1, 10), rng.lognormal(0, 0.1, 10)
+        wrong += stats.compare(a, b, alpha=ALPHA, margin=0.10).verdict == stats.EQUIVALENT
+    assert wrong / sims <= ALPHA + allowance(ALPHA, sims)
+    found = sum(stats.compare(rng.lognormal(0, 0.03, 10), rng.lognormal(0, 0.03, 10)).verdict == stats.EQUIVALENT
+                for _ in range(200))
+    assert found / 200 > 0.9
+
+
+def test_inconclusive_says_how_many_trials_would_decide():
+    rng = np.random.default_rng(26)
+    a, b = rng.lognormal(0.15, 0.3, 5), rng.lognormal(0, 0.3, 5)
+    r = stats.compare(a, b)
+    assert r.verdict == stats.INCONCLUSIVE and r.reps_to_decide is not None and r.reps_to_decide > 5
+    # following the advice decides it most of the time (the figure has 80 % power at the observed effect)
+    decided = 0
+    for _ in range(200):
+        big = stats.compare(rng.lognormal(0.15, 0.3, r.reps_to_decide), rng.lognormal(0, 0.3, r.reps_to_decide))
+        decided += big.verdict != stats.INCONCLUSIVE
+    assert decided / 200 > 0.6
