@@ -1,6 +1,9 @@
 //! Control socket (Unix stream, line protocol) and stats rendering.
 //!
 //!   stats\n        -> one JSON line of counters (since the last reset)
+//!   lateness\n     -> one JSON line: lateness histograms, late drops and linkem's
+//!                     own CPU, cumulative since start (a reader takes the
+//!                     difference of two replies; `reset` does not change them)
 //!   set <json>\n   -> replace the config of the directions given -> ok | error: ...
 //!   reset\n        -> zero the counters -> ok
 
@@ -28,6 +31,23 @@ pub fn cpu_times() -> (u64, u64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
     (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// (on-CPU ns, run-queue wait ns) of this process, summed over its threads, from
+/// the scheduler's counters (/proc/self/task/*/schedstat); None where the kernel
+/// does not keep them.
+pub fn sched_ns() -> Option<(u64, u64)> {
+    let (mut run, mut wait, mut seen) = (0u64, 0u64, false);
+    for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else { continue };
+        let mut f = text.split_whitespace().map(|x| x.parse::<u64>());
+        if let (Some(Ok(r)), Some(Ok(w))) = (f.next(), f.next()) {
+            run += r;
+            wait += w;
+            seen = true;
+        }
+    }
+    seen.then_some((run, wait))
 }
 
 pub struct Ctl {
@@ -120,6 +140,30 @@ impl Ctl {
         Value::Object(out)
     }
 
+    /// Cumulative lateness per direction (frames sent, their lateness histogram,
+    /// the largest lateness since start, arrivals the overload guard dropped,
+    /// frames the receive ring of the direction's input port overflowed with) and
+    /// this process's scheduler times.
+    pub fn lateness_json(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert("t_s".into(), json!(mono_ns() as f64 / 1e9));
+        let sched = sched_ns();
+        out.insert("cpu_run_s".into(), json!(sched.map(|s| s.0 as f64 / 1e9)));
+        out.insert("cpu_wait_s".into(), json!(sched.map(|s| s.1 as f64 / 1e9)));
+        for (i, name) in ["up", "down"].iter().enumerate() {
+            let d = &self.shared.dir_stats[i];
+            let h = d.sched_error.snapshot();
+            let mut j = h.buckets_json();
+            j["released"] = json!(h.count);
+            j["max_ns"] = json!(h.max_ns);
+            j["late_dropped"] = json!(d.late_dropped.get());
+            // the up direction reads port a, the down direction port b
+            j["ring_drops"] = json!(self.shared.port_stats[i].ring_drops.get());
+            out.insert(name.to_string(), j);
+        }
+        Value::Object(out)
+    }
+
     /// Validate and apply a (partial) config; waits until the forwarding
     /// threads have switched to it.
     pub fn set(&self, text: &str) -> Result<(), String> {
@@ -155,6 +199,7 @@ impl Ctl {
         };
         match cmd {
             "stats" => self.stats_json().to_string(),
+            "lateness" => self.lateness_json().to_string(),
             "reset" => {
                 self.reset();
                 "ok".into()
@@ -164,7 +209,7 @@ impl Ctl {
                 Err(e) => format!("error: {}", e),
             },
             "" => "error: empty command".into(),
-            other => format!("error: unknown command \"{}\" (expected stats, set <json>, reset)", other),
+            other => format!("error: unknown command \"{}\" (expected stats, lateness, set <json>, reset)", other),
         }
     }
 }
@@ -194,7 +239,7 @@ fn handle_conn(ctl: Arc<Ctl>, conn: UnixStream) {
     }
 }
 
-/// `linkem ctl --control PATH stats|set JSON|reset`
+/// `linkem ctl --control PATH stats|lateness|set JSON|reset`
 pub fn client(path: &str, words: &[String]) -> i32 {
     let mut s = match UnixStream::connect(path) {
         Ok(s) => s,

@@ -295,7 +295,6 @@ impl Dir {
                 let p = self.staged.pop_front().unwrap();
                 let err = tnow.saturating_sub(p.send_at);
                 self.stats.sched_error.record_ns(err);
-                self.stats.sched_error_fine.record_ns(err);
                 self.stats.forwarded.add(p.nseg as u64);
                 self.stats.bytes_out.add(p.wire as u64);
                 self.release(p);

@@ -104,7 +104,7 @@ enum TimingArg {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Talk to a running linkem: stats | set JSON | reset
+    /// Talk to a running linkem: stats | lateness | set JSON | reset
     Ctl {
         #[arg(long)]
         control: String,

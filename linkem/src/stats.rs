@@ -122,41 +122,132 @@ impl HistSnap {
     }
 }
 
-/// Linear 1-us histogram up to 4 ms for accurate scheduling-error percentiles.
-pub const FINE_BUCKETS: usize = 4096;
-pub struct FineHist {
+/// Log-linear histogram of nanoseconds (the layout of HdrHistogram with 3 bits of
+/// sub-bucket precision): 16 linear buckets of 128 ns below 2048 ns, then 8
+/// buckets per power of two, so a bucket is at most 1/8 as wide as its lower
+/// bound and a quantile read as its bucket's upper bound is at most 12.5 % high.
+/// Values of 2^37 ns (137 s) and more share the last bucket.
+pub const LATE_BUCKETS: usize = LATE_LINEAR + (LATE_TOP_POW - 4) * LATE_SUB;
+const LATE_UNIT_SHIFT: u32 = 7; // 128 ns
+const LATE_LINEAR: usize = 16;
+const LATE_SUB: usize = 8;
+const LATE_TOP_POW: usize = 30; // in 128-ns units: 2^30 units = 2^37 ns
+
+#[inline]
+pub fn late_bucket(ns: u64) -> usize {
+    let u = ns >> LATE_UNIT_SHIFT;
+    if u < LATE_LINEAR as u64 {
+        return u as usize;
+    }
+    let k = (63 - u.leading_zeros()) as usize; // floor(log2 u) >= 4
+    if k >= LATE_TOP_POW {
+        return LATE_BUCKETS - 1;
+    }
+    let sub = ((u >> (k - 3)) & 7) as usize;
+    LATE_LINEAR + (k - 4) * LATE_SUB + sub
+}
+
+/// Exclusive upper bound of bucket `i`, ns.
+pub fn late_bucket_upper_ns(i: usize) -> u64 {
+    if i < LATE_LINEAR {
+        return (i as u64 + 1) << LATE_UNIT_SHIFT;
+    }
+    let k = 4 + (i - LATE_LINEAR) / LATE_SUB;
+    let sub = ((i - LATE_LINEAR) % LATE_SUB) as u64;
+    ((LATE_SUB as u64 + sub + 1) << (k - 3)) << LATE_UNIT_SHIFT
+}
+
+/// How late packets left against their schedule. Cumulative since start: `reset`
+/// does not touch it (the stats reply subtracts its base snapshot; the `lateness`
+/// command hands out the raw counts, so that any number of readers can take the
+/// difference of two readings).
+pub struct LateHist {
     pub b: Box<[Counter]>,
+    pub count: Counter,
+    pub sum_ns: Counter,
+    pub max_ns: Counter,
 }
-impl Default for FineHist {
+
+impl Default for LateHist {
     fn default() -> Self {
-        FineHist { b: (0..FINE_BUCKETS).map(|_| Counter::default()).collect() }
-    }
-}
-impl FineHist {
-    #[inline]
-    pub fn record_ns(&self, ns: u64) {
-        let us = ((ns / 1000) as usize).min(FINE_BUCKETS - 1);
-        self.b[us].inc();
-    }
-    pub fn snapshot(&self) -> Vec<u64> {
-        self.b.iter().map(|c| c.get()).collect()
+        LateHist {
+            b: (0..LATE_BUCKETS).map(|_| Counter::default()).collect(),
+            count: Counter::default(),
+            sum_ns: Counter::default(),
+            max_ns: Counter::default(),
+        }
     }
 }
 
-pub fn fine_quantile(v: &[u64], q: f64) -> Option<f64> {
-    let n: u64 = v.iter().sum();
-    if n == 0 {
-        return None;
+impl LateHist {
+    #[inline]
+    pub fn record_ns(&self, ns: u64) {
+        self.b[late_bucket(ns)].inc();
+        self.count.inc();
+        self.sum_ns.add(ns);
+        self.max_ns.max(ns);
     }
-    let target = (q * n as f64).ceil().max(1.0) as u64;
-    let mut acc = 0;
-    for (k, c) in v.iter().enumerate() {
-        acc += c;
-        if acc >= target {
-            return Some(k as f64 + 0.5);
+    pub fn snapshot(&self) -> LateSnap {
+        LateSnap {
+            buckets: self.b.iter().map(|c| c.get()).collect(),
+            count: self.count.get(),
+            sum_ns: self.sum_ns.get(),
+            max_ns: self.max_ns.get(),
         }
     }
-    None
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct LateSnap {
+    pub buckets: Vec<u64>,
+    pub count: u64,
+    pub sum_ns: u64,
+    /// Largest value since start (a maximum cannot be subtracted).
+    pub max_ns: u64,
+}
+
+impl LateSnap {
+    pub fn minus(&self, base: &LateSnap) -> LateSnap {
+        LateSnap {
+            buckets: self.buckets.iter().enumerate().map(|(i, x)| x.wrapping_sub(*base.buckets.get(i).unwrap_or(&0))).collect(),
+            count: self.count.wrapping_sub(base.count),
+            sum_ns: self.sum_ns.wrapping_sub(base.sum_ns),
+            max_ns: self.max_ns,
+        }
+    }
+    /// Upper bound (ns) of the bucket holding quantile q; None when empty.
+    pub fn quantile_ns(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let target = (q * self.count as f64).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            acc += c;
+            if acc >= target {
+                return Some(late_bucket_upper_ns(i));
+            }
+        }
+        Some(late_bucket_upper_ns(LATE_BUCKETS - 1))
+    }
+    /// Summary for the stats reply (µs).
+    pub fn to_json(&self) -> Value {
+        let us = |v: Option<u64>| v.map(|ns| ns as f64 / 1000.0);
+        json!({
+            "count": self.count,
+            "mean_us": if self.count > 0 { self.sum_ns as f64 / self.count as f64 / 1000.0 } else { 0.0 },
+            "max_us": self.max_ns as f64 / 1000.0,
+            "p50_us": us(self.quantile_ns(0.5)),
+            "p90_us": us(self.quantile_ns(0.9)),
+            "p99_us": us(self.quantile_ns(0.99)),
+        })
+    }
+    /// The non-empty buckets as {"le_ns": [upper bounds], "counts": [...]}.
+    pub fn buckets_json(&self) -> Value {
+        let (le, n): (Vec<u64>, Vec<u64>) =
+            self.buckets.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, c)| (late_bucket_upper_ns(i), *c)).unzip();
+        json!({"le_ns": le, "counts": n})
+    }
 }
 
 #[derive(Default)]
@@ -174,8 +265,8 @@ pub struct DirStats {
     pub tx_errors: Counter,
     pub late_dropped: Counter,
     pub queue_delay: Log2Hist,
-    pub sched_error: Log2Hist,
-    pub sched_error_fine: FineHist,
+    /// Transmit time minus scheduled time of every frame sent.
+    pub sched_error: LateHist,
 }
 
 pub const DIR_COUNTERS: &[&str] = &[
@@ -196,7 +287,6 @@ impl DirStats {
             counters: self.counters(),
             queue_delay: self.queue_delay.snapshot(),
             sched_error: self.sched_error.snapshot(),
-            sched_fine: self.sched_error_fine.snapshot(),
         }
     }
 }
@@ -205,8 +295,7 @@ impl DirStats {
 pub struct DirSnap {
     pub counters: Vec<u64>,
     pub queue_delay: HistSnap,
-    pub sched_error: HistSnap,
-    pub sched_fine: Vec<u64>,
+    pub sched_error: LateSnap,
 }
 
 impl DirSnap {
@@ -218,7 +307,6 @@ impl DirSnap {
             counters: sub(&self.counters, &b.counters),
             queue_delay: self.queue_delay.minus(&b.queue_delay),
             sched_error: self.sched_error.minus(&b.sched_error),
-            sched_fine: sub(&self.sched_fine, &b.sched_fine),
         }
     }
     pub fn to_json(&self) -> Value {
@@ -227,11 +315,7 @@ impl DirSnap {
             m.insert(k.to_string(), json!(self.counters[i]));
         }
         m.insert("queue_delay_us".into(), self.queue_delay.to_json());
-        let mut se = self.sched_error.to_json();
-        se["p50_us"] = json!(fine_quantile(&self.sched_fine, 0.5));
-        se["p90_us"] = json!(fine_quantile(&self.sched_fine, 0.9));
-        se["p99_us"] = json!(fine_quantile(&self.sched_fine, 0.99));
-        m.insert("sched_error_us".into(), se);
+        m.insert("sched_error_us".into(), self.sched_error.to_json());
         Value::Object(m)
     }
 }
@@ -308,5 +392,82 @@ mod tests {
         assert_eq!(j["le_us"][3], 8);
         let d = s.minus(&s);
         assert_eq!(d.count, 0);
+    }
+
+    #[test]
+    fn late_buckets_cover_every_value_in_order() {
+        // every value falls in a bucket whose bounds hold it, buckets are contiguous
+        // and no wider than 1/8 of their lower bound (128 ns below 2048 ns)
+        let mut lower = 0u64;
+        for i in 0..LATE_BUCKETS - 1 {
+            let upper = late_bucket_upper_ns(i);
+            assert!(upper > lower, "bucket {} empty", i);
+            assert_eq!(late_bucket(lower), i, "lower bound {} of bucket {}", lower, i);
+            assert_eq!(late_bucket(upper - 1), i, "upper bound {} of bucket {}", upper, i);
+            assert_eq!(late_bucket(upper), i + 1);
+            if lower >= 2048 {
+                assert!((upper - lower) * 8 <= lower, "bucket {} [{}, {}) too wide", i, lower, upper);
+            } else {
+                assert_eq!(upper - lower, 128);
+            }
+            lower = upper;
+        }
+        // the last bucket: [15/16 of 2^37 ns, 2^37 ns) and everything above
+        assert_eq!(lower, 15u64 << 33);
+        assert_eq!(late_bucket_upper_ns(LATE_BUCKETS - 1), 1u64 << 37);
+        assert_eq!(late_bucket(1u64 << 37), LATE_BUCKETS - 1);
+        assert_eq!(late_bucket(u64::MAX), LATE_BUCKETS - 1);
+        assert_eq!(late_bucket(0), 0);
+    }
+
+    #[test]
+    fn late_quantiles_are_upper_bounds_within_an_eighth() {
+        // 1000 values: 980 at 20 us, 15 at 3 ms, 5 at 40 ms
+        let h = LateHist::default();
+        for _ in 0..980 {
+            h.record_ns(20_000);
+        }
+        for _ in 0..15 {
+            h.record_ns(3_000_000);
+        }
+        for _ in 0..5 {
+            h.record_ns(40_000_000);
+        }
+        let s = h.snapshot();
+        let p50 = s.quantile_ns(0.5).unwrap();
+        let p99 = s.quantile_ns(0.99).unwrap();
+        let p999 = s.quantile_ns(0.999).unwrap();
+        assert!(p50 > 20_000 && p50 <= 20_000 + 20_000 / 8, "p50 {}", p50);
+        assert!(p99 > 3_000_000 && p99 <= 3_000_000 + 3_000_000 / 8, "p99 {}", p99);
+        assert!(p999 > 40_000_000 && p999 <= 45_000_000, "p99.9 {}", p999);
+        assert_eq!(s.max_ns, 40_000_000);
+        let j = s.to_json();
+        assert_eq!(j["count"], 1000);
+        assert_eq!(j["p99_us"], json!(p99 as f64 / 1000.0));
+        // the sparse bucket list: three buckets, counts in order
+        let b = s.buckets_json();
+        assert_eq!(b["counts"], json!([980, 15, 5]));
+        assert_eq!(b["le_ns"][0], json!(p50));
+        assert!(LateSnap::default().quantile_ns(0.5).is_none());
+    }
+
+    #[test]
+    fn late_difference_of_two_readings_is_the_window() {
+        // what a reader does with two `lateness` replies: the window holds only what
+        // was recorded between them
+        let h = LateHist::default();
+        for _ in 0..100 {
+            h.record_ns(10_000);
+        }
+        let before = h.snapshot();
+        for _ in 0..10 {
+            h.record_ns(5_000_000);
+        }
+        let w = h.snapshot().minus(&before);
+        assert_eq!(w.count, 10);
+        assert_eq!(w.sum_ns, 50_000_000);
+        let p50 = w.quantile_ns(0.5).unwrap();
+        assert!(p50 > 5_000_000 && p50 <= 5_000_000 + 5_000_000 / 8, "p50 {}", p50);
+        assert_eq!(w.buckets.iter().sum::<u64>(), 10);
     }
 }

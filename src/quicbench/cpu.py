@@ -1,9 +1,13 @@
-"""CPU time of processes: precise per-thread scheduler time where the kernel exposes it."""
+"""CPU time of processes (precise per-thread scheduler time where the kernel exposes it), and
+the rule that says whether the CPU, rather than the network, set a trial's pace."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -47,9 +51,6 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
 
 
-CPU_BOUND_THRESHOLD = 0.9  # of one core, during the transfer
-LINK_LIMITED_SHARE = 0.8   # of the configured rate: at or above it the link, not the CPU, set the pace
-MACHINE_BUSY_THRESHOLD = 0.9  # of all the machine's CPUs, during the transfer
 MACHINE_MIN_TICKS_PER_CPU = 20  # a shorter span (0.2 s at 100 Hz) is too coarse to judge
 
 
@@ -72,38 +73,103 @@ def machine_busy_share(t0: tuple[int, int, int], t1: tuple[int, int, int]) -> fl
     return (t1[0] - t0[0]) / total
 
 
-def _link_limited(goodput_mbps: float | None, link_mbit: float | None) -> bool:
-    return bool(link_mbit and goodput_mbps is not None and goodput_mbps >= LINK_LIMITED_SHARE * link_mbit)
+# -- was the CPU what set a trial's pace? ---------------------------------------------------------
+
+PATH_PROCESSES = ("client", "server", "link")   # the link: the lab's linkem process(es)
+RAN_SHARE = 0.9      # of one core over the transfer: the process itself was the bottleneck
+WAIT_SHARE = 0.1     # the path's processes together waited this share of the transfer for a CPU
+WAITED_NAMED = 0.01  # cpu_bound_by names the processes that waited at least this share
+LINK_LIMITED_SHARE = 0.8   # of the configured rate: at or above it the link, not the CPU, set the pace
 
 
-def cpu_bound(cpu_s: float | None, duration_s: float | None, wait_s: float | None = None,
-              goodput_mbps: float | None = None, link_mbit: float | None = None) -> bool:
-    """Was an endpoint's CPU what limited the transfer?
+@dataclass(frozen=True)
+class PathCpu:
+    """The CPU evidence of one trial: what each process on its path (client, server, link
+    emulator) ran and waited for a CPU (run-queue time) over the transfer, the machine's busy
+    share, and the goodput against the link's configured download rate."""
+    duration_s: float | None
+    ran: Mapping[str, float | None]
+    waited: Mapping[str, float | None]
+    machine_busy: float | None = None
+    goodput_mbps: float | None = None
+    link_mbit: float | None = None
 
-    Yes when it ran at least 90 % of a core. Also when it *wanted* that much, the time it ran plus
-    the time it was runnable but waited for a CPU (on a busy host, with client, server and link
-    emulator sharing few cores, the second replaces the first), unless the transfer reached 80 %
-    of the link's configured rate: then the link set the pace and the CPU kept up.
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], link_mbit: float | None) -> "PathCpu":
+        """The evidence a stored trial row holds (as the trial judged it)."""
+        busy = row.get("machine_cpu_pct")
+        return cls(transfer_seconds(row), {p: row.get(f"{p}_cpu_s") for p in PATH_PROCESSES},
+                   {p: row.get(f"{p}_cpu_wait_s") for p in PATH_PROCESSES},
+                   busy / 100 if busy is not None else None, row.get("goodput_mbps"), link_mbit)
+
+    def _share(self, seconds: float | None) -> float | None:
+        if seconds is None or not self.duration_s or self.duration_s <= 0:
+            return None
+        return seconds / self.duration_s
+
+    def ran_share(self, who: str) -> float | None:
+        return self._share(self.ran.get(who))
+
+    def wait_share(self, who: str) -> float | None:
+        return self._share(self.waited.get(who))
+
+    def path_wait_share(self) -> float | None:
+        """The path's processes' run-queue waits together, as a share of the transfer: how much
+        longer the transfer could have taken because they waited for a CPU."""
+        shares = [x for x in (self.wait_share(p) for p in PATH_PROCESSES) if x is not None]
+        return sum(shares) if shares else None
+
+    @property
+    def link_limited(self) -> bool:
+        """The transfer reached 80 % of the link's rate: the link set the pace."""
+        return bool(self.link_mbit and self.goodput_mbps is not None
+                    and self.goodput_mbps >= LINK_LIMITED_SHARE * self.link_mbit)
+
+    def ran_at_least(self, share: float) -> list[str]:
+        return [p for p in PATH_PROCESSES if (self.ran_share(p) or 0.0) >= share]
+
+    def waiters(self) -> list[str]:
+        """Path processes that waited at least WAITED_NAMED of the transfer, longest wait first."""
+        shares = {p: self.wait_share(p) or 0.0 for p in PATH_PROCESSES}
+        return sorted((p for p, x in shares.items() if x >= WAITED_NAMED), key=lambda p: -shares[p])
+
+
+Rule = Callable[[PathCpu], list[str]]
+
+
+def ran_or_waited(ran: float = RAN_SHARE, wait: float = WAIT_SHARE) -> Rule:
+    """A path process ran ≥ `ran` of a core, or the path's processes together waited ≥ `wait` of
+    the transfer for a CPU. Who: those that ran so much, and those that waited (≥ 1 %)."""
+    def rule(e: PathCpu) -> list[str]:
+        who = e.ran_at_least(ran)
+        if (e.path_wait_share() or 0.0) >= wait:
+            who += [p for p in e.waiters() if p not in who]
+        return who
+    return rule
+
+
+DEFAULT_RULE: Rule = ran_or_waited()
+
+
+def cpu_bound_by(e: PathCpu, rule: Rule = DEFAULT_RULE) -> list[str]:
+    """Which processes on the trial's path let the CPU set its pace (empty: none).
+
+    By default (the rule docs/results/cpu-rule.md chose by experiment): a path process ran at
+    least 90 % of a core over the transfer (it was the bottleneck itself), or the path's
+    processes together were runnable but waited for a CPU at least 10 % of the transfer (the
+    transfer could have been up to that much shorter). The machine's busy share is recorded but not
+    judged: a busy machine whose processes on the path get a CPU when they want one does not
+    slow the transfer.
     """
-    if not cpu_s or not duration_s or duration_s <= 0:
-        return False
-    if cpu_s / duration_s >= CPU_BOUND_THRESHOLD:
-        return True
-    wanted = (cpu_s + (wait_s or 0.0)) / duration_s
-    return wanted >= CPU_BOUND_THRESHOLD and not _link_limited(goodput_mbps, link_mbit)
+    return rule(e)
 
 
-def machine_bound(busy_share: float | None, goodput_mbps: float | None = None,
-                  link_mbit: float | None = None) -> bool:
-    """Was the machine's CPU what limited the transfer, though no one endpoint shows it?
-
-    Yes when all its CPUs together were at least 90 % busy over the transfer and the goodput
-    stayed below 80 % of the link's rate. This is the rule for a kernel with one CPU (User-Mode
-    Linux): there client, server, the kernel's packet work and netem share that CPU, and none of
-    them alone reaches 90 % of it; and for concurrent labs, whose neighbours share the machine.
-    """
-    return (busy_share is not None and busy_share >= MACHINE_BUSY_THRESHOLD
-            and not _link_limited(goodput_mbps, link_mbit))
+def transfer_seconds(row: Mapping[str, Any]) -> float | None:
+    """The span a trial's CPU is judged over: its requests' first start to last byte; for video,
+    the playback (a player's CPU is spent decoding, not over its requests' span)."""
+    if row.get("watched_s"):
+        return row["watched_s"] + (row.get("startup_s") or 0.0)
+    return row.get("total_time_s")
 
 
 def group_members(pgid: int) -> list[int]:

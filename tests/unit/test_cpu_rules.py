@@ -1,17 +1,58 @@
-"""The CPU-bound rules: per endpoint and for the whole machine (pure logic on measured numbers)."""
+"""The CPU-bound rule over the path's processes, and the machine's busy share (pure logic on
+measured numbers; the machine's and a process group's counters read for real)."""
 
 import os
 
-from quicbench.cpu import cpu_bound, machine_bound, machine_busy_share, machine_cpu_ticks
+import pytest
+
+from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, machine_cpu_ticks, transfer_seconds
 
 
-def test_endpoint_rules():
-    assert cpu_bound(0.95, 1.0)                              # ran 95 % of a core
-    assert not cpu_bound(0.5, 1.0)
-    assert cpu_bound(0.5, 1.0, wait_s=0.45)                  # wanted 95 %, no rate
-    assert cpu_bound(0.5, 1.0, 0.45, goodput_mbps=10, link_mbit=20)
-    assert not cpu_bound(0.5, 1.0, 0.45, goodput_mbps=17, link_mbit=20)   # the link set the pace
-    assert not cpu_bound(None, 1.0) and not cpu_bound(0.5, 0)
+def evidence(duration=1.0, ran=None, waited=None, **kw):
+    return PathCpu(duration, ran or {}, waited or {}, **kw)
+
+
+def test_a_process_that_ran_a_core_is_the_bottleneck():
+    assert cpu_bound_by(evidence(ran={"client": 0.95, "server": 0.3})) == ["client"]
+    assert cpu_bound_by(evidence(ran={"link": 0.92})) == ["link"]
+    assert cpu_bound_by(evidence(2.0, ran={"client": 0.95})) == []      # 48 % of a core over 2 s
+
+
+def test_waiting_for_a_cpu_counts_over_the_whole_path():
+    # 4 % + 4 % + 3 %: no one process waited 10 %, the path did; named longest wait first
+    e = evidence(waited={"client": 0.04, "server": 0.04, "link": 0.03})
+    assert e.path_wait_share() == pytest.approx(0.11)
+    assert cpu_bound_by(e) == ["client", "server", "link"]
+    # waits under 1 % are not named
+    assert cpu_bound_by(evidence(waited={"client": 0.095, "server": 0.005, "link": 0.005})) == ["client"]
+    assert cpu_bound_by(evidence(waited={"client": 0.05, "server": 0.04})) == []
+    # both: the one that ran first, then the waiters
+    assert cpu_bound_by(evidence(ran={"server": 0.9}, waited={"client": 0.2})) == ["server", "client"]
+
+
+def test_the_busy_machine_alone_is_not_judged():
+    # the satellite case: every CPU busy, the client waited 1 % of a 3 s transfer
+    e = evidence(3.0, ran={"client": 0.05, "server": 0.03}, waited={"client": 0.03}, machine_busy=0.98,
+                 goodput_mbps=1.28, link_mbit=20)
+    assert cpu_bound_by(e) == []
+
+
+def test_missing_measurements_judge_nothing():
+    assert cpu_bound_by(evidence(None, ran={"client": 5.0}, waited={"client": 5.0})) == []
+    assert cpu_bound_by(evidence(0.0, ran={"client": 5.0})) == []
+    assert evidence(waited={"client": None}).path_wait_share() is None
+
+
+def test_the_rule_reads_a_stored_row_as_the_trial_did():
+    row = {"total_time_s": 2.0, "client_cpu_s": 0.2, "client_cpu_wait_s": 0.3, "server_cpu_s": 0.1,
+           "server_cpu_wait_s": None, "link_cpu_s": None, "link_cpu_wait_s": None, "machine_cpu_pct": 95.0,
+           "goodput_mbps": 4.0}
+    e = PathCpu.from_row(row, link_mbit=10)
+    assert e.wait_share("client") == 0.15 and e.machine_busy == 0.95 and not e.link_limited
+    assert cpu_bound_by(e) == ["client"]
+    # a video's CPU is judged over its playback
+    assert transfer_seconds({"total_time_s": 1.0, "watched_s": 20.0, "startup_s": 1.5}) == 21.5
+    assert PathCpu.from_row({"goodput_mbps": 9.0}, 10).link_limited
 
 
 def test_machine_busy_share_of_all_cpus():
@@ -19,13 +60,6 @@ def test_machine_busy_share_of_all_cpus():
     assert machine_busy_share((1000, 5000, 2), (1190, 5200, 2)) == 0.95
     # a span under 0.2 s per CPU is too coarse to judge
     assert machine_busy_share((1000, 5000, 2), (1030, 5030, 2)) is None
-
-
-def test_machine_rule():
-    assert machine_bound(0.95)                               # busy, no rate: the CPU was the limit
-    assert machine_bound(0.95, goodput_mbps=3.0, link_mbit=10)
-    assert not machine_bound(0.95, goodput_mbps=9.0, link_mbit=10)   # the link set the pace
-    assert not machine_bound(0.85) and not machine_bound(None)
 
 
 def test_machine_ticks_are_this_machines():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from quicbench.errors import QuicbenchError
+from quicbench.link.fidelity import LinkReading
 from quicbench.model.conditions import Condition, Hop
 from quicbench.proc import run
 
@@ -84,6 +85,11 @@ class LinkEmulator(ABC):
 
     def reset(self) -> None:
         """Zero the counters that stats() reports, where the driver keeps any."""
+
+    def reading(self) -> LinkReading | None:
+        """The emulator's cumulative lateness and CPU counters now (a trial takes one before and
+        one after its transfer, quicbench.link.fidelity); None where the driver has none."""
+        return None
 
     def stop(self) -> None:
         """Stop shaping (the lab removes its namespaces afterwards)."""

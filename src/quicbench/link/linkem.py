@@ -22,6 +22,7 @@ from quicbench.errors import QuicbenchError
 from quicbench.paths import find_binary
 from quicbench.proc import process_alive, wait_ended
 from quicbench.link.base import LinkEmulator, per_router as _per_router
+from quicbench.link.fidelity import LinkReading
 
 FIX = "build it with 'make setup' (Rust crate in linkem/)"
 
@@ -142,6 +143,11 @@ class LinkemLink(LinkEmulator):
             if self._running(r.node):
                 out[r.node] = json.loads(self.control(r.node, "stats"))
         return out
+
+    def reading(self) -> LinkReading:
+        """Each running linkem's cumulative lateness histograms, late drops and scheduler times."""
+        return LinkReading({r.node: json.loads(self.control(r.node, "lateness"))
+                            for r in self.routers if self._running(r.node)})
 
     def reset(self) -> None:
         """Zero the counters that stats() reports (a measurement's start)."""

@@ -5,7 +5,8 @@ checks every row against it before writing, the analysis coerces loaded rows wit
 meta.json carries it (with ``FORMAT_VERSION``) so that a run directory describes itself.
 docs/data.md documents the same columns for readers.
 
-Groups: ``trial`` columns are in every row; ``capture`` columns come from packet captures,
+Groups: ``trial`` columns are in every row; ``link`` columns come from the link emulator (linkem),
+``capture`` columns from packet captures,
 ``page`` from browser page loads, ``video`` from video playback, ``passthrough`` are details some clients add. Columns of
 groups a run did not use are empty.
 """
@@ -95,9 +96,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("server_cpu_pct", "float", "%", "server CPU as % of one core over the transfer", "trial"),
     Column("client_cpu_wait_s", "float", "s", "seconds the client's threads were runnable but waited for a CPU, over the fetch window (run-queue time from `/proc/*/task/*/schedstat`)", "trial"),
     Column("server_cpu_wait_s", "float", "s", "the same for the server's processes during the trial", "trial"),
-    Column("machine_cpu_pct", "float", "%", "busy share of all of the machine's CPUs over the fetch window (`/proc/stat`: everything but idle, so the kernel's packet work, the link emulator and other labs count), %; over SSH the busier of the client's and the server's host; empty for a window under 0.2 s", "trial"),
-    Column("cpu_bound", "bool", "", "client or server ran ≥ 90 % of a core during the transfer, or wanted that much (ran + waited for a CPU), or the machine's CPUs were ≥ 90 % busy, while goodput stayed below 80 % of the link's rate ([plans.md](plans.md#cpu-bound-trials))", "trial"),
-    Column("cpu_bound_by", "text", "", "who: `client`, `server`, `machine` (all CPUs busy, no one endpoint at 90 %), comma-separated", "trial"),
+    Column("machine_cpu_pct", "float", "%", "busy share of all of the machine's CPUs over the fetch window (`/proc/stat`: everything but idle, so the kernel's packet work, the link emulator and other labs count), %; over SSH the busier of the client's and the server's host; empty for a window under 0.2 s; recorded, not judged (`cpu_bound` judges the path's processes)", "trial"),
+    Column("cpu_bound", "bool", "", "the CPU set the pace: a process on the path (client, server, link emulator) ran ≥ 90 % of a core over the transfer, or the path's processes together waited for a CPU ≥ 10 % of it ([plans.md](plans.md#cpu-bound-trials))", "trial"),
+    Column("cpu_bound_by", "text", "", "who: `client`, `server`, `link` — those that ran ≥ 90 % of a core, then those that waited ≥ 1 % of the transfer, longest wait first; comma-separated", "trial"),
     Column("near_ceiling", "bool", "", "goodput reached 80 % of what this protocol reaches on an unimpaired link in this kernel: the kernel, not the condition, set the pace (measured when the run executes inside User-Mode Linux, `--kernel uml`; empty otherwise)", "trial"),
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
@@ -107,6 +108,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("router_hosts", "text", "", "the router host(s), client side first (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("concurrent", "int", "", "other trials that ran beside this one (`quicbench run --jobs N`: at its start or started during it); 0 when it ran alone", "trial"),
     Column("host", "text", "", "the machine the trial ran on (its hostname): merged shards keep it, so a per-host effect shows", "trial"),
+    # -- link: the link emulator's own fidelity and CPU over the trial (linkem; empty for netem and plain)
+    Column("link_cpu_s", "float", "s", "the link emulator's CPU seconds during the trial (linkem's threads, from its schedstat; every router's linkem together)", "link"),
+    Column("link_cpu_wait_s", "float", "s", "seconds the link emulator's threads were runnable but waited for a CPU during the trial", "link"),
+    Column("link_cpu_pct", "float", "%", "link emulator CPU as % of one core over the transfer", "link"),
+    Column("link_packets", "int", "", "frames the link emulator sent during the trial, both directions, every router", "link"),
+    Column("link_late_p50_ms", "float", "ms", "median lateness of those frames against the time the condition scheduled them, ms (upper bound of a histogram bucket at most 12.5 % wide)", "link"),
+    Column("link_late_p99_ms", "float", "ms", "99th percentile of that lateness, ms", "link"),
+    Column("link_late_max_ms", "float", "ms", "largest lateness, ms (its bucket's upper bound; exact when it is the largest since linkem started)", "link"),
+    Column("link_late_drops", "int", "", "packets the link emulator dropped because it fell behind: its overload guard (more than 10 ms late) and receive-ring overflows", "link"),
+    Column("link_late", "bool", "", "the link emulator released packets late: p99 lateness above max(0.5 ms, 5 % of the condition's one-way delay); the row does not have the condition it names ([link.md](link.md#link-fidelity-per-trial))", "link"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),
     Column("wire_bytes_down", "int", "B", "bytes on the wire server→client", "capture"),

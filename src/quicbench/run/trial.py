@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.run.capture import Capture, finish_pcap
-from quicbench.clients.base import Client, FetchRequest, Target
+from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.loadclient import LoadClient
+from quicbench.lab.base import CpuCounters
 from quicbench.run.background import Background
 from quicbench.run.rebind import Rebinding, ports_for as rebind_ports
 from quicbench.model.columns import make_row
-from quicbench.cpu import cpu_bound, machine_bound, machine_busy_share
+from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, transfer_seconds
+from quicbench.link.fidelity import LinkReading, link_late, link_window
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
 from quicbench.model.plan import TrialOptions, TrialSpec
@@ -47,11 +49,11 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     try:
         with background or contextlib.nullcontext(), rebinding or contextlib.nullcontext():
             mark0 = background.mark() if background else None
-            cpu0 = target.lab.endpoint_cpu(server_pid)
+            cpu0, link0 = target.lab.endpoint_cpu(server_pid), _link_reading(target)
             if rebinding:
                 rebinding.arm()
             res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options, local_port))
-            cpu1 = target.lab.endpoint_cpu(server_pid)
+            cpu1, link1 = target.lab.endpoint_cpu(server_pid), _link_reading(target)
             mark1 = background.mark() if background else None
             rebound = rebinding.metrics(res.requests) if rebinding else {}
     finally:
@@ -67,34 +69,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         row.update(_wire_view(captures[0].pcap, target.address, m.get("bytes"), trial_dir, cap_counts[0]))
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
-    duration = m.get("total_time_s")
-    if w.kind == "video" and row.get("watched_s"):
-        # a player's CPU is spent over the playback (decoding), not over its requests' span
-        duration = row["watched_s"] + (row.get("startup_s") or 0.0)
-    server_cpu = server_wait = None
-    if cpu0.server is not None and cpu1.server is not None:
-        server_cpu, server_wait = cpu1.server[0] - cpu0.server[0], max(0.0, cpu1.server[1] - cpu0.server[1])
-    client_cpu, client_wait = res.cpu_s, res.cpu_wait_s
-    row.update({
-        "wall_s": res.wall_s,
-        "client_cpu_s": client_cpu,
-        "client_process_cpu_s": res.process_cpu_s,
-        "server_cpu_s": server_cpu,
-        "client_cpu_wait_s": client_wait,
-        "server_cpu_wait_s": server_wait,
-        "client_cpu_pct": 100 * client_cpu / duration if client_cpu is not None and duration else None,
-        "server_cpu_pct": 100 * server_cpu / duration if server_cpu is not None and duration else None,
-    })
-    # the busiest endpoint machine (one here; the client's and the server's host over SSH)
-    shares = [machine_busy_share(m0, cpu1.machines[h]) for h, m0 in cpu0.machines.items() if h in cpu1.machines]
-    busy = max((x for x in shares if x is not None), default=None)
-    row["machine_cpu_pct"] = 100 * busy if busy is not None else None
-    bound_by = [who for who, cpu, wait in (("client", client_cpu, client_wait), ("server", server_cpu, server_wait))
-                if cpu_bound(cpu, duration, wait, m.get("goodput_mbps"), spec.condition.down_rate_mbit)]
-    if machine_bound(busy, m.get("goodput_mbps"), spec.condition.down_rate_mbit):
-        bound_by.append("machine")
-    row["cpu_bound"] = bool(bound_by)
-    row["cpu_bound_by"] = ",".join(bound_by) or None
+    row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
     error = res.error
     if rebinding and rebinding.error:
         error = rebinding.error
@@ -106,6 +81,47 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row["status"] = "failed" if error else "ok"
     row["error"] = error
     return row
+
+
+def _link_reading(target: Target) -> LinkReading | None:
+    """The link emulator's counters now; None when it keeps none (netem, plain) or does not answer
+    (the lab's own checks say why: a trial is not failed for a missing fidelity reading)."""
+    link = target.lab.link
+    try:
+        return link.reading() if link is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1: CpuCounters, link0: LinkReading | None,
+                 link1: LinkReading | None, spec: TrialSpec) -> dict[str, Any]:
+    """CPU of the path's processes (client, server, link emulator) and the machine over the
+    transfer, the link's lateness, and the verdicts: cpu_bound (the CPU set the pace) and
+    link_late (the link emulator did not keep the condition's timing)."""
+    duration = transfer_seconds(row)
+    out: dict[str, Any] = {"wall_s": res.wall_s, "client_process_cpu_s": res.process_cpu_s,
+                           "client_cpu_s": res.cpu_s, "client_cpu_wait_s": res.cpu_wait_s,
+                           "server_cpu_s": None, "server_cpu_wait_s": None}
+    if cpu0.server is not None and cpu1.server is not None:
+        out["server_cpu_s"] = cpu1.server[0] - cpu0.server[0]
+        out["server_cpu_wait_s"] = max(0.0, cpu1.server[1] - cpu0.server[1])
+    window = link_window(link0, link1) if link0 is not None and link1 is not None else None
+    if window is not None:
+        out.update(link_cpu_s=window.cpu_s, link_cpu_wait_s=window.cpu_wait_s, link_packets=window.packets,
+                   link_late_p50_ms=window.late_p50_ms, link_late_p99_ms=window.late_p99_ms,
+                   link_late_max_ms=window.late_max_ms, link_late_drops=window.late_drops,
+                   link_late=link_late(window, spec.condition))
+    for who in ("client", "server", "link"):
+        cpu = out.get(f"{who}_cpu_s")
+        out[f"{who}_cpu_pct"] = 100 * cpu / duration if cpu is not None and duration else None
+    # the busiest endpoint machine (one here; the client's and the server's host over SSH)
+    shares = [machine_busy_share(m0, cpu1.machines[h]) for h, m0 in cpu0.machines.items() if h in cpu1.machines]
+    busy = max((x for x in shares if x is not None), default=None)
+    out["machine_cpu_pct"] = 100 * busy if busy is not None else None
+    bound_by = cpu_bound_by(PathCpu.from_row({**row, **out}, spec.condition.down_rate_mbit))
+    out["cpu_bound"] = bool(bound_by)
+    out["cpu_bound_by"] = ",".join(bound_by) or None
+    return out
 
 
 def _start_captures(target: Target, trial_dir: Path, options: TrialOptions) -> list[Capture]:
