@@ -229,6 +229,7 @@ type summary struct {
 	CPUUserS         float64        `json:"cpu_user_s"`
 	CPUSysS          float64        `json:"cpu_sys_s"`
 	CPUWaitS         *float64       `json:"cpu_wait_s"`
+	CPUSlices        *int64         `json:"cpu_slices"`
 	Versions         versionInfo    `json:"versions"`
 }
 
@@ -312,10 +313,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	ru0, wait0 := rusage(), runQueueWait()
+	ru0, wait0 := rusage(), runQueue()
 	results := fetchAll(ctx, cfg, cl, man)
 	cl.close()
-	ru1, wait1 := rusage(), runQueueWait()
+	ru1, wait1 := rusage(), runQueue()
 
 	if reqOut != nil {
 		if err := writeRequests(reqOut, results); err != nil {
@@ -325,9 +326,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := summarize(cfg, results, cl.tracker.count())
 	s.CPUUserS = ru1.user - ru0.user
 	s.CPUSysS = ru1.sys - ru0.sys
-	if wait0 >= 0 && wait1 >= 0 {
-		w := math.Max(0, wait1-wait0)
-		s.CPUWaitS = &w
+	if wait0.ok && wait1.ok {
+		w := math.Max(0, wait1.waitS-wait0.waitS)
+		n := max(0, wait1.slices-wait0.slices)
+		s.CPUWaitS, s.CPUSlices = &w, &n
 	}
 	enc := json.NewEncoder(stdout)
 	if err := enc.Encode(s); err != nil {
@@ -383,33 +385,41 @@ func summarize(cfg *config, results []*result, conns int) *summary {
 
 type cpuTimes struct{ user, sys float64 }
 
-// runQueueWait returns the seconds this process's threads have spent runnable but waiting for a
-// CPU (the second field of /proc/self/task/*/schedstat), or -1 where the kernel does not say.
-func runQueueWait() float64 {
+// runQueueTimes is what the scheduler counted of this process's threads so far: seconds they spent
+// runnable but waiting for a CPU and the times they were put on a CPU (the second and third fields
+// of /proc/self/task/*/schedstat); ok is false where the kernel does not say.
+type runQueueTimes struct {
+	waitS  float64
+	slices int64
+	ok     bool
+}
+
+func runQueue() runQueueTimes {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return -1
+		return runQueueTimes{}
 	}
+	var rq runQueueTimes
 	var ns int64
-	seen := false
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
 		if err != nil {
 			continue
 		}
 		f := strings.Fields(string(b))
-		if len(f) < 2 {
+		if len(f) < 3 {
 			continue
 		}
-		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-			ns += v
-			seen = true
+		w, err1 := strconv.ParseInt(f[1], 10, 64)
+		n, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			ns += w
+			rq.slices += n
+			rq.ok = true
 		}
 	}
-	if !seen {
-		return -1
-	}
-	return float64(ns) / 1e9
+	rq.waitS = float64(ns) / 1e9
+	return rq
 }
 
 // rusage returns the CPU time used so far by this process.

@@ -130,8 +130,8 @@ func TestDownloadEachProtocol(t *testing.T) {
 			if s.StartNs == nil || s.EndNs == nil || *s.EndNs <= *s.StartNs || s.GoodputMbps <= 0 {
 				t.Errorf("bad times in summary: %s", r.stdout)
 			}
-			if s.CPUWaitS == nil || *s.CPUWaitS < 0 {
-				t.Errorf("no run-queue wait in summary: %s", r.stdout)
+			if s.CPUWaitS == nil || *s.CPUWaitS < 0 || s.CPUSlices == nil || *s.CPUSlices <= 0 {
+				t.Errorf("no run-queue wait or timeslices in summary: %s", r.stdout)
 			}
 			if s.Versions.QBLoad != version || !strings.HasPrefix(s.Versions.Go, "go") {
 				t.Errorf("bad versions: %+v", s.Versions)

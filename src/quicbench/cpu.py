@@ -154,8 +154,8 @@ DEFAULT_RULE: Rule = ran_or_waited()
 def cpu_bound_by(e: PathCpu, rule: Rule = DEFAULT_RULE) -> list[str]:
     """Which processes on the trial's path let the CPU set its pace (empty: none).
 
-    By default (the rule docs/results/cpu-rule.md chose by experiment): a path process ran at
-    least 90 % of a core over the transfer (it was the bottleneck itself), or the path's
+    By default (the candidate rule tools/experiments/cpu_rule.py tests, docs/plans.md): a path
+    process ran at least 90 % of a core over the transfer (it was the bottleneck itself), or the path's
     processes together were runnable but waited for a CPU at least 10 % of the transfer (the
     transfer could have been up to that much shorter). The machine's busy share is recorded but not
     judged: a busy machine whose processes on the path get a CPU when they want one does not

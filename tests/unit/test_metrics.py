@@ -1,6 +1,5 @@
 import pytest
 
-from quicbench.cpu import cpu_bound
 from quicbench.run.metrics import goodput_mbps, summarize_requests
 
 MS = 1_000_000
@@ -35,19 +34,6 @@ def test_failed_request_means_no_goodput():
     assert m["requests_ok"] == 1 and m["goodput_mbps"] is None
     assert m["protocols"] == "h2:1,none:1"
 
-
-def test_cpu_bound_threshold():
-    assert cpu_bound(0.95, 1.0) and not cpu_bound(0.5, 1.0) and not cpu_bound(None, 1.0)
-
-
-def test_cpu_bound_counts_run_queue_wait_unless_the_link_set_the_pace():
-    # ran 55 % of a core and waited 50 % for one: it wanted more than a core
-    assert cpu_bound(0.55, 1.0, 0.5) and cpu_bound(0.55, 1.0, 0.5, goodput_mbps=450, link_mbit=1000)
-    # ... but the transfer reached the link's rate: the CPU kept up
-    assert not cpu_bound(0.55, 1.0, 0.5, goodput_mbps=88, link_mbit=100)
-    # running 90 % of a core is CPU-bound whatever the goodput
-    assert cpu_bound(0.92, 1.0, 0.0, goodput_mbps=95, link_mbit=100)
-    assert not cpu_bound(0.3, 1.0, 0.2) and not cpu_bound(0.5, 0.0, 0.5)
 
 
 

@@ -134,3 +134,13 @@ def test_client_sweep_runs_each_client_on_its_protocols():
                     "none|1x1MB/p1|h3~c|caddy|r1", "none|1x1MB/p1|h3~qb-load|caddy|r1"]
     single = plan_from_dict({"workloads": [{"size": "1MB"}], "repetitions": 1})
     assert "none|1x1MB/p1|h1|caddy|r1" in {t.key for t in expand(single)}   # keys unchanged without a sweep
+
+
+def test_link_late_trials_are_a_caveat():
+    rows = []
+    for rep in range(1, 4):
+        rows.append({**row("x", "1x1MB/p1", "h1", rep, 10 + rep, 1), "link_late": rep == 2})
+        rows.append(row("x", "1x1MB/p1", "h2", rep, 20 + rep, 1))
+    data = summary_data(run_of(rows))
+    (s,) = data["sentences"]
+    assert "Caveat: 1 trial link-late" in s and data["conditions"][0]["link_late"] == 1

@@ -34,7 +34,8 @@ CAPTURE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "capture" 
 PAGE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "page" and c.type in _NUMERIC_TYPES)
 VIDEO_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "video" and c.type in _NUMERIC_TYPES)
 LOAD_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "load" and c.type in _NUMERIC_TYPES)
-OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC + VIDEO_NUMERIC + LOAD_NUMERIC
+LINK_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "link" and c.type in _NUMERIC_TYPES)
+OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC + VIDEO_NUMERIC + LOAD_NUMERIC + LINK_NUMERIC
 # integer columns keep exact values (start_ns/end_ns exceed float64's 2^53) as nullable Int64
 INTEGER = tuple(c.name for c in columns.COLUMNS if c.type == "int" and c.group != "passthrough")
 TEXT = tuple(c.name for c in columns.COLUMNS if c.type == "text" and c.group != "passthrough")
@@ -73,6 +74,14 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     if df.empty:
         df = pd.DataFrame(columns=["key"])
     known = set(NUMERIC + OPTIONAL_NUMERIC + TEXT + BOOLEAN + JSON)
+    # the schema's columns a run never filled, added at once (one by one fragments the frame)
+    missing = {c: (pd.Series(pd.array([None] * len(df), dtype="Int64"), index=df.index) if c in INTEGER
+                   else pd.Series(np.nan, index=df.index, dtype=float))
+               for c in NUMERIC + OPTIONAL_NUMERIC if c not in df}
+    missing.update({c: pd.Series([None] * len(df), index=df.index, dtype=object) for c in TEXT + JSON if c not in df})
+    missing.update({c: pd.Series(False, index=df.index, dtype=bool) for c in BOOLEAN if c not in df})
+    if missing:
+        df = pd.concat([df, pd.DataFrame(missing, index=df.index)], axis=1)
     for c in df.columns:
         if c not in known:
             df[c] = df[c].infer_objects()
@@ -116,6 +125,7 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         parts = df.loc[missing_key, ["condition", "workload", "protocol", "server", "rep"]]
         df.loc[missing_key, "key"] = ["|".join("" if pd.isna(v) else str(v) for v in r)
                                       for r in parts.itertuples(index=False)]
+    df = df.copy()          # one block again before the derived columns go in
     df["row_index"] = np.arange(len(df))
     # a retried trial (--retry-failed) appends a new row with the same key: the last one counts
     df["superseded"] = df.duplicated("key", keep="last") if len(df) else False

@@ -255,7 +255,8 @@ def counts(run: RunData) -> dict[str, int]:
     return {"rows": len(r), "trials": len(t), "ok": int((t["status"] == "ok").sum()),
             "failed": int((t["status"] != "ok").sum()), "used": int(r["used"].sum()),
             "warmup": int(r["warmup"].sum()), "superseded": int(r["superseded"].sum()),
-            "cpu_bound": int(run.ok["cpu_bound"].sum())}
+            "cpu_bound": int(run.ok["cpu_bound"].sum()),
+            "link_late": int(run.ok["link_late"].sum()) if "link_late" in run.ok else 0}
 
 
 def _expected_trials(run: RunData) -> int | None:

@@ -21,7 +21,9 @@ def render_markdown(data: ReportData) -> str:
            f"Run `{run.run_id}`: {c['trials']} trials ({c['ok']} ok, {c['failed']} failed), "
            f"{plural(len(run.condition_order), 'condition')} × {plural(len(run.workloads), 'workload')} × "
            f"{plural(len(run.protocols), 'protocol')}; statistics over {plural(c['used'], 'successful trial')}"
-           + (f" ({c['cpu_bound']} CPU-bound, marked ⚙)" if c["cpu_bound"] else "") + ".", "",
+           + (f" ({c['cpu_bound']} CPU-bound, marked ⚙)" if c["cpu_bound"] else "")
+           + (f"; {c['link_late']} link-late (the link emulator released packets late: docs/link.md)"
+              if c.get("link_late") else "") + ".", "",
            f"**Method.** {data.method_text}", ""]
     if data.missing:
         out += ["**Missing or limited:**", ""] + [f"- {m}" for m in data.missing] + [""]

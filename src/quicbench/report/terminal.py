@@ -63,7 +63,9 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
     conditions = []
     for c in run.condition_order:
         p = run.conditions.loc[c]
+        in_c = run.ok[run.ok["condition"] == c]
         conditions.append({"name": c, "desc": condition_words(p) or run.condition_desc(c),
+                           "link_late": int(in_c["link_late"].sum()) if "link_late" in in_c else 0,
                            "rtt_ms": finite(p.get("rtt_ms")), "loss_pct": finite(p.get("loss_pct")),
                            "rate_mbit": finite(p.get("rate_mbit"))})
     rows = []
@@ -184,6 +186,10 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         who = ", ".join(f"{protocol_name(p)}: {k}" for p, k in bound.items())
         text += (f" Caveat: {n} trial{'s' if n > 1 else ''} CPU-bound ({who}): there the CPU, not the "
                  f"network, set the pace.")
+    late = cond.get("link_late") or 0
+    if late:
+        text += (f" Caveat: {late} trial{'s' if late > 1 else ''} link-late: the link emulator released "
+                 f"packets late, so the path was not quite the condition named.")
     return text[0].upper() + text[1:]
 
 
