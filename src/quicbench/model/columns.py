@@ -145,7 +145,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("frames_dropped", "int", "", "frames dropped (getVideoPlaybackQuality)", "video"),
     Column("frames_dropped_ratio", "float", "", "dropped / decoded frames", "video"),
     Column("cpu_health_frames", "text", "", "`ok`, or `dropping` above 1 % dropped frames (a CPU-health figure)", "video"),
-    Column("qoe_score", "float", "", "Mbit/s − 4.3 × rebuffer s/min − 1 × switches/min (Yin et al. SIGCOMM'15 linear form)", "video"),
+    Column("qoe_lin", "float", "", "Pensieve's QoE_lin per chunk: (Σ q(R_n) − 4.3 × Σ T_n − Σ |q(R_{n+1}) − q(R_n)|) / N, q(R) = R in Mbit/s, T_n rebuffering s, N chunks played ([video.md](video.md#qoe))", "video"),
+    Column("qoe_log", "float", "", "Pensieve's QoE_log per chunk: as `qoe_lin` with q(R) = ln(R / R_min) (R_min the ladder's lowest rung) and 2.66 × Σ T_n", "video"),
+    Column("qoe_hd", "float", "", "Pensieve's QoE_hd per chunk: as `qoe_lin` with q(R) from Pensieve's HD table (0.3, 0.75, 1.2, 1.85, 2.85, 4.3 Mbit/s → 1, 2, 3, 12, 15, 20; a rung scores as the highest table bitrate it reaches) and 8 × Σ T_n", "video"),
+    Column("qoe_chunks", "float", "", "N of the QoE columns: chunks played, played seconds / segment length", "video"),
+    Column("qoe_score", "float", "", "older runs only (no longer written): mean Mbit/s − 4.3 × rebuffer s/min − 1 × switches/min, a per-minute score that was not Pensieve's QoE_lin; use `qoe_lin`", "video"),
     Column("player_errors", "int", "", "errors in the player's log", "video"),
     Column("player_fatal_errors", "int", "", "fatal errors in the player's log", "video"),
     # -- passthrough

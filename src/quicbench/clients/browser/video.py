@@ -88,7 +88,8 @@ class VideoClient(BrowserClient):
             detail = out.pop("metrics_detail")
             (trial_dir / "p1203.json").write_text(json.dumps(detail["p1203"], indent=1))
             (trial_dir / "video_metrics.json").write_text(json.dumps(
-                {k: detail[k] for k in ("row", "segments", "stalls", "switches", "timeline", "stall_spans")}, indent=1))
+                {k: detail[k] for k in ("row", "segments", "stalls", "switches", "chunks", "timeline",
+                                                      "stall_spans")}, indent=1))
         summary = write_requests_and_summary(trial_dir, requests, out, {
             "url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
             "players": (out.get("qblog") or {}).get("versions")})
