@@ -290,3 +290,53 @@ def test_video_workloads_in_plans():
         plan_from_dict({"workloads": [{"kind": "video", "codec": "av1"}]})
     with pytest.raises(QuicbenchError, match=r"player"):
         plan_from_dict({"workloads": [{"kind": "video", "player": "shaka"}]})
+
+
+# -- the player's CPU -----------------------------------------------------------------------------
+
+def test_frames_presented_counts_frames_the_compositor_never_showed():
+    # 25 fps: media time steps of 0.04 s; presentedFrames counts what the compositor showed
+    vframes = [[T0 + 1000, 1.00, 10], [T0 + 1040, 1.04, 11], [T0 + 1160, 1.16, 12],   # 0.12 s: 3 due, 1 shown
+               [T0 + 1200, 1.20, 13], [T0 + 1240, 1.24, 15],                            # 2 due, 2 shown (coalesced)
+               [T0 + 1300, 9.00, 16], [T0 + 1340, 9.04, 17]]                            # a seek: not counted
+    f = vm.frames_presented([[T0 + 500, 0.5, 1]] + vframes, 25, T0 + 1000)   # before the first frame: left out
+    assert f == {"frames_presented": 8, "frames_skipped": 2, "frames_skipped_ratio": round(2 / 10, 4)}
+    assert vm.frames_presented([], 25, T0)["frames_presented"] is None
+
+
+def test_player_cpu_figures_by_process_and_phase():
+    startup = {"wall_s": 0.5, "by_process": {"renderer": [0.3, 0.2], "browser": [0.1, 0.1], "driver": [0.4, 0.4]},
+               "by_thread": {"renderer/main": [0.2, 0.25], "renderer/Media": [0.1, 0.0]}}
+    playback = {"wall_s": 20.0, "by_process": {"renderer": [4.0, 5.0], "gpu-process": [1.0, 0.5]}, "by_thread": {}}
+    c = vm.player_cpu(startup, playback)
+    assert (c["renderer_cpu_pct"], c["renderer_wait_pct"]) == (20.0, 25.0)
+    assert (c["gpu_process_cpu_pct"], c["gpu_process_wait_pct"]) == (5.0, 2.5)
+    assert c["startup_cpu_pct"] == 80.0 and c["startup_main_wait_pct"] == 50.0    # the driver is not the browser
+    assert vm.player_cpu(None, None) == {"renderer_cpu_pct": None, "renderer_wait_pct": None,
+                                         "gpu_process_cpu_pct": None, "gpu_process_wait_pct": None,
+                                         "startup_cpu_pct": None, "startup_main_wait_pct": None}
+
+
+def test_player_cpu_rule():
+    busy = {"renderer_wait_pct": 25.0, "startup_main_wait_pct": 10.0}
+    assert vm.player_cpu_bound({**busy, "frames_dropped_ratio": 0.02, "frames_skipped_ratio": 0.0})
+    assert vm.player_cpu_bound({**busy, "frames_dropped_ratio": 0.0, "frames_skipped_ratio": 0.02})
+    # frames lost at a level switch, the renderer barely waiting: the player's own, not the CPU's
+    assert not vm.player_cpu_bound({**busy, "renderer_wait_pct": 5.0, "frames_dropped_ratio": 0.12})
+    # the renderer waited, no frame lost: it never reached the viewer
+    assert not vm.player_cpu_bound({**busy, "renderer_wait_pct": 80.0, "frames_dropped_ratio": 0.0})
+    # the player's JavaScript waited half the start-up
+    assert vm.player_cpu_bound({"startup_main_wait_pct": 50.0, "renderer_wait_pct": None})
+    assert vm.player_cpu_bound({}) is None
+
+
+def test_sched_delta_per_process_kind_and_thread():
+    from quicbench.clients.browser.video import sched_delta
+    before = {(10, 10): ("renderer", "main", 1.0, 0.5), (10, 11): ("renderer", "Media", 2.0, 0.1),
+              (20, 21): ("gpu-process", "VizCompositorTh", 0.5, 0.5), (30, 30): ("utility:NetworkService", "main", 1, 1)}
+    after = {(10, 10): ("renderer", "main", 1.5, 1.5), (10, 11): ("renderer", "Media", 4.0, 0.2),
+             (10, 12): ("renderer", "Media", 0.25, 0.0),              # born between the snapshots: from zero
+             (20, 21): ("gpu-process", "VizCompositorTh", 1.0, 0.75)}  # pid 30 ended: not counted
+    d = sched_delta(before, after)
+    assert d["by_process"] == {"gpu-process": [0.5, 0.25], "renderer": [2.75, 1.1]}
+    assert d["by_thread"]["renderer/Media"] == [2.25, 0.1] and d["by_thread"]["renderer/main"] == [0.5, 1.0]

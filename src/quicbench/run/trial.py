@@ -70,6 +70,10 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
                 if cpu_bound(cpu, duration, wait, m.get("goodput_mbps"), spec.condition.down_rate_mbit)]
     if machine_bound(busy, m.get("goodput_mbps"), spec.condition.down_rate_mbit):
         bound_by.append("machine")
+    if w.kind == "video":
+        # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
+        # the download rule's client and machine figures flag every playback on a small machine
+        bound_by = [b for b in bound_by if b == "server"] + (["player"] if row.get("player_cpu_bound") else [])
     row["cpu_bound"] = bool(bound_by)
     row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error

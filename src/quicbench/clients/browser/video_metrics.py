@@ -344,6 +344,74 @@ def compute(log: dict, records: list[dict], streams: dict[int, dict], segment_s:
             "stall_spans": spans, "chunks": chunk_table(played, st, segment_s)}
 
 
+def frames_presented(vframes: list[list[float]], fps: float, t_from: float | None) -> dict[str, Any]:
+    """What the compositor showed after t_from (requestVideoFrameCallback, player.html's
+    `vframes`: [wall ms, media time s, presentedFrames]): frames presented, and frames skipped:
+    for two successive callbacks, the frames the media time advanced by (× fps) that the
+    presentedFrames counter did not (a step back or of a second or more is a seek, not counted)."""
+    if not vframes or t_from is None or fps <= 0:
+        return {"frames_presented": None, "frames_skipped": None, "frames_skipped_ratio": None}
+    frames = [f for f in vframes if f[0] >= t_from]
+    skipped = 0
+    for (_, m0, n0), (_, m1, n1) in zip(frames, frames[1:]):
+        if 0 < m1 - m0 < 1.0:
+            skipped += max(0, round((m1 - m0) * fps) - max(0, n1 - n0))
+    presented = frames[-1][2] - frames[0][2] + 1 if frames else 0
+    return {"frames_presented": presented, "frames_skipped": skipped,
+            "frames_skipped_ratio": round(skipped / (presented + skipped), 4) if presented + skipped else None}
+
+
+def player_cpu(startup: dict | None, playback: dict | None) -> dict[str, float | None]:
+    """The browser's CPU by process kind (video.py's sched_delta of the start-up, page load start
+    -> first frame, and of the playback, first frame -> stop): on-CPU and run-queue wait as % of
+    one core over the phase. Playback: the renderer (the player page: demuxing, decoding in its
+    Media thread, the video frame compositor) and the GPU process (with --disable-gpu: the
+    display compositor). Start-up: the CPU of every browser process (navigation, network,
+    JavaScript, MSE; not the Playwright driver), and the wait of the renderer's main thread, which
+    runs the player's JavaScript and lies on the start-up's critical path."""
+    out: dict[str, float | None] = {}
+
+    def pct(seconds: float | None, phase: dict | None) -> float | None:
+        wall = (phase or {}).get("wall_s")
+        return round(100 * seconds / wall, 1) if seconds is not None and wall else None
+
+    by = (playback or {}).get("by_process") or {}
+    for col, kind in (("renderer", "renderer"), ("gpu_process", "gpu-process")):
+        cpu, wait = by.get(kind, (None, None))
+        out[f"{col}_cpu_pct"], out[f"{col}_wait_pct"] = pct(cpu, playback), pct(wait, playback)
+    browser = [v for k, v in ((startup or {}).get("by_process") or {}).items() if k != "driver"]
+    out["startup_cpu_pct"] = pct(sum(v[0] for v in browser), startup) if browser else None
+    main = ((startup or {}).get("by_thread") or {}).get("renderer/main")
+    out["startup_main_wait_pct"] = pct(main[1], startup) if main else None
+    return out
+
+
+# The player rule (docs/video.md, "CPU-bound playback")
+PLAYER_FRAMES_LOST_LIMIT = 0.01      # dropped or never-presented frames, share of the frames ...
+PLAYER_RENDERER_WAIT_LIMIT = 20.0    # ... while the renderer waited this % of the playback for a CPU
+PLAYER_STARTUP_WAIT_LIMIT = 50.0     # the player's JavaScript waited this % of the start-up
+
+
+def player_cpu_bound(row: dict[str, Any], frames_limit: float = PLAYER_FRAMES_LOST_LIMIT,
+                     wait_limit: float = PLAYER_RENDERER_WAIT_LIMIT,
+                     startup_limit: float = PLAYER_STARTUP_WAIT_LIMIT) -> bool | None:
+    """Did the client's CPU, not the network, shape a playback's figures? Yes when
+    * the viewer lost frames (the decoder dropped more than frames_limit of them, or the
+      compositor never presented that share) while the renderer waited for a CPU at least
+      wait_limit % of the playback: lost frames without that wait are the player's own (a level
+      switch that flushed the buffer), wait without lost frames never reached the viewer; or
+    * the renderer's main thread, which runs the player's JavaScript, waited for a CPU at least
+      startup_limit % of the start-up: startup_s then measures the CPU as much as the network.
+    row holds the video columns (frames_*_ratio, renderer_wait_pct, startup_main_wait_pct); None
+    when none of the figures was measured."""
+    lost = [row.get("frames_dropped_ratio"), row.get("frames_skipped_ratio")]
+    wait, startup = row.get("renderer_wait_pct"), row.get("startup_main_wait_pct")
+    if startup is None and (wait is None or lost == [None, None]):
+        return None
+    frames = wait is not None and max(x or 0.0 for x in lost) > frames_limit and wait >= wait_limit
+    return frames or (startup is not None and startup >= startup_limit)
+
+
 def p1203_input(segs: list[dict], st: list[dict], startup_s: float | None, segment_s: float, fps: float,
                 codec: str, samples: list[dict], t_play: float | None) -> dict[str, Any]:
     """An ITU-T P.1203 (mode 0) input in the JSON shape of the standalone implementations:
