@@ -60,6 +60,16 @@ def _check_playback(row, proto, segments):
     assert row["mean_bitrate_kbps"] and 800 <= row["mean_bitrate_kbps"] <= TOP_KBPS
     assert row["segment_ttfb_ms_median"] > 0 and row["segment_download_ms_median"] > 0
     assert row["frames_decoded"] > 0 and row["stall_unended"] is False
+    # Pensieve's QoE per chunk over the chunks played; no stall on this link: at most the top
+    # rung's utility, less only by the smoothness of the start-up ramp
+    assert row["qoe_chunks"] == pytest.approx(row["played_s"] / 4, abs=0.01)
+    assert 0 < row["qoe_lin"] <= TOP_KBPS / 1000 and row["qoe_hd"] <= 15 and row["qoe_log"] is not None
+    # the compositor presented about the frames played (25 fps), the player's CPU was measured
+    assert row["frames_presented"] >= 0.8 * 25 * row["played_s"]
+    assert row["renderer_cpu_pct"] > 0 and row["startup_cpu_pct"] > 0 and row["player_cpu_bound"] is not None
+    # a video is judged by the player rule, never by the download rule's client or machine figures
+    assert not {"client", "machine"} & set((row["cpu_bound_by"] or "").split(","))
+    assert row["cpu_bound"] == bool(row["cpu_bound_by"])
 
 
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])

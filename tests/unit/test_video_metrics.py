@@ -2,6 +2,7 @@
 the fMP4 decode-time shift of the live publisher, and kind = "video" plans."""
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -60,13 +61,51 @@ def test_startup_stalls_rebuffering_and_qoe():
     assert r["level_time_s"] == {"0": 3.5, "1": 11.5, "2": 13.0}
     want = (3.5 * 800 + 13 * 3000 + 11.5 * 1600) / 28
     assert r["mean_bitrate_kbps"] == pytest.approx(want, abs=0.1)
-    # QoE = Mbit/s - 4.3 x rebuffer s/min - 1 x switches/min, over 0.5 min watched
-    assert r["rebuffer_s_per_min"] == 4.0 and r["switches_per_min"] == 4.0
-    assert r["qoe_score"] == pytest.approx(want / 1000 - 4.3 * 4 - 4, abs=0.002)
+    assert r["rebuffer_s_per_min"] == 4.0 and r["switches_per_min"] == 4.0     # over 0.5 min watched
+    # Pensieve's QoE_lin per chunk: 28 s played = 7 chunks of 4 s; utility (3.5 x 0.8 + 13 x 3.0 +
+    # 11.5 x 1.6) / 4 = 15.05, rebuffering 4.3 x 2 = 8.6, smoothness |3.0 - 0.8| + |1.6 - 3.0| = 3.6
+    assert r["qoe_chunks"] == 7.0 and r["qoe_lin"] == pytest.approx((15.05 - 8.6 - 3.6) / 7, abs=1e-4)
     assert r["frames_dropped"] == 1 and r["cpu_health_frames"] == "ok"
     # the timeline the report draws: seconds since page load, the stall as a span
     assert d["stall_spans"] == [[10.0, 12.0]]
     assert d["timeline"][0]["t_s"] == 1.5 and d["timeline"][-1]["t_s"] <= 31.5
+
+
+def test_pensieve_qoe_worked_example():
+    """Five 4 s chunks played at levels 0, 0, 2, 2, 1 (0.8, 0.8, 3.0, 3.0, 1.6 Mbit/s) with a 2 s
+    stall at media position 10 s; QoE = sum q(R_n) - mu x sum T_n - sum |q(R_n+1) - q(R_n)|, / N = 5:
+      lin: q = R in Mbit/s, mu = 4.3: (9.2 - 8.6 - (2.2 + 1.4)) / 5 = -0.6
+      log: q = ln(R / 0.8), mu = 2.66: q = 0, 0, ln 3.75, ln 3.75, ln 2;
+           (2 ln 3.75 + ln 2 - 5.32 - (ln 3.75 + ln 3.75 - ln 2)) / 5 = (2 ln 2 - 5.32) / 5
+      hd: q = 2, 2, 15, 15, 3 (the table's 0.75, 2.85 and 1.2 Mbit/s steps), mu = 8:
+           (37 - 16 - (13 + 12)) / 5 = -0.8"""
+    # wall ms = 1000 + 1000 x position, plus the 2 s stall from position 10 s (11 000 - 13 000 ms)
+    log = {"t_load_start": T0, "events": [ev(0, "load_start"), ev(1000, "playing"), ev(11_000, "waiting", 10.0),
+                                          ev(13_000, "playing", 10.0)],
+           "switches": [{"t": T0 + 1000, "level": 0}, {"t": T0 + 9000, "level": 2}, {"t": T0 + 19_000, "level": 1}],
+           "samples": samples(1000, 23_000, frozen=[(11_000, 13_000)])}
+    d = vm.compute(log, [], STREAMS, 4.0, 25, T0 + 23_000, media_end=20.0)
+    r = d["row"]
+    assert r["played_s"] == 20.0 and r["stall_total_s"] == 2.0 and r["qoe_chunks"] == 5.0
+    assert r["qoe_lin"] == pytest.approx(-0.6, abs=1e-4)
+    assert r["qoe_log"] == pytest.approx((2 * math.log(2) - 5.32) / 5, abs=1e-4)
+    assert r["qoe_hd"] == pytest.approx(-0.8, abs=1e-4)
+    assert [(c["chunk"], c["level"], c["stall_s"]) for c in d["chunks"]] == \
+        [(0, 0, 0.0), (1, 0, 0.0), (2, 2, 2.0), (3, 2, 0.0), (4, 1, 0.0)]
+    assert [(s["from"], s["to"], s["pos"]) for s in d["switches"]] == [(0, 2, 8.0), (2, 1, 16.0)]
+
+
+def test_qoe_utilities_for_our_rungs():
+    # QoE_hd on a ladder that is not Pensieve's: the score of the table's highest bitrate reached
+    assert [vm.q_hd(k, 800) for k in (200, 300, 800, 1600, 1850, 3000, 4300, 8000)] == [1, 1, 2, 3, 12, 15, 20, 20]
+    assert vm.q_log(800, 800) == 0 and vm.q_log(1600, 800) == pytest.approx(math.log(2))
+    assert vm.q_lin(3000, 800) == 3.0
+    # a chunk played in two parts at two levels counts each by its share; N is the chunks played
+    q = vm.qoe_per_chunk([(0, 0.0, 2.0), (2, 2.0, 4.0), (2, 4.0, 6.0)], {0: 800, 2: 3000}, 0.0, 4.0)
+    assert q["qoe_chunks"] == 1.5
+    assert q["qoe_lin"] == pytest.approx((2 / 4 * 0.8 + 4 / 4 * 3.0 - 2.2) / 1.5)
+    assert vm.qoe_per_chunk([], {0: 800}, 0.0, 4.0) == {"qoe_chunks": None, "qoe_lin": None, "qoe_log": None,
+                                                        "qoe_hd": None}
 
 
 def test_a_stall_that_never_ends_and_waiting_that_is_no_stall():
@@ -83,7 +122,7 @@ def test_a_stall_that_never_ends_and_waiting_that_is_no_stall():
     # no playing at all: no startup, no QoE
     d = vm.compute({"t_load_start": T0, "events": [ev(0, "load_start"), ev(100, "waiting")]}, [], STREAMS, 4, 25,
                    T0 + 5000)
-    assert d["row"]["startup_s"] is None and d["row"]["qoe_score"] is None and d["row"]["stalls"] == 0
+    assert d["row"]["startup_s"] is None and d["row"]["qoe_lin"] is None and d["row"]["stalls"] == 0
 
 
 def test_segments_and_p1203_shape():
@@ -150,6 +189,17 @@ def test_recorded_dashjs_vod_and_player_errors():
     _, extra, err = interpret_video(out, "h2", vinfo, w)
     assert err is None, err
     assert extra["startup_s"] > 0 and extra["stalls"] == 0 and extra["video_player"] == "dashjs"
+    # QoE by hand from the log: the first `playing` at 1.85 s; the video showed 360p (level 0) up to
+    # the sample at position 3.809607 s and 720p (level 2) from the next one to the last sample,
+    # 15.688952 s (dash.js said "rendered" for 720p at position 1.59 s, when it had only buffered it):
+    # level 0 for 3.809607 s, level 2 for 11.879345 s, N = 15.688952 / 4 = 3.922238 chunks, no
+    # stall, one switch 0 -> 2
+    n = 15.688952 / 4
+    assert extra["level_time_s"] == {"0": 3.81, "2": 11.88} and extra["switches_up"] == 1
+    assert extra["qoe_chunks"] == pytest.approx(n, abs=1e-3)
+    assert extra["qoe_lin"] == pytest.approx(((3.809607 * 0.8 + 11.879345 * 3.0) / 4 - 2.2) / n, abs=1e-4)
+    assert extra["qoe_log"] == pytest.approx((11.879345 * math.log(3.75) / 4 - math.log(3.75)) / n, abs=1e-4)
+    assert extra["qoe_hd"] == pytest.approx(((3.809607 * 2 + 11.879345 * 15) / 4 - 13) / n, abs=1e-4)
     out, _ = _recorded("dashjs-vod-h2.json")
     out["qblog"]["errors"].append({"t": 0, "source": "dashjs", "detail": "MEDIA_ERR_DECODE", "fatal": True})
     _, _, err = interpret_video(out, "h2", vinfo, w)
@@ -240,3 +290,53 @@ def test_video_workloads_in_plans():
         plan_from_dict({"workloads": [{"kind": "video", "codec": "av1"}]})
     with pytest.raises(QuicbenchError, match=r"player"):
         plan_from_dict({"workloads": [{"kind": "video", "player": "shaka"}]})
+
+
+# -- the player's CPU -----------------------------------------------------------------------------
+
+def test_frames_presented_counts_frames_the_compositor_never_showed():
+    # 25 fps: media time steps of 0.04 s; presentedFrames counts what the compositor showed
+    vframes = [[T0 + 1000, 1.00, 10], [T0 + 1040, 1.04, 11], [T0 + 1160, 1.16, 12],   # 0.12 s: 3 due, 1 shown
+               [T0 + 1200, 1.20, 13], [T0 + 1240, 1.24, 15],                            # 2 due, 2 shown (coalesced)
+               [T0 + 1300, 9.00, 16], [T0 + 1340, 9.04, 17]]                            # a seek: not counted
+    f = vm.frames_presented([[T0 + 500, 0.5, 1]] + vframes, 25, T0 + 1000)   # before the first frame: left out
+    assert f == {"frames_presented": 8, "frames_skipped": 2, "frames_skipped_ratio": round(2 / 10, 4)}
+    assert vm.frames_presented([], 25, T0)["frames_presented"] is None
+
+
+def test_player_cpu_figures_by_process_and_phase():
+    startup = {"wall_s": 0.5, "by_process": {"renderer": [0.3, 0.2], "browser": [0.1, 0.1], "driver": [0.4, 0.4]},
+               "by_thread": {"renderer/main": [0.2, 0.25], "renderer/Media": [0.1, 0.0]}}
+    playback = {"wall_s": 20.0, "by_process": {"renderer": [4.0, 5.0], "gpu-process": [1.0, 0.5]}, "by_thread": {}}
+    c = vm.player_cpu(startup, playback)
+    assert (c["renderer_cpu_pct"], c["renderer_wait_pct"]) == (20.0, 25.0)
+    assert (c["gpu_process_cpu_pct"], c["gpu_process_wait_pct"]) == (5.0, 2.5)
+    assert c["startup_cpu_pct"] == 80.0 and c["startup_main_wait_pct"] == 50.0    # the driver is not the browser
+    assert vm.player_cpu(None, None) == {"renderer_cpu_pct": None, "renderer_wait_pct": None,
+                                         "gpu_process_cpu_pct": None, "gpu_process_wait_pct": None,
+                                         "startup_cpu_pct": None, "startup_main_wait_pct": None}
+
+
+def test_player_cpu_rule():
+    busy = {"renderer_wait_pct": 25.0, "startup_main_wait_pct": 10.0}
+    assert vm.player_cpu_bound({**busy, "frames_dropped_ratio": 0.02, "frames_skipped_ratio": 0.0})
+    assert vm.player_cpu_bound({**busy, "frames_dropped_ratio": 0.0, "frames_skipped_ratio": 0.02})
+    # frames lost at a level switch, the renderer barely waiting: the player's own, not the CPU's
+    assert not vm.player_cpu_bound({**busy, "renderer_wait_pct": 5.0, "frames_dropped_ratio": 0.12})
+    # the renderer waited, no frame lost: it never reached the viewer
+    assert not vm.player_cpu_bound({**busy, "renderer_wait_pct": 80.0, "frames_dropped_ratio": 0.0})
+    # the player's JavaScript waited half the start-up
+    assert vm.player_cpu_bound({"startup_main_wait_pct": 50.0, "renderer_wait_pct": None})
+    assert vm.player_cpu_bound({}) is None
+
+
+def test_sched_delta_per_process_kind_and_thread():
+    from quicbench.clients.browser.video import sched_delta
+    before = {(10, 10): ("renderer", "main", 1.0, 0.5), (10, 11): ("renderer", "Media", 2.0, 0.1),
+              (20, 21): ("gpu-process", "VizCompositorTh", 0.5, 0.5), (30, 30): ("utility:NetworkService", "main", 1, 1)}
+    after = {(10, 10): ("renderer", "main", 1.5, 1.5), (10, 11): ("renderer", "Media", 4.0, 0.2),
+             (10, 12): ("renderer", "Media", 0.25, 0.0),              # born between the snapshots: from zero
+             (20, 21): ("gpu-process", "VizCompositorTh", 1.0, 0.75)}  # pid 30 ended: not counted
+    d = sched_delta(before, after)
+    assert d["by_process"] == {"gpu-process": [0.5, 0.25], "renderer": [2.75, 1.1]}
+    assert d["by_thread"]["renderer/Media"] == [2.25, 0.1] and d["by_thread"]["renderer/main"] == [0.5, 1.0]

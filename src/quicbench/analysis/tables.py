@@ -62,7 +62,7 @@ OPTIONAL_METRICS: dict[str, str] = {
     "switches_per_min": "quality switches per minute",
     "live_latency_s_mean": "live latency (s)",
     "frames_dropped_ratio": "dropped frames ratio",
-    "qoe_score": "QoE score",
+    "qoe_lin": "QoE_lin per chunk (Pensieve)",
 }
 # the other numeric columns of the row schema (video details) are labelled by their meaning
 OPTIONAL_METRICS.update({c.name: f"{c.meaning} ({c.unit})" if c.unit else c.meaning

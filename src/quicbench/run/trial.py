@@ -70,6 +70,13 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
+    if w.kind == "video":
+        # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
+        # the download rule's client figures flag every playback on a small machine
+        bound_by = [b for b in (row["cpu_bound_by"] or "").split(",") if b in ("server", "link")]
+        bound_by += ["player"] if row.get("player_cpu_bound") else []
+        row["cpu_bound"] = bool(bound_by)
+        row["cpu_bound_by"] = ",".join(bound_by) or None
     error = res.error
     if rebinding and rebinding.error:
         error = rebinding.error

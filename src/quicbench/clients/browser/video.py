@@ -24,9 +24,10 @@ from urllib.parse import quote, urlsplit
 
 from quicbench.clients.base import ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient, chromium_flags, run_browser_child, write_requests_and_summary
-from quicbench.clients.browser.recorder import (_Recorder, _settle, _write_prefs, child_main, record_network,
-                                                tree_cpu)
-from quicbench.clients.browser.video_metrics import END_SLACK_S, compute
+from quicbench.clients.browser.recorder import (_descendants, _Recorder, _settle, _write_prefs, child_main,
+                                                record_network, tree_cpu)
+from quicbench.clients.browser.video_metrics import (END_SLACK_S, compute, frames_presented, player_cpu,
+                                                     player_cpu_bound)
 
 CHILD = "import sys; from quicbench.clients.browser.video import main; sys.exit(main())"
 MSE_TYPE = 'video/mp4; codecs="avc1.64001f"'
@@ -88,7 +89,8 @@ class VideoClient(BrowserClient):
             detail = out.pop("metrics_detail")
             (trial_dir / "p1203.json").write_text(json.dumps(detail["p1203"], indent=1))
             (trial_dir / "video_metrics.json").write_text(json.dumps(
-                {k: detail[k] for k in ("row", "segments", "stalls", "switches", "timeline", "stall_spans")}, indent=1))
+                {k: detail[k] for k in ("row", "segments", "stalls", "switches", "chunks", "timeline",
+                                                      "stall_spans")}, indent=1))
         summary = write_requests_and_summary(trial_dir, requests, out, {
             "url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
             "players": (out.get("qblog") or {}).get("versions")})
@@ -142,8 +144,12 @@ def interpret_video(out: dict, protocol: str, vinfo: dict, workload) -> tuple[li
     detail = compute(log, requests, streams_of(vinfo), float(spec["segment_s"]), float(spec["fps"]), t_end,
                      live=workload.mode == "live", codec=spec.get("codec", "h264"),
                      media_end=float(spec["duration_s"]))
-    out["metrics_detail"] = detail
     row = detail["row"]
+    row.update(frames_presented((log.get("vframes") or []), float(spec["fps"]),
+                                next((e["t"] for e in log.get("events") or [] if e["type"] == "playing"), None)))
+    row.update(player_cpu(out.get("sched_startup"), out.get("sched_playback")))
+    row["player_cpu_bound"] = player_cpu_bound(row)
+    out["metrics_detail"] = detail
     extra.update(row)
     extra["video_player"] = workload.player
     extra["video_mode"] = workload.mode
@@ -181,9 +187,68 @@ _STATE_JS = """() => { const l = window.qbLog; if (!l) return null;
           now: performance.timeOrigin + performance.now()}; }"""
 
 
-def play(page, a: dict, out: dict) -> None:
+def process_kind(pid: int) -> str | None:
+    """What a process of the browser's tree is: Chromium's `--type` (renderer, gpu-process,
+    utility:<sub-type>, zygote, ...), `browser` for Chromium's main process, `driver` for the
+    rest (this child, Playwright's driver); None when it is gone."""
+    try:     # Chromium rewrites its helpers' command lines into one string: split at spaces too
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").split()
+    except OSError:
+        return None
+    kind = next((a[7:].decode() for a in argv if a.startswith(b"--type=")), None)
+    if kind == "utility":
+        sub = next((a.split(b"=", 1)[1].decode() for a in argv if a.startswith(b"--utility-sub-type=")), "")
+        return f"utility:{sub.rsplit('.', 1)[-1] or '?'}"
+    if kind:
+        return kind
+    return "browser" if argv and "chrom" in Path(argv[0].decode(errors="replace")).name else "driver"
+
+
+def sched_snapshot() -> dict[tuple[int, int], tuple[str, str, float, float]]:
+    """(pid, tid) -> (process kind, thread name, on-CPU s, run-queue wait s) of every thread of
+    this child's tree (the scheduler's nanosecond counters, /proc/PID/task/TID/schedstat); a
+    process's main thread is named `main` (a renderer's runs the page's JavaScript)."""
+    out = {}
+    for pid in [os.getpid(), *_descendants(os.getpid())]:
+        kind = process_kind(pid)
+        if kind is None:
+            continue
+        try:
+            tasks = list((Path("/proc") / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                run, wait = (t / "schedstat").read_text().split()[:2]
+                name = (t / "comm").read_text().strip()
+            except (OSError, ValueError):
+                continue
+            tid = int(t.name)
+            out[(pid, tid)] = (kind, "main" if tid == pid else name, int(run) / 1e9, int(wait) / 1e9)
+    return out
+
+
+def sched_delta(before: dict, after: dict) -> dict[str, dict[str, list[float]]]:
+    """On-CPU and wait seconds between two snapshots, per process kind and per (kind, thread
+    name): {"by_process": {kind: [cpu, wait]}, "by_thread": {"kind/thread": [cpu, wait]}}. A thread
+    born between the snapshots counts from zero; one that ended is not counted."""
+    by_process: dict[str, list[float]] = {}
+    by_thread: dict[str, list[float]] = {}
+    for key, (kind, name, run, wait) in after.items():
+        _, _, run0, wait0 = before.get(key, (kind, name, 0.0, 0.0))
+        d_run, d_wait = max(0.0, run - run0), max(0.0, wait - wait0)
+        for table, k in ((by_process, kind), (by_thread, f"{kind}/{name}")):
+            acc = table.setdefault(k, [0.0, 0.0])
+            acc[0] += d_run
+            acc[1] += d_wait
+    rnd = lambda t: {k: [round(v[0], 3), round(v[1], 3)] for k, v in sorted(t.items())}  # noqa: E731
+    return {"by_process": rnd(by_process), "by_thread": rnd(by_thread)}
+
+
+def play(page, a: dict, out: dict, at_playing: dict) -> None:
     """Wait while the player plays: until the watched time is reached (VOD: or its end), a fatal
-    player error, a stall longer than STALL_LIMIT_S, or no start within STARTUP_LIMIT_S."""
+    player error, a stall longer than STALL_LIMIT_S, or no start within STARTUP_LIMIT_S. At the
+    first `playing`, at_playing gets the time and the threads' scheduler counters (sched_snapshot)."""
     t0 = time.time()
     deadline = t0 + a["timeout_s"]
     t_play = None
@@ -196,6 +261,7 @@ def play(page, a: dict, out: dict) -> None:
             return
         if s.get("playing") and t_play is None:
             t_play = now
+            at_playing.update(t=time.time(), threads=sched_snapshot())   # splits start-up and playback
         if t_play is None and now - t0 > STARTUP_LIMIT_S:
             out["stop_reason"] = f"no playback after {STARTUP_LIMIT_S:.0f} s"
             return
@@ -246,16 +312,25 @@ def run_video(a: dict[str, Any]) -> dict[str, Any]:
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
             cpu0 = tree_cpu()
+            sched0 = sched_snapshot()
+            at_playing: dict = {}
             t0 = time.time()
             try:
                 page.goto(a["url"], wait_until="load", timeout=a["timeout_s"] * 1000)
-                play(page, a, out)
+                play(page, a, out, at_playing)
             except PlaywrightError as e:
                 out["error"] = f"video page over {a['protocol']} failed: " + \
                     str(e).splitlines()[0].removeprefix("Page.goto: ")
             out["t_end_ms"] = time.time() * 1000
             out["play_wall_s"] = time.time() - t0
             cpu1 = tree_cpu()
+            sched1 = sched_snapshot()
+            out["sched"] = sched_delta(sched0, sched1)
+            if at_playing:       # load start -> first frame, first frame -> stop
+                out["sched_startup"] = {"wall_s": round(at_playing["t"] - t0, 3),
+                                        **sched_delta(sched0, at_playing["threads"])}
+                out["sched_playback"] = {"wall_s": round(time.time() - at_playing["t"], 3),
+                                         **sched_delta(at_playing["threads"], sched1)}
             out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
             out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
             try:
