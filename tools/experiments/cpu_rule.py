@@ -40,7 +40,7 @@ from typing import Any
 from scipy import stats
 
 from quicbench.cpu import (DEFAULT_RULE, PATH_PROCESSES, RAN_SHARE, PathCpu, machine_busy_share, machine_cpu_ticks,
-                           ran_or_waited)
+                           ran_or_waited, ran_or_waited_on_busy)
 from quicbench.model.plan import Plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +97,9 @@ CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
       for x in (0.02, 0.05, 0.1, 0.2)],
     *[(f"one path process waited ≥ {100 * x:g} %", one_waited(x)) for x in (0.05, 0.1)],
     *[(f"ran ≥ 90 %, or the path waited ≥ {100 * x:g} %", ran_or_waited(wait=x)) for x in (0.05, 0.1, 0.2)],
-    ("ran ≥ 90 %, or the path waited ≥ 10 %, only below 80 % of the rate", below_rate(ran_or_waited())),
+    ("ran ≥ 90 %, or the path waited ≥ 10 %, only below 80 % of the rate", below_rate(ran_or_waited(wait=0.1))),
+    *[(f"ran ≥ 90 %, or the path waited ≥ {100 * x:g} % while all CPUs were ≥ 90 % busy",
+       ran_or_waited_on_busy(wait=x)) for x in (0.05, 0.1, 0.2)],
 ]
 
 
