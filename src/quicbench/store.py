@@ -18,13 +18,15 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from quicbench.errors import EnvironmentFault, QuicbenchError
-from quicbench.model import columns
+from quicbench.model import columns, runmeta
+from quicbench.model.runmeta import RunMeta
 from quicbench.model.columns import FORMAT_VERSION
 
 
@@ -139,7 +141,8 @@ class RunStore:
         self._lock_fd: int | None = None
 
     @classmethod
-    def create(cls, out: Path, run_id: str | None = None) -> "RunStore":
+    def create(cls, out: Path, meta: RunMeta, run_id: str | None = None) -> "RunStore":
+        """A new run directory under out, held by this process, its meta.json written (run_id set)."""
         out = Path(out)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -149,7 +152,32 @@ class RunStore:
             raise QuicbenchError(f"--out {out}: cannot create a run directory there ({e.strerror})") from None
         store = cls(d)
         store.acquire()
+        store._write_meta({**meta.model_dump(exclude_unset=True), "run_id": store.run_id})
         return store
+
+    @classmethod
+    def build(cls, out: Path, meta: RunMeta, rows: list[dict[str, Any]],
+              trial_dirs: list[tuple[Path, Path]] = ()) -> "RunStore":
+        """A complete run directory at out (missing or empty) from meta, rows and trial directories
+        copied in (source, destination relative to the run): built beside out and renamed into
+        place, so a failure leaves nothing behind. What `merge` writes."""
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            tmp.mkdir()
+            store = cls(tmp)
+            store._write_meta({**meta.model_dump(exclude_unset=True), "run_id": out.name})
+            for r in rows:
+                store.append(r, sync=False)
+            for src, rel in trial_dirs:
+                shutil.copytree(src, tmp / rel, symlinks=True)
+            os.rename(tmp, out)   # onto a missing or empty directory
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls(out)
 
     @classmethod
     def open(cls, directory: Path) -> "RunStore":
@@ -202,7 +230,11 @@ class RunStore:
     def read_meta(self) -> dict[str, Any]:
         return read_meta(self.layout)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
+    def meta(self) -> RunMeta:
+        """meta.json as its model (upgraded; keys this version does not know kept as extras)."""
+        return RunMeta.model_validate(self.read_meta())
+
+    def _write_meta(self, meta: dict[str, Any]) -> None:
         tmp = self.dir / "meta.json.tmp"
         data = json.dumps(meta, indent=2, default=str).encode()
         try:
@@ -216,12 +248,15 @@ class RunStore:
             raise _disk_fault(e, self.layout.meta) from None
 
     def update_meta(self, **fields: Any) -> None:
-        self.write_meta({**self.read_meta(), **fields})
+        """Set fields of meta.json; each must be a RunMeta field of its type (model/runmeta.py)."""
+        runmeta.check_fields(fields)
+        self._write_meta({**self.read_meta(), **fields})
 
     # -- trials ----------------------------------------------------------------------
-    def append(self, row: dict[str, Any]) -> None:
-        """Append one row whole, then fsync; on a short or failed write the file is cut back
-        to where it was, so no torn row is left, and the error says why."""
+    def append(self, row: dict[str, Any], sync: bool = True) -> None:
+        """Append one row whole, then fsync (unless sync is False: a directory being built); on a
+        short or failed write the file is cut back to where it was, so no torn row is left, and
+        the error says why."""
         problems = columns.check_row(row)
         if problems:
             raise ValueError(f"row {row.get('key')!r} does not fit the columns table: {'; '.join(problems)}")
@@ -236,7 +271,8 @@ class RunStore:
                     if n <= 0:
                         raise OSError(errno.EIO, "write returned 0")
                     view = view[n:]
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             except OSError as e:
                 try:
                     os.ftruncate(fd, start)

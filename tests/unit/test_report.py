@@ -321,7 +321,7 @@ def test_cvart_run_shows_grid_cvart_views_time_series_and_calibration(cvart):
 def test_browser_page_loads(browser):
     d, html = browser
     text = html.read_text()
-    assert 'id="pages"' in text and 'id="page-load-vs-condition"' in text and "page realistic" in text
+    assert 'id="pages"' in text and 'id="page-load-vs-condition"' in text and "page:realistic" in text
     assert "seed h1" not in text  # page loads are not the seed's downloads
     rows = read_rows(d)
     for cond, g in rows.groupby("condition"):

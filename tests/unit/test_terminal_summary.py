@@ -28,7 +28,7 @@ def row(cond, wl, proto, rep, goodput=None, time_s=None, page=None, client="qb-l
         r.update(goodput_mbps=goodput, total_time_s=time_s)
     else:
         r.update(page_load_ms=page, page_ttfb_ms=page / 10, dom_content_loaded_ms=page / 2,
-                 workload="page:realistic", key=f"{cond}|page:realistic|{proto}|caddy|r{rep}")
+                 workload="page:realistic", key=f"{cond}|page:realistic|{proto}|caddy|r{rep}", kind="page")
     return r
 
 
@@ -144,3 +144,21 @@ def test_link_late_trials_are_a_caveat():
     data = summary_data(run_of(rows))
     (s,) = data["sentences"]
     assert "Caveat: 1 trial link-late" in s and data["conditions"][0]["link_late"] == 1
+
+
+def test_video_cells_are_summarised_as_playbacks():
+    # a playback's headline is its QoE (Pensieve's QoE_lin), not a goodput: rows say their kind
+    rows = []
+    for rep in range(1, 6):
+        for p, qoe, start in (("h2", 2.0, 1.2), ("h3", 1.2, 1.5)):
+            rows.append({"key": f"c|video:hls:vod:60s:seg4|{p}|caddy|r{rep}", "condition": "c",
+                         "workload": "video:hls:vod:60s:seg4", "kind": "video", "protocol": p, "server": "caddy",
+                         "client": "video", "rep": rep, "status": "ok", "qoe_lin": qoe + rep / 100,
+                         "startup_s": start + rep / 100, "rebuffer_ratio": 0.01, "mean_bitrate_kbps": 2500.0,
+                         "bytes": 10_000_000, "goodput_mbps": 9.0})
+    data = summary_data(run_of(rows))
+    text = render(data, width=100)
+    assert "Video playback" in text and "QoE" in text and "start s" in text and "Object downloads" not in text
+    (v,) = data["verdicts"]
+    assert v["kind"] == "video" and v["metric"] == "qoe_lin" and v["best"] == "h2"
+    assert "HTTP/2 was best" in data["sentences"][0] and "more QoE than" in data["sentences"][0]

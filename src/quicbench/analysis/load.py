@@ -184,7 +184,16 @@ class RunData:
         # rows written before connection policies existed used what is now called "shared"
         policy = self.rows.groupby("workload")["connection_policy"].first()
         w["connection_policy"] = [policy.get(x) or "shared" for x in w.index]
+        kind = self.rows.groupby("workload")["kind"].first()
+        w["kind"] = [kind.get(x) or "objects" for x in w.index]
         return w
+
+    def kind_of(self, workload: str) -> str:
+        """The workload's kind (model/workload_kinds.py)."""
+        try:
+            return str(self.workload_info.at[workload, "kind"])
+        except KeyError:
+            return "objects"
 
     @cached_property
     def conditions(self) -> pd.DataFrame:
@@ -227,4 +236,19 @@ def load_run(run_dir: Path | str) -> RunData:
     if read.torn:
         notes.append(f"trials.jsonl has {len(read.torn)} unreadable line(s) (line {', '.join(map(str, read.torn[:5]))}): "
                      f"a write was torn; those trials are missing and a resume runs them again")
-    return RunData(d, meta, frame_from_rows(read.rows), notes)
+    return RunData(d, meta, frame_from_rows(with_kinds(read.rows, meta)), notes)
+
+
+def with_kinds(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows written before the `kind` column get their workload's kind from the run's plan
+    (objects when the plan does not name the workload)."""
+    if all(r.get("kind") for r in rows):
+        return rows
+    kinds: dict[str, str] = {}
+    if isinstance(meta.get("plan"), dict):
+        from quicbench.model.plan import plan_from_dict
+        try:
+            kinds = {w.label: w.kind for w in plan_from_dict(meta["plan"]).workloads}
+        except QuicbenchError:
+            pass
+    return [r if r.get("kind") else {**r, "kind": kinds.get(str(r.get("workload")), "objects")} for r in rows]

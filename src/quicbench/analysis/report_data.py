@@ -35,10 +35,13 @@ RELATIVE_COLUMNS = ["condition", "workload", "protocol", "pct_of_best", "pct_ci_
 # -- labels ---------------------------------------------------------------------------------------
 def workload_title(info: pd.DataFrame, workload: str) -> str:
     """'10 x 100KB, 10 in parallel' from the run's workload_info (falls back to the label)."""
-    if workload.startswith("page:"):
-        return "page " + workload.removeprefix("page:").replace("x", " × ", 1)
     try:
         row = info.loc[workload]
+    except KeyError:
+        return workload
+    if row.get("kind", "objects") != "objects":
+        return workload       # a page load or a playback: its label says it
+    try:
         count, par = int(row["count"]), int(row["parallel"])
     except (KeyError, TypeError, ValueError):
         return workload
@@ -60,7 +63,7 @@ def _policy_text(row: pd.Series) -> str:
 
 def workload_short(info: pd.DataFrame, workload: str, sep: str = "×") -> str:
     """'100KB×10' (size, then objects per trial); the label itself when size or count is unknown."""
-    if workload.startswith("page:"):
+    if workload in info.index and info.at[workload, "kind"] != "objects":
         return workload
     try:
         size, count = info.at[workload, "size"], int(info.at[workload, "count"])
@@ -209,7 +212,7 @@ def build_methods_table(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame)
     for size in sorted(info["size_bytes"].dropna().unique(), reverse=True):
         by_policy: dict[str, str] = {}
         for w in run.workloads:
-            if info.at[w, "size_bytes"] == size and not str(w).startswith("page:"):
+            if info.at[w, "size_bytes"] == size and info.at[w, "kind"] == "objects":
                 kind = str(info.at[w, "connection_policy"]).split(":", 1)[0]
                 by_policy.setdefault(kind, w)
         if "per-object" not in by_policy and "shared" not in by_policy:

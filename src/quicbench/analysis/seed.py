@@ -48,8 +48,8 @@ def seed_matches(run: RunData) -> pd.DataFrame:
         if sc.empty:
             continue
         for w in run.workloads:
-            if w.startswith("page:"):
-                continue   # browser page loads are not the seed's getFiles downloads
+            if run.kind_of(w) != "objects":
+                continue   # browser page loads and videos are not the seed's getFiles downloads
             size = run.workload_info.at[w, "size_bytes"]
             sw = sc[sc["size_bytes"] == size]
             for _, s in sw.iterrows():

@@ -108,9 +108,12 @@ def remote_doctor(inventory: Path, provision: bool, as_json: bool) -> None:
     from quicbench.lab import LabSpec
     from quicbench.lab.inventory import load_inventory
     from quicbench.lab.ssh import check_hosts
+    from quicbench.model.plan import DEFAULT_PLAN, expand, plan_from_dict
+    from quicbench.run.session import needed_binaries
     inv = load_inventory(inventory)
+    default = plan_from_dict(DEFAULT_PLAN, source="default plan")     # its drivers: what `make run` needs
     facts = check_hosts(LabSpec(name=f"d{secrets.token_hex(3)}", backend="ssh", inventory=str(inventory.resolve()),
-                                hops=2 if inv.router2 else 1, binaries={"client": ["qb-load"], "server": ["caddy"]}),
+                                hops=2 if inv.router2 else 1, **needed_binaries(default, expand(default))),
                         provision=provision)
     if as_json:
         print(json.dumps(facts, indent=2))

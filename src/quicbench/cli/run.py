@@ -65,7 +65,7 @@ def run_cmd(
     p = _load_plan(plan)
     only_map = _parse_only(only)
     from quicbench.model.plan import check_only
-    from quicbench.run.preflight import check_plan
+    from quicbench.run.preflight import check_jobs, check_plan
     check_only(p, only_map)
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
@@ -77,12 +77,7 @@ def run_cmd(
                              f"with --backend netns --kernel host only (got --backend {backend} --kernel {kernel})")
     if provision and backend != "ssh":
         raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
-    if jobs > 1 and backend != "netns":
-        raise QuicbenchError(f"--jobs {jobs}: concurrent labs are namespaces on this host; with --backend "
-                             f"{backend} run --jobs 1")
-    if jobs > 1 and any(w.kind == "video" and w.mode == "live" for w in p.workloads):
-        raise QuicbenchError(f"--jobs {jobs}: live video workloads need their publisher in one lab; run them "
-                             f"with --jobs 1")
+    check_jobs(jobs, backend)
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return
@@ -167,11 +162,11 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
     from quicbench.lab import LabSpec
     from quicbench.lab.ssh import check_hosts
     from quicbench.model.plan import expand
-    from quicbench.run.runner import needed_binaries
+    from quicbench.run.session import needed_binaries
     import secrets
     check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_cc,
                         inventory=str(inventory.resolve()),
-                        binaries=needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
+                        **needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
 
 
 def _report_not_written(run_dir: Path) -> None:

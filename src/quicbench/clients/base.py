@@ -76,6 +76,14 @@ class Client(ABC):
     resumption_modes: ClassVar[tuple[str, ...]] = ("none",)
     # binds its one connection to FetchRequest.local_port (a NAT rebinding needs to know it)
     binds_local_port: ClassVar[bool] = False
+    # the `connections` policies of objects workloads it honours (docs/plans.md)
+    connection_policies: ClassVar[tuple[str, ...]] = ("shared",)
+    # the executables the client node needs (a lab on other hosts checks them there)
+    binaries: ClassVar[tuple[str, ...]] = ()
+    package: ClassVar[str | None] = None      # the Debian package that provides them (None: built here)
+    version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    # False for a driver that needs its plan's definition first (the command driver, unbound)
+    configured: ClassVar[bool] = True
 
     @abstractmethod
     def fetch(self, req: FetchRequest) -> ClientResult:
@@ -84,6 +92,13 @@ class Client(ABC):
     @classmethod
     def available(cls) -> tuple[bool, str]:
         return True, ""
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, Any]:
+        """Per binary: its Debian package (None: quicbench builds it), root or not, how it says its
+        version. What a lab on other hosts checks and installs."""
+        return {b: {"package": cls.package, "root": False, "version_args": list(cls.version_args),
+                    "own": cls.package is None} for b in cls.binaries}
 
     @classmethod
     def version(cls) -> dict[str, str]:

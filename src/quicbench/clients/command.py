@@ -77,11 +77,12 @@ class CommandClient(Client):
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)       # the command decides; quicbench cannot force another policy
     spec: ClassVar["ClientCommand | None"] = None
+    configured = False     # until bind() gives it a command
 
     @classmethod
     def bind(cls, name: str, spec: "ClientCommand") -> type["CommandClient"]:
         return type(f"CommandClient_{name}", (cls,), {"name": name, "protocols": frozenset(spec.protocols),
-                                                      "spec": spec})
+                                                      "spec": spec, "configured": True})
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

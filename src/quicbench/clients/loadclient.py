@@ -20,6 +20,7 @@ class LoadClient(Client):
     connection_policies = ("shared", "per-object", "pool")
     resumption_modes = ("none", "tickets", "0rtt")
     binds_local_port = True
+    binaries = ("qb-load",)
 
     @staticmethod
     def binary() -> str:
@@ -82,7 +83,7 @@ class LoadClient(Client):
             else:
                 tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
                 error = f"qb-load exit code {returncode}" + (f": {tail[0]}" if tail else "")
-        if getattr(target.lab, "remote", False):
+        if target.lab.remote:
             cpu = None     # the rusage is the local SSH command's, not qb-load's on its host
         return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
                             returncode=returncode, error=error)

@@ -62,6 +62,9 @@ class LabSpec(BaseModel):
     inventory: str | None = None  # backend ssh: the inventory file (docs/hosts.md)
     # binaries each node must have (node -> names), checked by backends with remote hosts
     binaries: dict[str, list[str]] = Field(default_factory=dict)
+    # what the endpoint drivers say of their binaries (name -> package, root, version_args, own):
+    # the backend installs, runs (sudo) and asks versions by it; it knows only its own tools
+    binary_facts: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -132,6 +135,8 @@ class Lab(ABC):
     protocols: ClassVar[frozenset[str]] = frozenset({"h1", "h2", "h3"})
     # the nodes are other hosts: local pids and /proc say nothing about their processes
     remote: ClassVar[bool] = False
+    # several labs of this backend can run at once (quicbench run --jobs N); else why not
+    concurrent_labs: ClassVar[str | None] = None
 
     def __init__(self, spec: LabSpec):
         self.spec = spec

@@ -53,16 +53,17 @@ from quicbench.paths import cache_dir
 from quicbench.proc import process_alive, wait_ended
 
 EXEC = str(Path(__file__).with_name("ssh_exec.py"))
+# the lab's own tools; the endpoints' binaries are described by their drivers (LabSpec.binary_facts)
 # binaries quicbench builds itself: looked up in the host's bin_dir first
-OWN_BINARIES = ("qb-load", "linkem")
+OWN_TOOLS = ("linkem",)
 # what needs root on a host (a non-root SSH user gets `sudo -n` for these): network
-# configuration, raw sockets (linkem, tcpdump) and servers binding port 443
-ROOT_BINARIES = {"ip", "tc", "sysctl", "ethtool", "linkem", "tcpdump", "caddy", "nginx", "apache2", "httpd"}
-PUSH_TEXT_MAX = 1 << 20
-# what --provision installs for a missing binary: the Debian package that has it
-DEBIAN_PACKAGES = {"tc": "iproute2", "ip": "iproute2", "ss": "iproute2", "ethtool": "ethtool", "caddy": "caddy",
-                   "nginx": "nginx", "apache2": "apache2", "iperf3": "iperf3", "ping": "iputils-ping",
-                   "tcpdump": "tcpdump"}      # text files up to this size are scanned for paths to rewrite
+# configuration and raw sockets (linkem, tcpdump)
+ROOT_TOOLS = {"ip", "tc", "sysctl", "ethtool", "linkem", "tcpdump"}
+PUSH_TEXT_MAX = 1 << 20      # text files up to this size are scanned for paths to rewrite
+# what --provision installs for a missing tool: the Debian package that has it
+TOOL_PACKAGES = {"tc": "iproute2", "ip": "iproute2", "ss": "iproute2", "ethtool": "ethtool", "iperf3": "iperf3",
+                 "ping": "iputils-ping", "tcpdump": "tcpdump"}
+TOOL_VERSION_ARGS = {"linkem": "--version", "tc": "-V", "iperf3": "--version"}
 
 
 def q(s: str) -> str:
@@ -72,6 +73,7 @@ def q(s: str) -> str:
 class SshLab(Lab):
     name = "ssh"
     remote = True
+    concurrent_labs = "its labs are the inventory's one set of hosts"
 
     def __init__(self, spec: LabSpec):
         super().__init__(spec)
@@ -234,7 +236,7 @@ class SshLab(Lab):
         pgfile = f"{d}/pg/{token}"
         home = f"{d}/home"
         env = ["env", f"HOME={home}", f"XDG_CONFIG_HOME={home}/.config", f"XDG_DATA_HOME={home}/.local/share"]
-        sudo = self.sudo(node) if name in ROOT_BINARIES else []
+        sudo = self.sudo(node) if self._needs_root(name) else []
         # nothing runs unrecorded: without its group id on file (the lab going down removed the
         # directory) the command does not start
         inner = f"echo $$ > {q(pgfile)} || exit 97; exec \"$@\""
@@ -251,7 +253,7 @@ class SshLab(Lab):
         if found:
             return found
         bin_dir = self.inv.setting(node, "bin_dir")
-        if bin_dir and name in OWN_BINARIES:
+        if bin_dir and self._own(name):
             return f"{bin_dir.rstrip('/')}/{name}"
         return name
 
@@ -452,7 +454,7 @@ class SshLab(Lab):
         facts["up"] = {i: "UP" in by_name[i].get("flags", []) for i in ifaces.values()}
         for b in want:
             if b not in facts["binaries"]:
-                fld = "bin_dir" if b in OWN_BINARIES else "host"
+                fld = "bin_dir" if self._own(b) else "host"
                 where = (f"not in bin_dir {bin_dir} nor on PATH" if bin_dir else "not on PATH")
                 raise QuicbenchError(f"{self.field(node, fld)}: no '{b}' on {self.where(node)} ({where}); "
                                      f"install it (docs/hosts.md) or run with --provision")
@@ -486,17 +488,27 @@ class SshLab(Lab):
                               f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
             missing = self.sh(node, probe).stdout.split()
             sudo = " ".join(self.sudo(node))
-            pkgs = sorted({DEBIAN_PACKAGES[b] for b in missing if b in DEBIAN_PACKAGES})
+            pkgs = sorted({p for b in missing if (p := self._package(b))})
             if pkgs:
                 self.sh(node, f"export DEBIAN_FRONTEND=noninteractive; {sudo} apt-get update -qq && "
                               f"{sudo} apt-get install -y -qq --no-install-recommends {' '.join(pkgs)}", timeout=900)
-            for b in (b for b in missing if b in OWN_BINARIES):
+            for b in (b for b in missing if self._own(b)):
                 dest = f"{self.provision_dir(node)}/{b}"
                 self.sh(node, f"mkdir -p {q(os.path.dirname(dest))} && cat > {q(dest)}.tmp && chmod 755 {q(dest)}.tmp "
                               f"&& mv {q(dest)}.tmp {q(dest)}",
                         input=Path(find_binary(b, "run 'make setup' on the controller")).read_bytes(), timeout=300)
-            done[node] = pkgs + [b for b in missing if b in OWN_BINARIES]
+            done[node] = pkgs + [b for b in missing if self._own(b)]
         return done
+
+    # -- what a binary is: the lab's own tools, else what its driver says ----------------------
+    def _needs_root(self, name: str) -> bool:
+        return name in ROOT_TOOLS or bool(self.spec.binary_facts.get(name, {}).get("root"))
+
+    def _own(self, name: str) -> bool:
+        return name in OWN_TOOLS or bool(self.spec.binary_facts.get(name, {}).get("own"))
+
+    def _package(self, name: str) -> str | None:
+        return TOOL_PACKAGES.get(name) or self.spec.binary_facts.get(name, {}).get("package")
 
     def _probe_netem(self, node: str) -> bool:
         """netem in the host's kernel, tried in a throwaway network namespace (nothing of the
@@ -508,8 +520,8 @@ class SshLab(Lab):
         return cp.stdout.strip() == "yes"
 
     def _versions(self, node: str, bins: dict[str, str]) -> dict[str, str]:
-        cmds = {"qb-load": "--version", "caddy": "version", "nginx": "-v", "linkem": "--version", "tc": "-V",
-                "iperf3": "--version"}
+        cmds = {**TOOL_VERSION_ARGS, **{b: " ".join(q(a) for a in f.get("version_args") or ())
+                                        for b, f in self.spec.binary_facts.items()}}
         parts = [f"echo \"v.{b}=$({q(p)} {cmds[b]} 2>&1 | head -n1)\"" for b, p in bins.items() if b in cmds]
         if not parts:
             return {}

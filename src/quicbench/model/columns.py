@@ -46,6 +46,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("server_stack", "text", "", "the server's implementation and versions, e.g. `caddy 2.11.9, quic-go v0.57.1, go1.25.5` (a result is the stack's as much as the protocol's)", "trial"),
     Column("client_stack", "text", "", "the client's implementation and versions, e.g. `qb-load 0.1.0, go1.26.8, quic-go v0.65.0`", "trial"),
     Column("workload", "text", "", "workload label", "trial"),
+    Column("kind", "text", "", "workload kind: `objects`, `page` or `video` (model/workload_kinds.py); rows of older runs get it from their plan", "trial"),
     Column("size_bytes", "int", "B", "object size, bytes", "trial"),
     Column("count", "int", "", "objects per trial", "trial"),
     Column("parallel", "int", "", "requests in flight at most", "trial"),

@@ -21,6 +21,7 @@ from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, Known
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
+from quicbench.model.workload_kinds import KINDS, WorkloadKind
 
 PROTOCOLS = ("h1", "h2", "h3")
 CONNECTION_POLICIES = ("shared", "per-object")
@@ -50,7 +51,7 @@ class Workload(_Strict):
     (watched for `duration_s` from a real-time live publisher), `segment_s` seconds per
     segment, `ladder` [[height, kbit/s], ...] and `codec`.
     """
-    kind: Literal["objects", "page", "video"] = "objects"
+    kind: str = "objects"        # a registered workload kind (model/workload_kinds.py)
     size: str = "100KB"
     count: int = Field(1, ge=1, le=100_000)
     parallel: int | Literal["all"] = "all"
@@ -63,6 +64,18 @@ class Workload(_Strict):
     # priming connection, not measured, gets a TLS session ticket; every measured connection
     # resumes it) or "0rtt" (tickets, and h3 requests sent in 0-RTT data)
     resumption: Literal["none", "tickets", "0rtt"] = "none"
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS.names())}, got {v!r}")
+        return v
+
+    @property
+    def workload_kind(self) -> type[WorkloadKind]:
+        """The workload's kind (model/workload_kinds.py)."""
+        return KINDS.get(self.kind)
 
     @field_validator("connections")
     @classmethod
@@ -78,10 +91,10 @@ class Workload(_Strict):
 
     @model_validator(mode="after")
     def _page_connections(self) -> "Workload":
-        if self.kind in ("page", "video") and self.connections != "shared":
+        if self.workload_kind.browser_managed and self.connections != "shared":
             raise ValueError(f"connections: a {self.kind} load lets the browser manage its connections; "
                              f"accepted: shared (got {self.connections!r})")
-        if self.kind in ("page", "video") and self.resumption != "none":
+        if self.workload_kind.browser_managed and self.resumption != "none":
             raise ValueError(f"resumption: a {self.kind} load starts a fresh browser with no session; "
                              f"accepted: none (got {self.resumption!r})")
         return self
@@ -140,14 +153,7 @@ class Workload(_Strict):
 
     @property
     def label(self) -> str:
-        if self.kind == "video":
-            custom = "" if (self.ladder is None and self.codec == "h264") else f":{self.video_spec().key[:6]}"
-            return f"video:{self.player}:{self.mode}:{self.duration_s:g}s:seg{self.segment_s:g}{custom}"
-        if self.kind == "page":
-            return "page:realistic" if self.page == "realistic" else f"page:{self.count}x{self.size}"
-        policy = "" if self.connections == "shared" else "/" + self.connections.replace("pool:", "pool")
-        session = "" if self.resumption == "none" else f"/{self.resumption}"
-        return f"{self.count}x{self.size}/p{self.parallelism}{policy}{session}"
+        return self.workload_kind.label(self)
 
     @property
     def page_path(self) -> str:
@@ -374,8 +380,9 @@ class Plan(_Strict):
         return [self.client] if isinstance(self.client, str) else list(self.client)
 
     def clients_for(self, workload: Workload) -> list[str]:
-        """Object downloads use the plan's client(s); page loads a browser; videos the video player."""
-        return {"page": ["browser"], "video": ["video"]}.get(workload.kind, self.client_names)
+        """The kind's own client (a browser, the video player), else the plan's client(s)."""
+        own = workload.workload_kind.clients
+        return list(own) if own is not None else self.client_names
 
     def client_protocols(self, name: str) -> frozenset[str] | None:
         """The protocols a client command offers (None: a driver, which says itself)."""
@@ -400,9 +407,8 @@ class Plan(_Strict):
     def content_objects(self) -> dict[int, int]:
         objs: dict[int, int] = {}
         for w in self.workloads:
-            if (w.kind == "page" and w.page == "realistic") or w.kind == "video":
-                continue
-            objs[w.size_bytes] = max(objs.get(w.size_bytes, 0), w.count)
+            for size, count in w.workload_kind.content_objects(w).items():
+                objs[size] = max(objs.get(size, 0), count)
         if any(b.protocol == "h3" for c in self.conditions for b in c.background):
             objs.setdefault(BACKGROUND_OBJECT_BYTES, 1)    # what background QUIC flows fetch again and again
         return objs

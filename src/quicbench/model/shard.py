@@ -121,3 +121,27 @@ def shard_of_key(trials: Sequence[TrialSpec], count: int) -> dict[str, int]:
     """Trial key -> the shard that runs it (measured trials only): which shard to re-run for a missing key."""
     owner = assign(trials, count)
     return {t.key: owner[cell_of(t)] for t in trials if not t.warmup}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of a plan's trials a run runs: its repetitions (None: the plan's), --only, its shard."""
+    reps: int | None = None
+    only: Mapping[str, list[str]] | None = None
+    shard: Shard | None = None
+
+    def trials(self, plan) -> list[TrialSpec]:
+        from quicbench.model.plan import expand
+        return select(expand(plan, reps=self.reps, only=dict(self.only) if self.only else None), self.shard)
+
+    def as_meta(self, plan) -> dict:
+        """meta.json's reps, only and shard (a shard's measured trials: what its own report expects)."""
+        return {"reps": self.reps, "only": dict(self.only) if self.only else None,
+                "shard": {**self.shard.as_meta(), "trials": sum(not t.warmup for t in self.trials(plan))}
+                if self.shard else None}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping) -> "Selection":
+        was = meta.get("shard")
+        return cls(reps=meta.get("reps"), only=meta.get("only"),
+                   shard=Shard(int(was["index"]), int(was["count"])) if was else None)

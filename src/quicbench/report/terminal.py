@@ -16,17 +16,15 @@ from typing import Any
 
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
+from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
 
-# per workload kind: the headline metric (decides "fastest") and the columns shown
-# (metric, header with unit, digits, higher is better)
+# per workload kind (model/workload_kinds.py): the columns shown, the first the headline that
+# decides "best"
 KIND_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
-    "objects": [("goodput_mbps", "Mbit/s", 1, True), ("total_time_s", "time s", 3, False)],
-    "page": [("page_load_ms", "load ms", 0, False), ("page_ttfb_ms", "TTFB ms", 0, False),
-             ("dom_content_loaded_ms", "DCL ms", 0, False)],
-}
+    k.name: [(m.name, m.header, m.digits, m.higher_is_better) for m in k.metrics] for k in KINDS}
 HEADLINE = {kind: metrics[0] for kind, metrics in KIND_METRICS.items()}
-WHAT = {"goodput_mbps": "goodput", "page_load_ms": "page load time"}
+WHAT = {m.name: m.what for k in KINDS for m in k.metrics if m.what}
 
 
 def condition_words(p: Any) -> str:
@@ -40,10 +38,6 @@ def condition_words(p: Any) -> str:
     if loss:
         parts.append(f"{loss:g} % loss")
     return ", ".join(parts)
-
-
-def _kind(workload: str) -> str:
-    return "page" if str(workload).startswith("page:") else "objects"
 
 
 def _mean(summary_row: Any, metric: str) -> float | None:
@@ -70,7 +64,7 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
                            "rate_mbit": finite(p.get("rate_mbit"))})
     rows = []
     for _, r in cells.iterrows():
-        kind = _kind(r["workload"])
+        kind = run.kind_of(r["workload"])
         row = {"condition": r["condition"], "workload": r["workload"], "kind": kind, "protocol": r["protocol"],
                "server": r["server"], "n": int(r["n"]), "n_trials": int(r["n_trials"]),
                "n_failed": int(r["n_failed"]), "n_cpu_bound": int(r["n_cpu_bound"]), "best": bool(r["is_best"])}
@@ -80,13 +74,13 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
         row["server_cpu_s"] = finite(r.get("server_cpu_s_mean"))
         rows.append(row)
     verdicts = []
-    for kind in ("objects", "page"):
+    for kind in KINDS.names():
         metric, _, _, higher = HEADLINE[kind]
         if not any(r["kind"] == kind for r in rows):
             continue
         best = best_protocols(run, method, metric=metric, higher_is_better=higher)
         for _, b in best.iterrows():
-            if _kind(b["workload"]) != kind:
+            if run.kind_of(b["workload"]) != kind:
                 continue
             cell = [r for r in rows if r["condition"] == b["condition"] and r["workload"] == b["workload"]]
             means = {r["protocol"]: r[metric] for r in cell if r[metric] is not None}
@@ -172,9 +166,10 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
                 against.append(f"{by} {more} {other} (too few trials to test)")
             else:
                 against.append(f"{by} {more} {other}")
-        lead = "was fastest" if all(o["verdict"] == DIFFERENT for o in v["versus"]) else "had the best mean"
+        won = f"was {KINDS.get(v['kind']).lead_word}"
+        lead = won if all(o["verdict"] == DIFFERENT for o in v["versus"]) else "had the best mean"
         if not v["higher_is_better"]:
-            lead = "was fastest" if lead == "was fastest" else "had the best (lowest) mean"
+            lead = won if lead == won else "had the best (lowest) mean"
         parts.append(f"{best} {lead} {where}: " + ", ".join(against))
         for p, n in v["cpu_bound"].items():
             bound[p] = bound.get(p, 0) + n
@@ -259,15 +254,14 @@ def render(data: dict[str, Any], width: int = 80) -> str:
     options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P")))
     for cond_code, wl_code, proto_code in options:
         tables = {}
-        for kind in ("objects", "page"):
+        for kind in KINDS.names():
             kc = [r for r in cells if r["kind"] == kind]
             if kc:
                 tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code)
         if all(len(line) <= width for t in tables.values() for line in t):
             break
     out: list[str] = []
-    titles = {"objects": "Object downloads: mean over successful trials; * = best in its cell",
-              "page": "Page loads (Chromium): mean over successful loads; * = fastest load in its cell"}
+    titles = {k.name: k.title for k in KINDS}
     for kind, t in tables.items():
         out += _wrap(titles[kind], width) + t + [""]
     legend = []

@@ -25,7 +25,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,8 @@ from quicbench.errors import QuicbenchError
 from quicbench.model import columns
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
-from quicbench.store import RunLayout, read_jsonl, read_meta
+from quicbench.model.runmeta import RunMeta
+from quicbench.store import RunLayout, RunStore, read_jsonl, read_meta
 
 # what belongs to one run's lab and process, not to the merged result
 _PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
@@ -258,33 +258,15 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
                        "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),
                        "mismatches": differ, "at": now})
-    _write(Path(out), meta, rows_out, [(inputs[i].dir, s, new_seq[(i, s)]) for (i, s) in new_seq])
+    copies = []
+    for (i, seq), new in new_seq.items():
+        src = RunLayout(inputs[i].dir).trial(seq)
+        dest = RunLayout(Path(out)).trial(new).relative_to(Path(out))
+        # the trial's directory and those of its earlier attempts (trials/NNNNN.attempt-K)
+        for d in [src, *sorted(src.parent.glob(f"{src.name}.attempt-*"))] if src.parent.is_dir() else []:
+            if d.is_dir():
+                copies.append((d, dest.with_name(dest.name + d.name[len(src.name):])))
+    RunStore.build(Path(out), RunMeta.model_validate(meta), rows_out, copies)
     return MergeResult(Path(out), rows=len(rows_out), trials=len(measured),
                        ok=sum(r.get("status") == "ok" for r in measured), inputs=described, duplicates=duplicates,
                        missing=missing, rerun=rerun, mismatches=differ, hosts=sorted(hosts))
-
-
-def _write(out: Path, meta: dict[str, Any], rows: list[dict[str, Any]],
-           trial_dirs: list[tuple[Path, int, int]]) -> None:
-    """Build the run beside ``out`` and rename it into place: all of it or nothing."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.merging-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
-        layout = RunLayout(tmp)
-        layout.meta.write_text(json.dumps(meta, indent=2, default=str))
-        with open(layout.trials, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r, default=str, separators=(",", ":")) + "\n")
-        for src_dir, seq, new in trial_dirs:
-            src = RunLayout(src_dir).trial(seq)
-            # the trial's directory and those of its earlier attempts (trials/NNNNN.attempt-K)
-            for d in [src, *sorted(src.parent.glob(f"{src.name}.attempt-*"))] if src.parent.is_dir() else []:
-                if d.is_dir():
-                    dest = layout.trial(new).with_name(layout.trial(new).name + d.name[len(src.name):])
-                    shutil.copytree(d, dest, symlinks=True)
-        os.rename(tmp, out)   # onto a missing or empty directory
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

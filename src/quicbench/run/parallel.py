@@ -1,4 +1,5 @@
-"""`quicbench run --jobs N`: up to N trials at once on one machine, each in its own lab.
+"""Scheduling trials over lab sessions: one, or with `quicbench run --jobs N` up to N at once on
+one machine, each in its own lab (run/session.py).
 
 Concurrent trials share the machine's CPUs, so they are admitted by measured headroom: a
 trial starts beside running ones only while the host has at least ``MIN_IDLE_CORES`` idle
@@ -13,14 +14,14 @@ of its conditions first, in the first lab, while no trial runs: calibration sees
 from __future__ import annotations
 
 import collections
-import contextlib
-import secrets
 import threading
 import time
 from typing import Any
 
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
 from quicbench.cpu import machine_cpu_ticks
-from quicbench.lab import LabSpec, make_lab
 from quicbench.model.plan import TrialSpec
 from quicbench.model.shard import cell_of
 
@@ -95,145 +96,78 @@ def units(todo: list[TrialSpec]) -> list[list[TrialSpec]]:
     return out
 
 
-def run_parallel(runner, todo: list[TrialSpec], clients: dict[str, Any], content, jobs: int,
-                 teardown_guard=contextlib.nullcontext) -> None:
-    """Run todo on min(jobs, units) labs at once; the caller marks the run complete or interrupted.
-    teardown_guard wraps the teardown (the runner's: a second Ctrl-C waits until every lab is down)."""
-    from quicbench.servers import server_class
-    from quicbench.tls import LAB_HOSTNAME, load_or_make_tls
-    plan, store = runner.plan, runner.store
+def schedule(sessions: list[Any], todo: list[TrialSpec], store: Any, console: Any) -> None:
+    """Run todo's units of work on the sessions: one session in this thread, several in one
+    thread each, admitted by measured headroom. Every row records in ``concurrent`` how many
+    trials ran beside it (0 with one session)."""
     work = collections.deque(units(todo))
-    n = min(jobs, len(work))
-    labs: list[Any] = []
-    servers: list[dict[str, Any]] = []
     stop = threading.Event()
     errors: list[BaseException] = []
-    append_lock = threading.Lock()
-    admission = Admission()
-    try:
-        for k in range(n):
-            lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
-                                   link=plan.link, offload=plan.offload, condition=todo[0].condition,
-                                   run_dir=str(store.dir.resolve())))
-            labs.append(lab)
-            servers.append({})
-            lab.up(conditions=list(plan.conditions))
-        # clients reach the server by the lab's hostname; one certificate serves every lab
-        tls = load_or_make_tls(store.layout.tls, LAB_HOSTNAME, ips=[lab.address("server") for lab in labs])
-        names = sorted({t.server for t in todo})
-        ports = {name: 443 + 1000 * i for i, name in enumerate(names)}
-        for k, lab in enumerate(labs):
-            for name in names:
-                # each lab's servers keep their config and logs apart: servers/<name> (lab 1), servers/<name>.lab<k>
-                d = store.layout.server(name if k == 0 else f"{name}.lab{k + 1}")
-                srv = server_class(name, plan.server_commands)(lab, d, content, tls, port=ports[name])
-                srv.start()
-                servers[k][name] = srv
-        store.update_meta(
-            lab={"backend": labs[0].spec.backend, "hops": labs[0].spec.hops, "tcp_cc": labs[0].spec.tcp_cc,
-                 "offload": labs[0].spec.offload, "addresses": labs[0].state["addresses"], "labs": n,
-                 "jobs": jobs},
-            link=labs[0].link.describe(), content={"root": str(content.root), "key": content.root.name},
-            tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
-            versions={**{f"client_{c}": cl.version() for c, cl in clients.items()},
-                      **{f"server_{s}": type(v).version() for s, v in servers[0].items()}},
-            server_ports=ports)
-        if plan.calibrate:
-            _calibrate_alone(runner, labs[0], todo)
-        runner._measure_ceiling(labs[0], servers[0], clients, content, tls, ports, todo)
+    lock = threading.Lock()
+    admission = Admission() if len(sessions) > 1 else None
+    columns_ = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns_, console=console, transient=False) as progress:
+        task = progress.add_task("starting" if admission is None else f"{len(sessions)} labs", total=len(todo))
 
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=runner.console, transient=False) as progress:
-            task = progress.add_task(f"{n} labs", total=len(todo))
-
-            def worker(k: int) -> None:
-                lab, srv = labs[k], servers[k]
-                current = None
-                try:
-                    while not stop.is_set():
-                        with append_lock:
-                            unit = work.popleft() if work else None
-                        if unit is None:
-                            return
-                        for spec in unit:
-                            if spec.condition != current:
-                                lab.set_condition(spec.condition)
-                                current = spec.condition
-                            token = admission.enter(stop)
-                            try:
-                                while True:
-                                    runner._ensure_link(lab, spec.condition, progress.console)
-                                    row = runner._one(spec, lab, srv, clients[spec.client],
-                                                      content, tls, ports)
-                                    if lab.link_fault() is None:
-                                        break
-                                    progress.console.print(f"[yellow]link fault during {spec.key}: runs again[/]")
-                            finally:
-                                beside = admission.leave(token)
-                            if stop.is_set() and row.get("status") != "ok":
-                                return   # stopped mid-trial: not recorded, a resume runs it
-                            row["concurrent"] = beside
-                            with append_lock:
-                                store.append(row)
-                                progress.advance(task)
-                            if row["status"] != "ok":
-                                progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
-                except _Stopped:
+        def worker(session) -> None:
+            while not stop.is_set():
+                with lock:
+                    unit = work.popleft() if work else None
+                if unit is None:
                     return
-                except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
-                    errors.append(e)
-                    _stop_all(stop, labs)
+                for spec in unit:
+                    if admission is None:
+                        progress.update(task, description=f"{spec.condition.name} {spec.workload.label} "
+                                                          f"{spec.protocol} r{spec.rep}")
+                        token = None
+                    else:
+                        token = admission.enter(stop)
+                    try:
+                        row = session.run_one(spec, progress.console)
+                    finally:
+                        beside = admission.leave(token) if admission is not None else 0
+                    if stop.is_set() and row.get("status") != "ok":
+                        return   # stopped mid-trial: not recorded, a resume runs it
+                    row["concurrent"] = beside
+                    with lock:
+                        store.append(row)
+                        progress.advance(task)
+                    if row["status"] != "ok":
+                        progress.console.print(f"[red]failed[/] {spec.key}: {row['error']}")
 
-            threads = [threading.Thread(target=worker, args=(k,), name=f"lab-{k + 1}", daemon=True)
-                       for k in range(n)]
-            for t in threads:
-                t.start()
+        if admission is None:
+            worker(sessions[0])
+            return
+
+        def guarded(session) -> None:
             try:
-                while any(t.is_alive() for t in threads):
-                    for t in threads:
-                        t.join(0.2)
-            except BaseException:
-                _stop_all(stop, labs)     # Ctrl-C: end every client, then wait for the workers
+                worker(session)
+            except _Stopped:
+                return
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+                errors.append(e)
+                _stop_all(stop, sessions)
+
+        threads = [threading.Thread(target=guarded, args=(s,), name=f"lab-{k + 1}", daemon=True)
+                   for k, s in enumerate(sessions)]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
                 for t in threads:
-                    t.join(30)
-                raise
-        store.update_meta(admission={"min_idle_cores": admission.min_idle, "refused": admission.refused})
-        if errors:
-            raise errors[0]
-    finally:
-        with teardown_guard():
-            _teardown(servers, labs)
+                    t.join(0.2)
+        except BaseException:
+            _stop_all(stop, sessions)     # Ctrl-C: end every client, then wait for the workers
+            for t in threads:
+                t.join(30)
+            raise
+    store.update_meta(admission={"min_idle_cores": admission.min_idle, "refused": admission.refused})
+    if errors:
+        raise errors[0]
 
 
-def _calibrate_alone(runner, lab, todo: list[TrialSpec]) -> None:
-    """Every condition of todo measured in lab before any trial starts (the runner's calibration,
-    kept across resumes); the lab is set back to todo's first condition by the first worker."""
-    for cond in {spec.condition.name: spec.condition for spec in todo}.values():
-        runner.console.print(f"calibrating {cond.name} (alone, before the concurrent trials)")
-        lab.set_condition(cond)
-        runner._calibrate(lab, cond, runner.console)
-
-
-def _teardown(servers: list[dict[str, Any]], labs: list[Any]) -> None:
-    """Every server stopped and every lab down, whatever one of them raises."""
-    for srv_map in servers:
-        for s in srv_map.values():
-            try:
-                s.stop()
-            except Exception:  # noqa: BLE001 - every lab must still go down
-                pass
-    for lab in labs:
-        try:
-            lab.down()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _stop_all(stop: threading.Event, labs: list[Any]) -> None:
+def _stop_all(stop: threading.Event, sessions: list[Any]) -> None:
     stop.set()
-    for lab in labs:
-        try:
-            lab.kill_node_processes("client")
-        except Exception:  # noqa: BLE001 - best effort: the lab goes down anyway
-            pass
+    for s in sessions:
+        s.kill_clients()

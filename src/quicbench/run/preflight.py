@@ -39,7 +39,7 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                                      f"{', '.join([*CLIENTS.names(), *plan.client_commands])} "
                                      f"(a command client is a [client_commands.NAME] table)")
             client = client_class(name, plan.client_commands)
-            if getattr(client, "spec", False) is None:      # the command driver, with no command given
+            if not client.configured:      # the command driver, with no command given
                 raise QuicbenchError(f"{source}: client: '{name}' needs a [client_commands.{name}] table "
                                      f"with command = \"...\" (docs/endpoints.md)")
             if len(names) == 1:
@@ -50,8 +50,8 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
             if w.kind == "objects" and w.resumption not in client.resumption_modes:
                 raise QuicbenchError(f"{source}: workloads: resumption = '{w.resumption}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(client.resumption_modes)}")
-            policies = getattr(client, "connection_policies", None)
-            if w.kind == "objects" and policies is not None and w.connection_kind not in policies:
+            policies = client.connection_policies
+            if w.kind == "objects" and w.connection_kind not in policies:
                 raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(policies)}")
         for proto in plan.protocols:
@@ -65,7 +65,7 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                                      f"accepted: {', '.join([*SERVERS.names(), *plan.server_commands])} "
                                      f"(a command server is a [server_commands.NAME] table)")
             cls = server_class(srv, plan.server_commands)
-            if getattr(cls, "spec", False) is None:         # the command driver, with no command given
+            if not cls.configured:         # the command driver, with no command given
                 raise QuicbenchError(f"{source}: servers.{proto}: '{srv}' needs a [server_commands.{srv}] table "
                                      f"with command = \"...\" (docs/endpoints.md)")
             if proto not in cls.protocols:
@@ -129,3 +129,12 @@ def _check_rebinding(plan: Plan, c, source: str) -> None:
             if not client_class(name, plan.client_commands).binds_local_port:
                 raise QuicbenchError(f"{where}: client {name} cannot bind its connection to a given port; "
                                      f"accepted: qb-load")
+
+
+def check_jobs(jobs: int, backend: str) -> None:
+    """--jobs N > 1 needs a backend that can hold N labs at once: the backend says."""
+    if jobs > 1:
+        why_not = BACKENDS.get(backend).concurrent_labs
+        if why_not:
+            raise QuicbenchError(f"--jobs {jobs}: the {backend} backend runs one lab at a time ({why_not}); "
+                                 f"run --jobs 1")

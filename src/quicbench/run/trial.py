@@ -26,7 +26,7 @@ def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
     w = spec.workload
     return make_row(key=spec.key, seq=spec.seq, condition=spec.condition.name,
                     condition_desc=spec.condition.short(), protocol=spec.protocol, server=spec.server,
-                    client=client_name, workload=w.label, size_bytes=w.size_bytes, count=w.count,
+                    client=client_name, workload=w.label, kind=w.kind, size_bytes=w.size_bytes, count=w.count,
                     parallel=w.parallelism, connection_policy=w.connections,
                     resumption=w.resumption, rep=spec.rep, warmup=spec.warmup, started_at=time.time())
 
@@ -174,51 +174,5 @@ def handshake_rtts(handshake_ms: float | None, base_rtt_ms: float) -> float | No
 
 
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:
-    """Check what was measured: protocol negotiated, every request, every byte."""
-    w = spec.workload
-    if w.kind == "video":
-        # every request that got a response used the requested protocol (requests still in
-        # flight when playback stopped have none); the client checked segments and the player
-        bad = [p for p in (row.get("protocols") or "").split(",")
-               if p and not p.startswith(f"{spec.protocol}:") and not p.startswith("none:")]
-        if bad or f"{spec.protocol}:" not in (row.get("protocols") or ""):
-            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
-        return None
-    if w.kind == "page":
-        bad = [p for p in (row.get("protocols") or "").split(",") if p and not p.startswith(f"{spec.protocol}:")]
-        if bad or not row.get("protocols"):
-            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
-        if row.get("requests_ok") != row.get("requests"):
-            return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
-        return None
-    if row.get("requests") != w.count:
-        return f"expected {w.count} requests, client reported {row.get('requests')}"
-    if row.get("requests_ok") != w.count:
-        return f"{w.count - (row.get('requests_ok') or 0)} of {w.count} requests failed"
-    if row.get("protocols") == f"unverified:{w.count}":
-        pass    # a command client that reports only its exit code and bytes (docs/endpoints.md)
-    elif row.get("protocols") != f"{spec.protocol}:{w.count}":
-        return f"protocol mismatch: requested {spec.protocol}, negotiated {row.get('protocols')}"
-    if row.get("bytes") != w.payload_bytes:
-        return f"expected {w.payload_bytes} payload bytes, received {row.get('bytes')}"
-    if w.resumption != "none" and row.get("resumed_pct") != 100:
-        # the trial measures resumed connections or nothing: a full handshake would pass for one
-        return (f"resumption = '{w.resumption}': {row.get('resumed_pct')} % of connections resumed a session, "
-                f"not all (did the server send a ticket?)" if row.get("resumed_pct") is not None else
-                f"resumption = '{w.resumption}': the client reported no session state")
-    return verify_connections(row.get("connections"), w, spec.protocol)
-
-
-def verify_connections(opened: int | None, w, protocol: str) -> str | None:
-    """The connections a trial opened must be what its policy promises."""
-    if opened is None:
-        return None
-    if w.connection_kind == "per-object" and opened != w.count:
-        return f"connections = per-object: expected {w.count} connections, the client opened {opened}"
-    if w.connection_kind == "pool":
-        limit = int(w.connections.split(":", 1)[1])
-        if opened > limit:
-            return f"connections = {w.connections}: the client opened {opened} connections"
-    if w.connection_kind == "shared" and protocol in ("h2", "h3") and opened != 1:
-        return f"connections = shared: {protocol} should use one connection, the client opened {opened}"
-    return None
+    """Check what was measured (protocol negotiated, every request, every byte): the kind says how."""
+    return spec.workload.workload_kind.verify(row, spec)

@@ -62,6 +62,7 @@ class ApacheServer(Server):
     name = "apache"
     protocols = frozenset({"h1", "h2"})
     binary = "apache2"
+    package = "apache2"
     install_hint = "apt-get install apache2 (or run 'make setup')"
     mpm = "event"
 

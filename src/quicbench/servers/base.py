@@ -8,7 +8,7 @@ import subprocess
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from quicbench.cpu import group_members
 from quicbench.errors import QuicbenchError
@@ -61,6 +61,17 @@ class Server(ABC):
     protocols: ClassVar[frozenset[str]]   # subset of {"h1", "h2", "h3"}
     binary: ClassVar[str]
     install_hint: ClassVar[str]
+    # the executables the server node needs (a lab on other hosts checks them there): the binary
+    binaries: ClassVar[tuple[str, ...]] = ()
+    package: ClassVar[str | None] = None          # the Debian package that provides the binary
+    version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
+    # False for a driver that needs its plan's definition first (the command driver, unbound)
+    configured: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "binaries" not in cls.__dict__:
+            cls.binaries = (cls.binary,) if getattr(cls, "binary", "") else ()
 
     def __init__(self, lab: "Lab", workdir: Path, content: "ContentSet", tls: "TlsMaterial", port: int = 443):
         self.lab = lab
@@ -74,6 +85,13 @@ class Server(ABC):
     @abstractmethod
     def argv(self) -> list[str]:
         """Write the per-run config into workdir and return the command that serves it."""
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, dict[str, Any]]:
+        """Per binary: its Debian package, whether it needs root (servers bind port 443), how it
+        says its version, whether quicbench builds it. What a lab on other hosts checks and installs."""
+        return {b: {"package": cls.package, "root": True, "version_args": list(cls.version_args), "own": False}
+                for b in cls.binaries}
 
     @classmethod
     def executable(cls) -> str:

@@ -28,6 +28,8 @@ class CaddyServer(Server):
     name = "caddy"
     protocols = frozenset({"h1", "h2", "h3"})
     binary = "caddy"
+    package = "caddy"              # Debian's is 2.6 (the caddy-2.6 driver); make setup builds the current one
+    version_args = ("version",)
     install_hint = f"run 'make setup' (builds Caddy {CADDY_VERSION} into build/bin)"
 
     @classmethod

@@ -31,11 +31,12 @@ class CommandServer(Server):
     binary = ""
     install_hint = "define it in the plan: [server_commands.NAME] with command = \"...\" (docs/endpoints.md)"
     spec: ClassVar["ServerCommand | None"] = None
+    configured = False     # until bind() gives it a command
 
     @classmethod
     def bind(cls, name: str, spec: "ServerCommand") -> type["CommandServer"]:
         return type(f"CommandServer_{name}", (cls,), {"name": name, "protocols": frozenset(spec.protocols),
-                                                      "spec": spec})
+                                                      "spec": spec, "configured": True})
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

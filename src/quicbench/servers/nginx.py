@@ -33,6 +33,7 @@ class NginxServer(Server):
     name = "nginx"
     protocols = frozenset({"h1", "h2"})
     binary = "nginx"
+    package = "nginx"
     install_hint = "apt-get install nginx (or run 'make setup')"
 
     def config(self) -> str:

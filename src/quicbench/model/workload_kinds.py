@@ -1,0 +1,221 @@
+"""Workload kinds: what a trial does (download objects, load a page, play a video) as one
+concept. A kind says, in one place, its default client, its label, how its trial is verified,
+how long it takes, the content it needs and how the report shows it (headline metrics and
+section title). Rows carry the kind in their ``kind`` column; nothing parses a label.
+
+Adding a kind is one class here (or in its own module) plus ``KINDS.register``: see
+tests/integration/test_extension.py, which adds a toy kind and runs it end to end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from quicbench.registry import Registry
+
+# a kind's methods take the plan's Workload and TrialSpec (model/plan.py), which imports this
+# module: they are typed Any here
+Workload = Any
+TrialSpec = Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A column the report shows for a kind: name, short header with unit, digits, direction."""
+    name: str
+    header: str
+    digits: int
+    higher_is_better: bool
+    what: str = ""         # in a sentence: "goodput", "page load time"
+
+
+class WorkloadKind:
+    name: ClassVar[str]
+    protocols: ClassVar[frozenset[str]] = frozenset()   # the registry's shape; a kind runs over any
+    title: ClassVar[str]                 # the report's section heading
+    clients: ClassVar[tuple[str, ...] | None] = None    # default clients; None: the plan's `client`
+    browser_managed: ClassVar[bool] = False   # the browser manages connections and sessions
+    metrics: ClassVar[tuple[Metric, ...]]     # the first is the headline: it decides "best"
+    lead_word: ClassVar[str] = "fastest"      # "h3 was fastest" / "h3 was best"
+
+    @classmethod
+    def headline(cls) -> Metric:
+        return cls.metrics[0]
+
+    @classmethod
+    def label(cls, w: Workload) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def verify(cls, row: dict[str, Any], spec: TrialSpec) -> str | None:
+        """What the trial measured is what was asked (protocol, requests, bytes), else why not."""
+        return None
+
+    @classmethod
+    def transfer_seconds(cls, w: Workload, rate_mbit: float, rtt_s: float) -> float:
+        """A rough duration (model/estimate.py) at the given rate and RTT."""
+        raise NotImplementedError
+
+    @classmethod
+    def content_objects(cls, w: Workload) -> dict[int, int]:
+        """Generated objects it needs: size in bytes -> copies."""
+        return {}
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        return {}
+
+
+def _protocols_used(row: dict[str, Any], protocol: str, allow_none: bool = False) -> str | None:
+    """Every request that got a response used the requested protocol ('none:' are requests still
+    in flight when a playback stopped)."""
+    used = row.get("protocols") or ""
+    bad = [p for p in used.split(",") if p and not p.startswith(f"{protocol}:")
+           and not (allow_none and p.startswith("none:"))]
+    if bad or f"{protocol}:" not in used:
+        return f"protocol mismatch: requested {protocol}, requests used {row.get('protocols')}"
+    return None
+
+
+class Objects(WorkloadKind):
+    """Go-Quick's getFiles: `count` copies of an object of `size`, fetched by the load client."""
+    name = "objects"
+    title = "Object downloads: mean over successful trials; * = best in its cell"
+    metrics = (Metric("goodput_mbps", "Mbit/s", 1, True, "goodput"),
+               Metric("total_time_s", "time s", 3, False, "time"))
+
+    TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
+
+    @classmethod
+    def label(cls, w: Workload) -> str:
+        policy = "" if w.connections == "shared" else "/" + w.connections.replace("pool:", "pool")
+        session = "" if w.resumption == "none" else f"/{w.resumption}"
+        return f"{w.count}x{w.size}/p{w.parallelism}{policy}{session}"
+
+    @classmethod
+    def verify(cls, row: dict[str, Any], spec: TrialSpec) -> str | None:
+        w = spec.workload
+        if row.get("requests") != w.count:
+            return f"expected {w.count} requests, client reported {row.get('requests')}"
+        if row.get("requests_ok") != w.count:
+            return f"{w.count - (row.get('requests_ok') or 0)} of {w.count} requests failed"
+        if row.get("protocols") == f"unverified:{w.count}":
+            pass    # a command client that reports only its exit code and bytes (docs/endpoints.md)
+        elif row.get("protocols") != f"{spec.protocol}:{w.count}":
+            return f"protocol mismatch: requested {spec.protocol}, negotiated {row.get('protocols')}"
+        if row.get("bytes") != w.payload_bytes:
+            return f"expected {w.payload_bytes} payload bytes, received {row.get('bytes')}"
+        if w.resumption != "none" and row.get("resumed_pct") != 100:
+            # the trial measures resumed connections or nothing: a full handshake would pass for one
+            return (f"resumption = '{w.resumption}': {row.get('resumed_pct')} % of connections resumed a "
+                    f"session, not all (did the server send a ticket?)" if row.get("resumed_pct") is not None
+                    else f"resumption = '{w.resumption}': the client reported no session state")
+        return verify_connections(row.get("connections"), w, spec.protocol)
+
+    @classmethod
+    def transfer_seconds(cls, w: Workload, rate_mbit: float, rtt_s: float) -> float:
+        transfer = w.payload_bytes * 8 / (rate_mbit * 1e6)
+        rounds = 3 + w.count / max(w.parallelism, 1)
+        return cls.TRIAL_OVERHEAD_S + transfer + rounds * rtt_s
+
+    @classmethod
+    def content_objects(cls, w: Workload) -> dict[int, int]:
+        return {w.size_bytes: w.count}
+
+
+class Page(WorkloadKind):
+    """A page load in a browser: Go-Quick's gallery (`count` images of `size`) or DNCS's realistic page."""
+    name = "page"
+    title = "Page loads (Chromium): mean over successful loads; * = fastest load in its cell"
+    clients = ("browser",)
+    browser_managed = True
+    metrics = (Metric("page_load_ms", "load ms", 0, False, "page load time"),
+               Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
+               Metric("dom_content_loaded_ms", "DCL ms", 0, False, "DOMContentLoaded"))
+
+    OVERHEAD_S = 3.0              # browser start, settle and close per page load (measured: docs/browser.md)
+    REALISTIC_PAGE_BYTES = 10_200_000
+
+    @classmethod
+    def label(cls, w: Workload) -> str:
+        return "page:realistic" if w.page == "realistic" else f"page:{w.count}x{w.size}"
+
+    @classmethod
+    def verify(cls, row: dict[str, Any], spec: TrialSpec) -> str | None:
+        if not row.get("protocols"):
+            return f"protocol mismatch: requested {spec.protocol}, requests used {row.get('protocols')}"
+        bad = _protocols_used(row, spec.protocol)
+        if bad:
+            return bad
+        if row.get("requests_ok") != row.get("requests"):
+            return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
+        return None
+
+    @classmethod
+    def transfer_seconds(cls, w: Workload, rate_mbit: float, rtt_s: float) -> float:
+        payload = cls.REALISTIC_PAGE_BYTES if w.page == "realistic" else w.payload_bytes
+        return cls.OVERHEAD_S + payload * 8 / (rate_mbit * 1e6) + 6 * rtt_s
+
+    @classmethod
+    def content_objects(cls, w: Workload) -> dict[int, int]:
+        return {} if w.page == "realistic" else {w.size_bytes: w.count}
+
+
+class Video(WorkloadKind):
+    """Adaptive streaming in a browser (docs/video.md): hls.js or dash.js, VOD or live."""
+    name = "video"
+    title = ("Video playback (Chromium): mean over successful plays; QoE is Pensieve's QoE_lin per chunk; "
+             "* = best QoE in its cell")
+    clients = ("video",)
+    browser_managed = True
+    lead_word = "best"
+    metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
+               Metric("startup_s", "start s", 2, False, "start-up"),
+               Metric("rebuffer_ratio", "rebuf", 3, False, "rebuffering"),
+               Metric("mean_bitrate_kbps", "kbit/s", 0, True, "bitrate"))
+
+    # browser start, settle and close, then the start-up and what is watched. Measured: a 20 s VOD
+    # on a LAN link took 27.0 s with a 0.55 s start-up; plans/dncs-video.toml's 60 s plays at
+    # 8 Mbit/s / 20 ms took 72.1-72.9 s (docs/video.md)
+    OVERHEAD_S = 7.0
+    STARTUP_BYTES = 1_500_000    # the player library, playlists, first audio and video segments
+    STARTUP_CPU_S = 0.5          # the browser's start-up work on a 2-core machine (a LAN start-up)
+
+    @classmethod
+    def label(cls, w: Workload) -> str:
+        custom = "" if (w.ladder is None and w.codec == "h264") else f":{w.video_spec().key[:6]}"
+        return f"video:{w.player}:{w.mode}:{w.duration_s:g}s:seg{w.segment_s:g}{custom}"
+
+    @classmethod
+    def verify(cls, row: dict[str, Any], spec: TrialSpec) -> str | None:
+        # the client checked segments and the player; requests in flight at the end have no protocol
+        return _protocols_used(row, spec.protocol, allow_none=True)
+
+    @classmethod
+    def transfer_seconds(cls, w: Workload, rate_mbit: float, rtt_s: float) -> float:
+        # a playback lasts as long as what is watched, whatever the link
+        startup = cls.STARTUP_CPU_S + cls.STARTUP_BYTES * 8 / (rate_mbit * 1e6) + 10 * rtt_s
+        return cls.OVERHEAD_S + startup + (w.video_spec().duration_s if w.mode == "vod" else w.duration_s)
+
+
+def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | None:
+    """The connections a trial opened must be what its policy promises."""
+    if opened is None:
+        return None
+    if w.connection_kind == "per-object" and opened != w.count:
+        return f"connections = per-object: expected {w.count} connections, the client opened {opened}"
+    if w.connection_kind == "pool":
+        limit = int(w.connections.split(":", 1)[1])
+        if opened > limit:
+            return f"connections = {w.connections}: the client opened {opened} connections"
+    if w.connection_kind == "shared" and protocol in ("h2", "h3") and opened != 1:
+        return f"connections = shared: {protocol} should use one connection, the client opened {opened}"
+    return None
+
+
+KINDS: Registry[type[WorkloadKind]] = Registry("workload kind", [Objects, Page, Video])
