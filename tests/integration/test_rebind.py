@@ -50,8 +50,9 @@ def test_tcp_breaks_and_quic_survives_a_rebinding(tmp_path, no_leftovers):
     h3 = rows["h3"]
     assert h3["rebind_seen_by_server"], h3          # QUIC's client acknowledges: the server sees the new port
     if h3["status"] == "ok":
-        # survived: the new path took at least a round trip (20 ms) to carry data again
-        assert h3["bytes"] == 4_000_000 and h3["rebind_stall_ms"] >= 20, h3
+        # survived: the server moved to the new port (RFC 9000 9.3 lets it send there as soon as a
+        # packet from it arrives, before the path is validated), every byte came, the stall was measured
+        assert h3["bytes"] == 4_000_000 and h3["rebind_stall_ms"] is not None and h3["rebind_stall_ms"] >= 0, h3
     else:
         # the server kept sending to the old mapping, which the rebinding dropped
         assert "timeout" in h3["error"] or "no recent network activity" in h3["error"], h3["error"]

@@ -254,7 +254,8 @@ def test_docs_document_every_column(goquick, cvart, browser):
         documented_columns("trials.parquet", "Browser page-load columns")) | set(
         documented_columns("trials.parquet", "Video columns")) | set(
         documented_columns("trials.parquet", "Competing traffic")) | set(
-        documented_columns("trials.parquet", "Link columns"))
+        documented_columns("trials.parquet", "Link columns")) | set(
+        documented_columns("trials.parquet", "Loss-recovery columns"))
     assert optional <= doc_optional
     doc_trials = set(documented_columns("trials.parquet"))
     passthrough = set(documented_columns("trials.parquet", "Passed through when present"))

@@ -162,3 +162,17 @@ def test_video_cells_are_summarised_as_playbacks():
     (v,) = data["verdicts"]
     assert v["kind"] == "video" and v["metric"] == "qoe_lin" and v["best"] == "h2"
     assert "HTTP/2 was best" in data["sentences"][0] and "more QoE than" in data["sentences"][0]
+
+
+def test_loss_recovery_counts_are_said_per_condition():
+    rows = []
+    for rep in range(1, 4):
+        r1 = row("jitter", "1x1MB/p1", "h1", rep, goodput=9.0)
+        r1.update(tcp_out_segs=1000, tcp_retrans_segs=10, tcp_dsack_segs=1)
+        r3 = row("jitter", "1x1MB/p1", "h3", rep, goodput=4.0)
+        r3.update(quic_packets_sent=1000, quic_lost=80, quic_lost_spurious=60)
+        rows += [r1, r3]
+    data = summary_data(run_of(rows))
+    s = data["sentences"][0]
+    assert "HTTP/3's server declared lost 8.0 % of its packets, 75 % of those spurious" in s
+    assert "HTTP/1.1's server retransmitted 1.0 % of its segments, 10 % of those spurious" in s

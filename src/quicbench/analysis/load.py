@@ -35,7 +35,8 @@ PAGE_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "page" and c.
 VIDEO_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "video" and c.type in _NUMERIC_TYPES)
 LOAD_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "load" and c.type in _NUMERIC_TYPES)
 LINK_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "link" and c.type in _NUMERIC_TYPES)
-OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC + VIDEO_NUMERIC + LOAD_NUMERIC + LINK_NUMERIC
+RECOVERY_NUMERIC = tuple(c.name for c in columns.COLUMNS if c.group == "recovery" and c.type in _NUMERIC_TYPES)
+OPTIONAL_NUMERIC = CAPTURE_NUMERIC + PAGE_NUMERIC + VIDEO_NUMERIC + LOAD_NUMERIC + LINK_NUMERIC + RECOVERY_NUMERIC
 # integer columns keep exact values (start_ns/end_ns exceed float64's 2^53) as nullable Int64
 INTEGER = tuple(c.name for c in columns.COLUMNS if c.type == "int" and c.group != "passthrough")
 TEXT = tuple(c.name for c in columns.COLUMNS if c.type == "text" and c.group != "passthrough")

@@ -13,6 +13,7 @@ import pandas as pd
 
 from quicbench import stats
 from quicbench.analysis import honesty
+from quicbench.analysis.recovery import RECOVERY_COLUMNS, loss_recovery
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
 from quicbench.analysis.condition_params import parse_delay_loss, swept
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
@@ -97,6 +98,7 @@ class ReportData:
     video: pd.DataFrame = field(default_factory=pd.DataFrame)       # video playback (summary rows + verdicts)
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
     hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
+    recovery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RECOVERY_COLUMNS))  # loss declarations
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
     sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
@@ -418,7 +420,7 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
         n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
         pages=page_loads(run, summary, method), video=video_cells(run, summary, method),
         video_timelines=median_startup_timelines(run) if not summary.empty else {},
-        relative=relative_to_best(run, summary), hosts=honesty.per_host(run),
+        relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
         delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))

@@ -40,9 +40,10 @@ def p_is(p: Any) -> str:
     return f"p {s[0]} {s[1:]}" if s.startswith("<") else f"p = {s}"
 
 
-def pct(x: Any) -> str:
+def pct(x: Any, signed: bool = True) -> str:
+    """'+4.2 %' (a difference) or, unsigned, '4.2 %' (a share); '–' if missing."""
     f = _finite(x)
-    return "–" if f is None else f"{f:+.1f} %"
+    return "–" if f is None else (f"{f:+.1f} %" if signed else f"{f:.1f} %")
 
 
 def ci(lo: Any, hi: Any) -> str:

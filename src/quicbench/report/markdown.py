@@ -53,6 +53,10 @@ def render_markdown(data: ReportData) -> str:
     pages = views.pages_table(data)
     if pages:
         out += ["## Page loads (browser)", "", pages.markdown(), ""]
+    rec = views.recovery_table(data)
+    if rec:
+        out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",
+                rec.markdown(), ""]
     out += ["## Honesty panel", ""]
     cpu = views.cpu_table(data)
     if cpu:

@@ -40,6 +40,24 @@ def condition_words(p: Any) -> str:
     return ", ".join(parts)
 
 
+def _recovery(rows: Any) -> list[dict[str, Any]]:
+    """Per protocol of a condition's trials with loss-recovery counts: the share of what the
+    server sent that it declared lost (QUIC) or retransmitted (TCP), and the share of that which
+    was spurious."""
+    out = []
+    for proto, g in rows.groupby("protocol", sort=False):
+        for sent, lost, spurious, unit in (("quic_packets_sent", "quic_lost", "quic_lost_spurious", "packets"),
+                                           ("tcp_out_segs", "tcp_retrans_segs", "tcp_dsack_segs", "segments")):
+            if sent not in g or not g[sent].notna().any():
+                continue
+            h = g[g[sent].notna()]
+            n_sent, n_lost = float(h[sent].sum()), float(h[lost].sum())
+            if n_sent > 0:
+                out.append({"protocol": proto, "unit": unit, "lost_pct": 100 * n_lost / n_sent,
+                            "spurious_pct": 100 * float(h[spurious].sum()) / n_lost if n_lost else None})
+    return out
+
+
 def _mean(summary_row: Any, metric: str) -> float | None:
     col = "goodput_mbps_mean" if metric == "goodput_mbps" else f"{metric}_mean"
     return finite(summary_row.get(col)) if hasattr(summary_row, "get") else None
@@ -60,6 +78,7 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
         in_c = run.ok[run.ok["condition"] == c]
         conditions.append({"name": c, "desc": condition_words(p) or run.condition_desc(c),
                            "link_late": int(in_c["link_late"].sum()) if "link_late" in in_c else 0,
+                           "recovery": _recovery(in_c),
                            "rtt_ms": finite(p.get("rtt_ms")), "loss_pct": finite(p.get("loss_pct")),
                            "rate_mbit": finite(p.get("rate_mbit"))})
     rows = []
@@ -181,6 +200,16 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         who = ", ".join(f"{protocol_name(p)}: {k}" for p, k in bound.items())
         text += (f" Caveat: {n} trial{'s' if n > 1 else ''} CPU-bound ({who}): there the CPU, not the "
                  f"network, set the pace.")
+    rec = cond.get("recovery") or []
+    if rec:
+        said = []
+        for r in rec:
+            verb = "declared lost" if r["unit"] == "packets" else "retransmitted"
+            s = f"{protocol_name(r['protocol'])}'s server {verb} {r['lost_pct']:.1f} % of its {r['unit']}"
+            if r["spurious_pct"] is not None:
+                s += f", {r['spurious_pct']:.0f} % of those spurious"
+            said.append(s)
+        text += " Loss recovery: " + "; ".join(said) + "."
     late = cond.get("link_late") or 0
     if late:
         text += (f" Caveat: {late} trial{'s' if late > 1 else ''} link-late: the link emulator released "

@@ -85,6 +85,8 @@ class LabSession:
         for name, port in self.ports.items():
             d = store.layout.server(name if self.index == 0 else f"{name}.lab{self.index + 1}")
             srv = server_class(name, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port)
+            if plan.options.qlog:
+                srv.enable_qlog()     # the server's loss declarations (run/recovery.py), where it can
             srv.start()
             self.servers[name] = srv
         if self.index == 0:
@@ -229,7 +231,7 @@ class LabSession:
                             port=self.ports[spec.server], tls=self.tls, content=ctx.content)
             watch.start()
             row = run_trial(spec, target, client, srv.pid, trial_dir or ctx.store.trial_dir(spec.seq),
-                            ctx.plan.trial_timeout_s, ctx.plan.options)
+                            ctx.plan.trial_timeout_s, ctx.plan.options, server_qlog_dir=srv.qlog_dir)
             row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):

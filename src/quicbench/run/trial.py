@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.run.capture import Capture, finish_pcap
+from quicbench.run import recovery
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.loadclient import LoadClient
 from quicbench.lab.base import CpuCounters
@@ -32,8 +33,10 @@ def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
 
 
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
-              trial_dir: Path, timeout_s: float, options: TrialOptions | None = None) -> dict[str, Any]:
-    """Run one trial and return its row (status ok or failed with the reason)."""
+              trial_dir: Path, timeout_s: float, options: TrialOptions | None = None,
+              server_qlog_dir: Path | None = None) -> dict[str, Any]:
+    """Run one trial and return its row (status ok or failed with the reason). The server's
+    qlogs (server_qlog_dir, when it writes them) are moved into the trial's directory."""
     w = spec.workload
     row = base_row(spec, client.name)
     options = options or TrialOptions()
@@ -46,14 +49,19 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         local_port, seen_port = rebind_ports(spec.seq)
         rebinding = Rebinding(target.lab, spec.protocol, local_port, seen_port, spec.condition.rebind_at_s)
     captures = _start_captures(target, trial_dir, options)
+    # the sender's TCP counters: only this trial sends TCP in the server's namespace, unless
+    # background TCP flows share it
+    tcp_counted = spec.protocol in ("h1", "h2") and not any(b.protocol != "h3" for b in spec.condition.background)
     try:
         with background or contextlib.nullcontext(), rebinding or contextlib.nullcontext():
             mark0 = background.mark() if background else None
+            tcp0 = recovery.tcp_counters(target.lab) if tcp_counted else None
             cpu0, link0 = target.lab.endpoint_cpu(server_pid), _link_reading(target)
             if rebinding:
                 rebinding.arm()
             res = client.fetch(FetchRequest(target, spec.protocol, w, trial_dir, timeout_s, options, local_port))
             cpu1, link1 = target.lab.endpoint_cpu(server_pid), _link_reading(target)
+            tcp1 = recovery.tcp_counters(target.lab) if tcp_counted else None
             mark1 = background.mark() if background else None
             rebound = rebinding.metrics(res.requests) if rebinding else {}
     finally:
@@ -70,6 +78,8 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         for c in captures:
             finish_pcap(c.pcap, options.capture_keep)
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
+    row.update(recovery.tcp_columns(tcp0, tcp1))
+    row.update(recovery.quic_columns(recovery.take_server_qlogs(server_qlog_dir, trial_dir)))
     if w.kind == "video":
         # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
         # the download rule's client figures flag every playback on a small machine

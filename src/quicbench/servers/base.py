@@ -64,6 +64,9 @@ class Server(ABC):
     # the executables the server node needs (a lab on other hosts checks them there): the binary
     binaries: ClassVar[tuple[str, ...]] = ()
     package: ClassVar[str | None] = None          # the Debian package that provides the binary
+    # the environment variable that makes the server write a qlog per QUIC connection into a
+    # directory (None: it cannot): run/recovery.py counts its loss declarations from them
+    qlog_env: ClassVar[str | None] = None
     version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
@@ -80,6 +83,7 @@ class Server(ABC):
         self.tls = tls
         self.port = port
         self.proc: subprocess.Popen | None = None
+        self.qlog_dir: Path | None = None      # set by enable_qlog()
 
     # -- what a driver writes ---------------------------------------------------------
     @abstractmethod
@@ -114,7 +118,20 @@ class Server(ABC):
         """The server's version number, as its binary reports it."""
 
     def env(self) -> dict[str, str]:
-        return dict(os.environ)
+        env = dict(os.environ)
+        env.pop("QLOGDIR", None)    # a qlog only where the plan asks for one
+        if self.qlog_dir is not None and self.qlog_env:
+            env[self.qlog_env] = str(self.qlog_dir)
+        return env
+
+    def enable_qlog(self) -> bool:
+        """Write a qlog per QUIC connection into workdir/qlog from the next start on, if the
+        server can (False: it cannot)."""
+        if not self.qlog_env:
+            return False
+        self.qlog_dir = self.workdir / "qlog"
+        self.qlog_dir.mkdir(parents=True, exist_ok=True)
+        return True
 
     # -- shared lifecycle -------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> None:

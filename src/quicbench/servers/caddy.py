@@ -30,6 +30,7 @@ class CaddyServer(Server):
     binary = "caddy"
     package = "caddy"              # Debian's is 2.6 (the caddy-2.6 driver); make setup builds the current one
     version_args = ("version",)
+    qlog_env = "QLOGDIR"           # Caddy 2.9+ (caddyserver/caddy#6581)
     install_hint = f"run 'make setup' (builds Caddy {CADDY_VERSION} into build/bin)"
 
     @classmethod
@@ -104,6 +105,7 @@ class Caddy26Server(CaddyServer):
     """Debian bookworm's Caddy 2.6.2 (quic-go 0.29): the stack of quicbench's results before 2026-11-24."""
     name = "caddy-2.6"
     install_hint = "apt-get install caddy (Debian bookworm's 2.6.2; or run 'make setup')"
+    qlog_env = None                # QLOGDIR came with Caddy 2.9
 
     @classmethod
     def executable(cls) -> str:

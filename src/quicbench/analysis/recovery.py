@@ -1,0 +1,50 @@
+"""Loss recovery per cell: what the sender declared lost and how much of it was not lost at all
+(the trials' counts from run/recovery.py), so the mechanism behind a result is shown by counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from quicbench.analysis.load import RunData
+
+RECOVERY_COLUMNS = ["condition", "workload", "protocol", "n", "sent", "declared_lost_pct", "spurious_of_lost_pct",
+                    "by_reordering_pct", "tcp_reorder_events", "tcp_undos"]
+
+
+def _pct(num: pd.Series, den: pd.Series) -> float | None:
+    n, d = num.sum(), den.sum()
+    return float(100 * n / d) if d > 0 else None
+
+
+def loss_recovery(run: RunData) -> pd.DataFrame:
+    """Per condition x workload x protocol, over the successful trials with counts: packets
+    (QUIC) or segments (TCP) the server sent; the share it declared lost (QUIC) or retransmitted
+    (TCP); the share of those that were spurious (QUIC: acknowledged later; TCP: reported as
+    duplicates by DSACK); QUIC's share declared by the packet-reordering threshold; TCP's
+    reordering detections and undone recoveries per trial (median)."""
+    ok = run.ok
+    has_quic = ok["quic_packets_sent"].notna() if "quic_packets_sent" in ok else pd.Series(False, index=ok.index)
+    has_tcp = ok["tcp_out_segs"].notna() if "tcp_out_segs" in ok else pd.Series(False, index=ok.index)
+    rows = []
+    for (c, w, p), g in ok[has_quic | has_tcp].groupby(["condition", "workload", "protocol"], sort=False):
+        q, t = g[g["quic_packets_sent"].notna()], g[g["tcp_out_segs"].notna()]
+        if len(q):
+            rows.append({"condition": c, "workload": w, "protocol": p, "n": len(q),
+                         "sent": float(q["quic_packets_sent"].median()),
+                         "declared_lost_pct": _pct(q["quic_lost"], q["quic_packets_sent"]),
+                         "spurious_of_lost_pct": _pct(q["quic_lost_spurious"], q["quic_lost"]),
+                         "by_reordering_pct": _pct(q["quic_lost_reordering"], q["quic_lost"]),
+                         "tcp_reorder_events": None, "tcp_undos": None})
+        elif len(t):
+            rows.append({"condition": c, "workload": w, "protocol": p, "n": len(t),
+                         "sent": float(t["tcp_out_segs"].median()),
+                         "declared_lost_pct": _pct(t["tcp_retrans_segs"], t["tcp_out_segs"]),
+                         "spurious_of_lost_pct": _pct(t["tcp_dsack_segs"], t["tcp_retrans_segs"]),
+                         "by_reordering_pct": None,
+                         "tcp_reorder_events": float(np.median(t["tcp_reorder_events"].astype(float))),
+                         "tcp_undos": float(np.median(t["tcp_loss_undos"].astype(float)))})
+    out = pd.DataFrame(rows, columns=RECOVERY_COLUMNS)
+    order = {c: i for i, c in enumerate(run.condition_order)}
+    return out.sort_values(["condition", "workload", "protocol"], key=lambda s: s.map(order) if s.name == "condition"
+                           else s, kind="stable").reset_index(drop=True)
