@@ -1,7 +1,7 @@
 """NAT rebinding mid-transfer (issue 28.4): the server sees the client's new port; TCP (h1,
-h2) cannot continue; QUIC can, if the server stack moves to the new path (neither Caddy 2.11.9,
-quic-go v0.63, nor Debian's 2.6.2 does: the transfer stalls to the deadline); the rows say
-which, and nothing is left in the nodes."""
+h2) cannot continue; QUIC can, if the server stack moves to the new path (Caddy 2.11.9, quic-go
+v0.63, sometimes does: docs/plans.md, "NAT rebinding"); the rows say which, and nothing is left
+in the nodes."""
 
 import json
 import subprocess
