@@ -51,7 +51,7 @@ def test_toy_server_and_toy_kind_run_end_to_end(tmp_path, no_leftovers):
                                                               ("objects", "3x100KB/p3")}
     # the toy server served every byte over h1, and says what it is
     for r in measured:
-        assert r["server"] == "toy-py" and r["server_stack"].startswith("python 3.")
+        assert r["server"] == "toy-py" and r["server_stack"].startswith("toy-py python 3.")
         assert r["protocols"] == f"h1:{r['count']}" and r["bytes"] == r["count"] * r["size_bytes"]
     assert json.loads((run / "meta.json").read_text())["versions"]["server_toy-py"]["toy-py"].startswith("python")
     # the report shows the new kind in its own table, with its headline metric
