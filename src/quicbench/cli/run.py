@@ -48,6 +48,9 @@ def run_cmd(
                              "host has a core idle; rows record 'concurrent' (docs/scale.md)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard I of N (I/N, 1 <= I <= N) of the plan's "
                                         "cells; auto/N takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
+    until_decided: Optional[int] = typer.Option(None, "--until-decided", help="Add repetitions to the cells whose "
+                                                "verdict is not yet 'different' or 'equivalent', a plan's worth at a "
+                                                "time, up to MAX; every look tests at alpha / looks (docs/report.md)."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
@@ -78,6 +81,14 @@ def run_cmd(
     if provision and backend != "ssh":
         raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     check_jobs(jobs, backend)
+    if until_decided is not None:
+        least = reps or p.repetitions
+        if until_decided < least:
+            raise QuicbenchError(f"--until-decided {until_decided}: below the run's repetitions ({least}); "
+                                 f"accepted: MAX >= {least}")
+        if shard_ is not None:
+            raise QuicbenchError("--until-decided: a shard sees part of the plan's cells and the looks need them "
+                                 "all; accepted without --shard")
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return
@@ -93,7 +104,8 @@ def run_cmd(
     try:
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "", backend=backend,
-                          inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs)
+                          inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs,
+                          until_decided=_until_decided(until_decided, out_console) if until_decided else None)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -155,6 +167,47 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
                                      f"accepted: objects")
     elif inventory is not None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
+
+
+def _until_decided(max_reps: int, out_console):
+    """The runner's extend hook for --until-decided MAX: after each look, the next repetitions of
+    the undecided cells (analysis/sequential.py), recorded in meta.json's `sequential`."""
+    def factory(store, plan, selection):
+        from quicbench.analysis.load import load_run
+        from quicbench.analysis.sequential import design, undecided_cells
+        from quicbench.analysis.tables import method_for
+        from quicbench.model.shard import Selection
+        from quicbench.run.runner import fresh_seqs
+        meta = store.read_meta()
+        seq = meta.get("sequential")
+        if seq is None:
+            seq = design(selection.reps or plan.repetitions, max_reps).as_meta(method_for(meta).alpha)
+            store.update_meta(sequential=seq)
+        elif seq.get("max_reps") != max_reps:
+            raise QuicbenchError(f"--until-decided {max_reps}: the run was started with --until-decided "
+                                 f"{seq.get('max_reps')}; resume it with that (its looks are fixed)")
+        planned = Selection(reps=max_reps, only=selection.only).trials(plan)
+
+        def extend():
+            run = load_run(store.dir)
+            undecided = undecided_cells(run, method_for(run.meta))
+            measured = run.trials
+            reps = {(c, w): int(g["rep"].max()) for (c, w), g in measured.groupby(["condition", "workload"])}
+            target = {cell: min(r + seq["step"], max_reps) for cell, r in reps.items()}
+            todo = [t for t in planned if not t.warmup and (cell := (t.condition.name, t.workload.label)) in undecided
+                    and reps.get(cell, 0) < t.rep <= target.get(cell, 0)]
+            looked = [*seq.get("looked", []), {"look": len(seq.get("looked", [])) + 1, "undecided": len(undecided),
+                                               "cells": sorted(f"{c} | {w}" for c, w in undecided),
+                                               "trials_added": len(todo)}]
+            seq["looked"] = looked
+            store.update_meta(sequential=seq)
+            at_max = sum(1 for cell in undecided if reps.get(cell, 0) >= max_reps)
+            out_console.print(f"until decided, look {len(looked)} of {seq['looks']}: {len(undecided)} cell(s) "
+                              f"undecided" + (f", {len(todo)} more trials" if todo else "")
+                              + (f" ({at_max} at {max_reps} repetitions: they stay undecided)" if at_max else ""))
+            return fresh_seqs(todo, store.rows(), planned)
+        return extend
+    return factory
 
 
 def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:

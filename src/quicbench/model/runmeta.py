@@ -52,6 +52,8 @@ class RunMeta(BaseModel):
     versions: dict[str, Any] | None = None
     server_ports: dict[str, int] | None = None
     admission: dict[str, Any] | None = Field(None, description="--jobs: the admission policy and its refusals")
+    sequential: dict[str, Any] | None = Field(None, description="--until-decided: max_reps, step, looks, alpha per "
+                                                                 "look, and each look's undecided cells")
     # measured once per run
     calibration: dict[str, Any] | None = None
     ceiling: dict[str, Any] | None = None
