@@ -132,6 +132,26 @@ def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, A
     return meta
 
 
+def reap_unfinished_builds(directory: Path) -> list[Path]:
+    """Remove the hidden directories that killed builds (merges) left in directory: those whose
+    process is gone (.NAME.building-PID; .NAME.merging-PID of older versions)."""
+    removed = []
+    for d in [*directory.glob(".*.building-*"), *directory.glob(".*.merging-*")]:
+        pid = d.name.rsplit("-", 1)[-1]
+        if not (pid.isascii() and pid.isdigit()) or not d.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                  # its process still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
 class RunStore:
     """The writer of a run directory. ``acquire()`` makes it the only one."""
 
@@ -163,6 +183,7 @@ class RunStore:
         place, so a failure leaves nothing behind. What `merge` writes."""
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
+        reap_unfinished_builds(out.parent)
         tmp = out.parent / f".{out.name}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:

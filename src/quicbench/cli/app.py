@@ -53,9 +53,12 @@ def reap() -> None:
     """Remove labs left behind by killed processes, one line each."""
     if os.geteuid() != 0:
         return
+    from quicbench.clients.browser.driver import reap_profiles
     from quicbench.lab import reap_dead_labs
     for name in reap_dead_labs():
         err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")
+    for profile in reap_profiles():
+        err.print(f"[yellow]removed browser profile '{profile}' left behind by a killed process[/]")
 
 
 KernelOpt = typer.Option("host", "--kernel", help="Kernel to run in: host (this machine's) or uml "

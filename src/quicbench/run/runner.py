@@ -140,21 +140,28 @@ class Runner:
 
     @contextlib.contextmanager
     def _run_status(self):
-        """meta.json says running, then complete, or interrupted (resumable) with the hint to resume."""
-        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
+        """meta.json says running, then complete; interrupted (resumable) with the hint to resume;
+        or failed with the reason, when the run could not start or keep its configuration (a
+        server that never listens, a link the kernel lacks): fix it, then resume."""
+        stale = {k: None for k in ("failed_reason", "interrupted_by") if self.store.read_meta().get(k)}
+        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None, **stale)
         self.store.reserve_space()
         try:
             yield
             self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
-        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
+        except (KeyboardInterrupt, SystemExit, QuicbenchError) as e:
             self.store.free_reserve()
+            failed = isinstance(e, QuicbenchError) and not isinstance(e, EnvironmentFault)
             try:
-                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
-                                       interrupted_at=time.time())
+                if failed:
+                    self.store.update_meta(status="failed", failed_reason=str(e), interrupted_at=time.time())
+                else:
+                    self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
+                                           interrupted_at=time.time())
             except EnvironmentFault:
                 pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
-            self.console.print(f"[yellow]interrupted: resume with "
+            self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
                                f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
             raise
 
