@@ -96,5 +96,7 @@ def rerun_in_kernel(kernel: str) -> None:
     ok, why = k.available()
     if not ok:
         raise QuicbenchError(f"--kernel {kernel}: not usable here: {why}")
+    from quicbench.store import HOST_PID_ENV
     argv = [sys.executable, "-m", "quicbench.cli.main", *_argv_without_kernel(sys.argv[1:])]
-    raise SystemExit(k.run(argv, dict(os.environ), os.getcwd()))
+    # a run inside names this process in its run.lock: the host refuses the directory while it lives
+    raise SystemExit(k.run(argv, {**os.environ, HOST_PID_ENV: str(os.getpid())}, os.getcwd()))

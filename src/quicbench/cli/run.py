@@ -65,6 +65,8 @@ def run_cmd(
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
         raise QuicbenchError(f"--resume {resume}: not a quicbench run directory (no meta.json)")
+    if resume:
+        backend, inventory, kernel = _resumed_testbed(resume, backend, inventory, kernel)
     p = _load_plan(plan)
     only_map = _parse_only(only)
     from quicbench.model.plan import check_only
@@ -94,6 +96,11 @@ def run_cmd(
         return
     if backend == "netns":
         require_root()
+    if resume and kernel != "host":
+        # the run inside the kernel holds a lock the host cannot see: this process holds the
+        # host's for it, so no host process writes the directory meanwhile (exits with the kernel)
+        from quicbench.store import RunStore
+        RunStore.open(resume).acquire()
     rerun_in_kernel(kernel)
     reap()
     if backend == "ssh":
@@ -167,6 +174,32 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
                                      f"accepted: objects")
     elif inventory is not None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
+
+
+def _resumed_testbed(resume: Path, backend: str, inventory: Optional[Path], kernel: str):
+    """A resume runs where the run ran: its backend, inventory and kernel come from meta.json. A
+    different one asked for explicitly is refused (the defaults, netns and host, mean 'as it was')."""
+    import json
+    import os
+    try:
+        meta = json.loads((resume / "meta.json").read_text())
+    except (OSError, ValueError):
+        return backend, inventory, kernel
+    lab = meta.get("lab") or {}
+    was_backend = lab.get("backend") or "netns"
+    was_kernel = (meta.get("host") or {}).get("kernel_driver") or "host"
+    if backend != "netns" and backend != was_backend:
+        raise QuicbenchError(f"--backend {backend}: the run {resume} ran with --backend {was_backend}; resume it "
+                             f"with that (accepted: {was_backend})")
+    if kernel != "host" and kernel != was_kernel:
+        raise QuicbenchError(f"--kernel {kernel}: the run {resume} ran with --kernel {was_kernel}; resume it "
+                             f"with that (accepted: {was_kernel})")
+    if was_backend == "ssh" and inventory is None:
+        if not lab.get("inventory"):
+            raise QuicbenchError(f"--inventory: the run {resume} ran on SSH hosts; name their inventory")
+        inventory = Path(lab["inventory"])
+    inside = os.environ.get("QUICBENCH_KERNEL", "host") != "host"   # already in that kernel
+    return was_backend, inventory, (kernel if inside or was_kernel == "host" else was_kernel)
 
 
 def _until_decided(max_reps: int, out_console):
