@@ -131,8 +131,9 @@ def test_full_disk_stops_cleanly_and_resumes(tmp_path, no_leftovers):
 
 # 3. a retried trial starts from an empty directory; the earlier attempt is kept aside, named
 def test_retried_trial_directory_is_fresh(tmp_path):
+    from quicbench.model.runmeta import RunMeta
     from quicbench.store import RunStore
-    store = RunStore.create(tmp_path)
+    store = RunStore.create(tmp_path, RunMeta(status="created"))
     d = store.trial_dir(1)
     (d / "qlog").mkdir()
     (d / "keys.log").write_text("first attempt")
