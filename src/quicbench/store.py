@@ -17,6 +17,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import time
@@ -132,6 +133,49 @@ def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, A
     return meta
 
 
+def reap_unfinished_builds(directory: Path) -> list[Path]:
+    """Remove the hidden directories that killed builds (merges) left in directory: those whose
+    process is gone (.NAME.building-PID; .NAME.merging-PID of older versions)."""
+    removed = []
+    for d in [*directory.glob(".*.building-*"), *directory.glob(".*.merging-*")]:
+        pid = d.name.rsplit("-", 1)[-1]
+        if not (pid.isascii() and pid.isdigit()) or not d.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                  # its process still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
+
+
+# set for a quicbench run inside another kernel (User-Mode Linux): the host process running it
+HOST_PID_ENV = "QUICBENCH_HOST_PID"
+
+
+def writer_in_other_kernel(lock_text: str) -> str | None:
+    """The holder named in run.lock if it writes from inside User-Mode Linux and the host process
+    running that kernel still lives (checked on the host only: inside UML host pids are not
+    visible, and the host process that booted it holds the host's lock of a resumed run)."""
+    m = re.search(r"host process (\d+)", lock_text)
+    if not m or os.environ.get(HOST_PID_ENV) or os.environ.get("QUICBENCH_KERNEL", "host") != "host":
+        return None
+    pid = int(m.group(1))
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return lock_text.strip()
+
+
 class RunStore:
     """The writer of a run directory. ``acquire()`` makes it the only one."""
 
@@ -163,6 +207,7 @@ class RunStore:
         place, so a failure leaves nothing behind. What `merge` writes."""
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
+        reap_unfinished_builds(out.parent)
         tmp = out.parent / f".{out.name}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -188,7 +233,11 @@ class RunStore:
 
     # -- one writer ------------------------------------------------------------------
     def acquire(self) -> None:
-        """Hold the run's lock for the life of this process; refuse if another process holds it."""
+        """Hold the run's lock for the life of this process; refuse if another process holds it.
+
+        A lock taken inside User-Mode Linux is that kernel's own (hostfs does not pass flock to
+        the host): such a holder also writes the host process that runs its kernel, and the host
+        refuses the directory while that process lives (see writer_in_other_kernel)."""
         fd = os.open(self.layout.lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -197,8 +246,15 @@ class RunStore:
             os.close(fd)
             raise QuicbenchError(f"run directory '{self.dir}' is being written by {holder}: "
                                  f"wait for it to end or stop it, then resume") from None
+        other = writer_in_other_kernel(os.pread(fd, 300, 0).decode(errors="replace"))
+        if other:
+            os.close(fd)
+            raise QuicbenchError(f"run directory '{self.dir}' is being written by {other}: "
+                                 f"wait for it to end or stop it, then resume")
+        host = os.environ.get(HOST_PID_ENV)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"process {os.getpid()} (quicbench run)\n".encode(), 0)
+        os.pwrite(fd, (f"process {os.getpid()} (quicbench run)"
+                       + (f" in User-Mode Linux, host process {host}" if host else "") + "\n").encode(), 0)
         self._lock_fd = fd
 
     def reserve_space(self, nbytes: int = 256 * 1024) -> None:

@@ -182,3 +182,49 @@ def test_run_in_uml_writes_the_run_directory_on_the_host(tmp_path):
     for r in rows:
         assert r["near_ceiling"] == (r["goodput_mbps"] >= 0.8 * top[r["protocol"]]), (r, top)
     assert len(list((run_dir / "ceiling").iterdir())) == 4
+
+
+def test_one_writer_across_uml_and_a_resume_keeps_its_kernel(tmp_path):
+    """Issue 26, cases 1 and 2: while a run inside UML writes its directory, the host refuses to
+    resume or merge it (UML's flock is its own: run.lock names the host process running the
+    kernel); the printed resume, run on the host without --kernel, runs inside UML again."""
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "uml-writer"\nrepetitions = 4\nprotocols = ["h1"]\n'
+                    '[[conditions]]\nname = "j"\ndelay_ms = 5\njitter_ms = 1\n'
+                    '[[workloads]]\nsize = "100KB"\ncount = 2\n')
+    out = tmp_path / "runs"
+    p = subprocess.Popen([sys.executable, "-m", "quicbench.cli.main", "run", str(plan), "--kernel", "uml",
+                          "--out", str(out), "--no-report"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 240
+        run_dir = None
+        while time.monotonic() < deadline:
+            dirs = list(out.iterdir()) if out.exists() else []
+            if dirs and (dirs[0] / "trials.jsonl").exists() and (dirs[0] / "trials.jsonl").read_text().strip():
+                run_dir = dirs[0]
+                break
+            assert p.poll() is None, p.stdout.read()
+            time.sleep(0.2)
+        assert run_dir is not None, "no row within 240 s"
+        lock = (run_dir / "run.lock").read_text()
+        assert f"host process {p.pid}" in lock, lock
+        r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
+        assert r.returncode == 2 and "being written by" in r.stderr and "User-Mode Linux" in r.stderr, r.stderr
+        m = run_qb("merge", str(run_dir), "--out", str(tmp_path / "merged"))
+        assert m.returncode == 2 and "still being written" in m.stderr, m.stderr
+        assert not (tmp_path / "merged").exists()
+        p.send_signal(signal.SIGINT)
+        p.wait(120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
+    # the resume as printed (no --kernel): inside UML again, so every row has UML's netem link
+    r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report", timeout=400)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]
+    measured = [r for r in rows if not r.get("warmup")]
+    assert len({r["key"] for r in measured}) == 4 and {r["link"] for r in rows} == {"netem"}, rows
+    assert json.loads((run_dir / "meta.json").read_text())["host"]["kernel_driver"] == "uml"

@@ -44,12 +44,18 @@ def test_tcp_breaks_and_quic_survives_a_rebinding(tmp_path, no_leftovers):
         assert row["rebind_at_s"] == 0.8 and row["rebound"], row
     for proto in ("h1", "h2"):
         # a new 4-tuple is another connection to TCP: the server resets it if the client sends on
-        # it, or the client waits for a response that goes to the old mapping until the deadline
-        err = rows[proto]["error"] or ""
-        assert rows[proto]["status"] == "failed" and ("connection reset" in err or "timeout" in err), err
+        # it, or the client waits for a response that goes to the old mapping until the deadline.
+        # The transfer completes only if the client opened a new connection (Go's net/http retries
+        # a GET on a fresh one after a reset): TCP's connection itself never survives
+        row, err = rows[proto], rows[proto]["error"] or ""
+        if row["status"] == "ok":
+            assert row["connections"] >= 2, row
+        else:
+            assert "connection reset" in err or "timeout" in err, err
     h3 = rows["h3"]
     assert h3["rebind_seen_by_server"], h3          # QUIC's client acknowledges: the server sees the new port
     if h3["status"] == "ok":
+        assert h3["connections"] == 1, h3          # the same connection, moved: not a new one
         # survived: the server moved to the new port (RFC 9000 9.3 lets it send there as soon as a
         # packet from it arrives, before the path is validated), every byte came, the stall was measured
         assert h3["bytes"] == 4_000_000 and h3["rebind_stall_ms"] is not None and h3["rebind_stall_ms"] >= 0, h3

@@ -53,6 +53,8 @@ def test_loss_declarations_and_spurious_ones_are_counted(tmp_path, no_leftovers)
         assert list((run / "trials" / f"{r['seq']:05d}" / "qlog-server").glob("*_server.sqlog"))
         assert r["quic_lost_spurious"] > 0 and r["quic_lost"] >= r["quic_lost_spurious"]
         assert r["quic_lost_reordering"] + r["quic_lost_time"] == r["quic_lost"]
+        # the client's own qlog shows the cause: packets arrived after higher-numbered ones
+        assert r["quic_client_received"] > 1000 and r["quic_client_out_of_order"] > 0
         assert "tcp_out_segs" not in r      # h3 sends no TCP
     for r in by[("reorder", "h1")]:
         # Linux TCP sees the reordering (RACK/SACK/timestamps) and widens its threshold
@@ -62,5 +64,6 @@ def test_loss_declarations_and_spurious_ones_are_counted(tmp_path, no_leftovers)
         # 2 % random loss: real losses, and few of the declarations are spurious
         assert r["quic_lost"] >= 0.005 * r["quic_packets_sent"]
         assert r["quic_lost_spurious"] <= r["quic_lost"] / 2
+        assert r["quic_client_out_of_order"] == 0      # loss alone reorders nothing
     for r in by[("loss", "h1")]:
         assert r["tcp_retrans_segs"] >= 0.005 * r["tcp_out_segs"]

@@ -131,8 +131,9 @@ def test_full_disk_stops_cleanly_and_resumes(tmp_path, no_leftovers):
 
 # 3. a retried trial starts from an empty directory; the earlier attempt is kept aside, named
 def test_retried_trial_directory_is_fresh(tmp_path):
+    from quicbench.model.runmeta import RunMeta
     from quicbench.store import RunStore
-    store = RunStore.create(tmp_path)
+    store = RunStore.create(tmp_path, RunMeta(status="created"))
     d = store.trial_dir(1)
     (d / "qlog").mkdir()
     (d / "keys.log").write_text("first attempt")
@@ -385,3 +386,17 @@ def test_failed_trials_exit_1(tmp_path, extra, no_leftovers):
     assert "1 trial(s) failed" in r.stdout + r.stderr
     if extra:
         assert json.loads(r.stdout)       # stdout is still the summary alone
+
+
+def test_a_run_that_cannot_start_its_server_is_marked_failed(tmp_path, no_leftovers):
+    """Issue 26, case 5: a server whose readiness never passes stops the run with exit 2 and a
+    run directory that says failed, and why (not 'running')."""
+    plan = tmp_path / "p.toml"
+    plan.write_text('name = "mute"\nprotocols = ["h1"]\nrepetitions = 1\nservers = { h1 = "mute" }\n'
+                    '[server_commands.mute]\ncommand = "sleep 60"\nprotocols = ["h1", "h2", "h3"]\n'
+                    'ready_timeout_s = 1\n[[workloads]]\nsize = "10KB"\n')
+    r = run_qb("run", str(plan), "--out", str(tmp_path / "runs"), "--no-report")
+    assert r.returncode == 2, r.stdout + r.stderr
+    meta = json.loads(next((tmp_path / "runs").iterdir()).joinpath("meta.json").read_text())
+    assert meta["status"] == "failed" and "mute" in meta["failed_reason"], meta.get("failed_reason")
+    assert "failed: resume with" in r.stdout + r.stderr

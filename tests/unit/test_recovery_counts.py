@@ -2,7 +2,7 @@
 
 import json
 
-from quicbench.run.recovery import parse_counters, quic_columns, quic_counts, tcp_columns
+from quicbench.run.recovery import parse_counters, quic_client_columns, quic_columns, quic_counts, tcp_columns
 
 NETSTAT = """TcpExt: SyncookiesSent TCPSACKReorder TCPTSReorder TCPFullUndo TCPDSACKUndo TCPLossUndo TCPSpuriousRTOs TCPDSACKRecvSegs
 TcpExt: 0 {reo} 1 2 0 1 0 {dsack}
@@ -46,9 +46,23 @@ def test_a_lost_packet_acknowledged_later_was_a_spurious_loss(tmp_path):
     write_sqlog(f, [*sent, *lost, ack])
     with open(f, "ab") as out:
         out.write(b"\x1e{\"name\": \"transport:packet_se")     # torn by a writer still at it
-    assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "spurious": 1}
+    assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "spurious": 1, "received": 1,
+                              "out_of_order": 0}
     g = tmp_path / "b_server.sqlog"
     write_sqlog(g, sent[:4])
     cols = quic_columns([f, g])
     assert cols["quic_packets_sent"] == 14 and cols["quic_lost_spurious"] == 1 and cols["quic_qlog_connections"] == 2
     assert quic_columns([]) == {}
+
+
+def test_the_client_counts_packets_that_arrived_out_of_order(tmp_path):
+    got = [{"name": "transport:packet_received", "data": {"header": {"packet_type": t, "packet_number": n}}}
+           for t, n in (("initial", 0), ("handshake", 0), ("1RTT", 0), ("1RTT", 1), ("1RTT", 4), ("1RTT", 2),
+                        ("1RTT", 3), ("1RTT", 5), ("handshake", 1))]
+    d = tmp_path / "qlog"
+    d.mkdir()
+    write_sqlog(d / "c_client.sqlog", got)
+    cols = quic_client_columns(d)
+    # 2 and 3 came after 4: reordered; the spaces count apart (handshake 1 after 1-RTT 5 is in order)
+    assert cols["quic_client_received"] == 9 and cols["quic_client_out_of_order"] == 2
+    assert quic_client_columns(tmp_path / "none") == {}

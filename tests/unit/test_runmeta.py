@@ -60,3 +60,4 @@ def test_selection_round_trips_through_meta():
     assert Selection.from_meta(meta) == sel
     assert {t.condition.name for t in sel.trials(plan)} == {"a"}
     assert len(Selection().trials(plan)) == len(Selection(reps=3).trials(plan))
+

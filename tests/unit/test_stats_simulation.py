@@ -75,3 +75,34 @@ def test_inconclusive_says_how_many_trials_would_decide():
         big = stats.compare(rng.lognormal(0.15, 0.3, r.reps_to_decide), rng.lognormal(0, 0.3, r.reps_to_decide))
         decided += big.verdict != stats.INCONCLUSIVE
     assert decided / 200 > 0.6
+
+
+def _sequential(rng, ratio: float, looks: int, step: int, alpha_each: float, sigma: float = 0.3) -> str | None:
+    """One cell run as --until-decided does: compare at n = step, 2 step, ...; stop once decided.
+    Returns the verdict that stopped it, or None (undecided at the last look)."""
+    a, b = np.empty(0), np.empty(0)
+    for _ in range(looks):
+        a = np.concatenate([a, rng.lognormal(3 + math.log(ratio), sigma, step)])
+        b = np.concatenate([b, rng.lognormal(3, sigma, step)])
+        r = stats.compare(a, b, alpha=alpha_each)
+        if r.verdict in (stats.DIFFERENT, stats.EQUIVALENT):
+            return r.verdict
+    return None
+
+
+def test_sequential_looks_keep_both_error_rates():
+    """--until-decided: 4 looks at alpha / 4 each (analysis/sequential.py). Between identical
+    populations a false 'different' at any look stays below alpha; at a true ratio on the margin
+    a false 'equivalent' at any look stays below alpha. Testing every look at the full alpha
+    breaks the first bound (the test can fail)."""
+    from quicbench.analysis.sequential import design
+    alpha, sims = 0.05, 2000
+    d = design(3, 12)
+    assert d.looks == 4 and d.step == 3
+    rng = np.random.default_rng(42)
+    spent = [_sequential(rng, 1.0, d.looks, d.step, alpha / d.looks) for _ in range(sims)]
+    assert spent.count(stats.DIFFERENT) / sims <= alpha + allowance(alpha, sims)
+    naive = [_sequential(rng, 1.0, d.looks, d.step, alpha) for _ in range(sims)]
+    assert naive.count(stats.DIFFERENT) / sims > alpha + allowance(alpha, sims)
+    at_margin = [_sequential(rng, 1.0 + stats.MARGIN, d.looks, d.step, alpha / d.looks) for _ in range(sims)]
+    assert at_margin.count(stats.EQUIVALENT) / sims <= alpha + allowance(alpha, sims)

@@ -9,7 +9,7 @@ import pandas as pd
 from quicbench.analysis.load import RunData
 
 RECOVERY_COLUMNS = ["condition", "workload", "protocol", "n", "sent", "declared_lost_pct", "spurious_of_lost_pct",
-                    "by_reordering_pct", "tcp_reorder_events", "tcp_undos"]
+                    "by_reordering_pct", "out_of_order_pct", "tcp_reorder_events", "tcp_undos"]
 
 
 def _pct(num: pd.Series, den: pd.Series) -> float | None:
@@ -35,13 +35,15 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
                          "declared_lost_pct": _pct(q["quic_lost"], q["quic_packets_sent"]),
                          "spurious_of_lost_pct": _pct(q["quic_lost_spurious"], q["quic_lost"]),
                          "by_reordering_pct": _pct(q["quic_lost_reordering"], q["quic_lost"]),
+                         "out_of_order_pct": _pct(q["quic_client_out_of_order"], q["quic_client_received"])
+                         if q["quic_client_received"].notna().any() else None,
                          "tcp_reorder_events": None, "tcp_undos": None})
         elif len(t):
             rows.append({"condition": c, "workload": w, "protocol": p, "n": len(t),
                          "sent": float(t["tcp_out_segs"].median()),
                          "declared_lost_pct": _pct(t["tcp_retrans_segs"], t["tcp_out_segs"]),
                          "spurious_of_lost_pct": _pct(t["tcp_dsack_segs"], t["tcp_retrans_segs"]),
-                         "by_reordering_pct": None,
+                         "by_reordering_pct": None, "out_of_order_pct": None,
                          "tcp_reorder_events": float(np.median(t["tcp_reorder_events"].astype(float))),
                          "tcp_undos": float(np.median(t["tcp_loss_undos"].astype(float)))})
     out = pd.DataFrame(rows, columns=RECOVERY_COLUMNS)

@@ -103,15 +103,28 @@ class Method:
     correction: str = stats.DEFAULT_CORRECTION
     min_n: int = stats.MIN_N
     margin: float = stats.MARGIN
+    looks: int = 1        # a sequential run (--until-decided): each look tests at alpha / looks
+
+    @property
+    def alpha_per_look(self) -> float:
+        return self.alpha / self.looks
 
     def compare(self, a, b) -> stats.TestResult:
-        return stats.compare(a, b, test=self.test, alpha=self.alpha, min_n=self.min_n, margin=self.margin)
+        return stats.compare(a, b, test=self.test, alpha=self.alpha_per_look, min_n=self.min_n, margin=self.margin)
 
     def short(self) -> str:
-        return stats.method_short(self.test, self.alpha, self.correction, self.margin)
+        return stats.method_short(self.test, self.alpha, self.correction, self.margin) + (
+            f"; sequential: {self.looks} looks at alpha {self.alpha_per_look:.3g} each" if self.looks > 1 else "")
 
     def text(self, n_tests: int | None = None, family: str = "the comparisons of each table") -> str:
-        return stats.method_text(self.test, self.alpha, self.correction, n_tests, self.min_n, self.margin, family)
+        s = stats.method_text(self.test, self.alpha_per_look, self.correction, n_tests, self.min_n, self.margin,
+                              family)
+        if self.looks > 1:
+            s = (f"Sequential (--until-decided): the run looked at its data up to {self.looks} times, adding "
+                 f"repetitions to undecided cells; each look tests at alpha {self.alpha:g} / {self.looks} = "
+                 f"{self.alpha_per_look:.3g} (Bonferroni alpha spending over the looks), so the chance of any false "
+                 f"'different' or 'equivalent' over all looks stays at most {self.alpha:g}. " + s)
+        return s
 
 
 def method_for(meta: dict[str, Any], test: str | None = None, alpha: float | None = None,
@@ -132,7 +145,8 @@ def method_for(meta: dict[str, Any], test: str | None = None, alpha: float | Non
         raise QuicbenchError(f"alpha: {alpha} is out of range; accepted: 0 < alpha < 0.5")
     if not 0 < float(margin_pct) < 100:
         raise QuicbenchError(f"margin: {margin_pct} % is out of range; accepted: 0 < margin < 100 (%)")
-    return Method(test=test, alpha=float(alpha), correction=correction, margin=float(margin_pct) / 100)
+    looks = int(((meta or {}).get("sequential") or {}).get("looks") or 1)
+    return Method(test=test, alpha=float(alpha), correction=correction, margin=float(margin_pct) / 100, looks=looks)
 
 
 def optional_metrics(run: RunData) -> list[str]:

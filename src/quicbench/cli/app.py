@@ -53,9 +53,12 @@ def reap() -> None:
     """Remove labs left behind by killed processes, one line each."""
     if os.geteuid() != 0:
         return
+    from quicbench.clients.browser.driver import reap_profiles
     from quicbench.lab import reap_dead_labs
     for name in reap_dead_labs():
         err.print(f"[yellow]reaped lab '{name}' left behind by a killed process[/]")
+    for profile in reap_profiles():
+        err.print(f"[yellow]removed browser profile '{profile}' left behind by a killed process[/]")
 
 
 KernelOpt = typer.Option("host", "--kernel", help="Kernel to run in: host (this machine's) or uml "
@@ -93,5 +96,7 @@ def rerun_in_kernel(kernel: str) -> None:
     ok, why = k.available()
     if not ok:
         raise QuicbenchError(f"--kernel {kernel}: not usable here: {why}")
+    from quicbench.store import HOST_PID_ENV
     argv = [sys.executable, "-m", "quicbench.cli.main", *_argv_without_kernel(sys.argv[1:])]
-    raise SystemExit(k.run(argv, dict(os.environ), os.getcwd()))
+    # a run inside names this process in its run.lock: the host refuses the directory while it lives
+    raise SystemExit(k.run(argv, {**os.environ, HOST_PID_ENV: str(os.getpid())}, os.getcwd()))

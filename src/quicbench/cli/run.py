@@ -48,6 +48,9 @@ def run_cmd(
                              "host has a core idle; rows record 'concurrent' (docs/scale.md)."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard I of N (I/N, 1 <= I <= N) of the plan's "
                                         "cells; auto/N takes I from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
+    until_decided: Optional[int] = typer.Option(None, "--until-decided", help="Add repetitions to the cells whose "
+                                                "verdict is not yet 'different' or 'equivalent', a plan's worth at a "
+                                                "time, up to MAX; every look tests at alpha / looks (docs/report.md)."),
 ) -> None:
     """Run a plan: every trial measured, verified and stored in runs/<run-id>/."""
     check_kernel(kernel)
@@ -62,6 +65,8 @@ def run_cmd(
         raise QuicbenchError("--retry-failed needs --resume RUN_DIR: it runs a run's failed trials again")
     if resume and not (resume / "meta.json").is_file():
         raise QuicbenchError(f"--resume {resume}: not a quicbench run directory (no meta.json)")
+    if resume:
+        backend, inventory, kernel = _resumed_testbed(resume, backend, inventory, kernel)
     p = _load_plan(plan)
     only_map = _parse_only(only)
     from quicbench.model.plan import check_only
@@ -78,11 +83,24 @@ def run_cmd(
     if provision and backend != "ssh":
         raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     check_jobs(jobs, backend)
+    if until_decided is not None:
+        least = reps or p.repetitions
+        if until_decided < least:
+            raise QuicbenchError(f"--until-decided {until_decided}: below the run's repetitions ({least}); "
+                                 f"accepted: MAX >= {least}")
+        if shard_ is not None:
+            raise QuicbenchError("--until-decided: a shard sees part of the plan's cells and the looks need them "
+                                 "all; accepted without --shard")
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return
     if backend == "netns":
         require_root()
+    if resume and kernel != "host":
+        # the run inside the kernel holds a lock the host cannot see: this process holds the
+        # host's for it, so no host process writes the directory meanwhile (exits with the kernel)
+        from quicbench.store import RunStore
+        RunStore.open(resume).acquire()
     rerun_in_kernel(kernel)
     reap()
     if backend == "ssh":
@@ -93,7 +111,8 @@ def run_cmd(
     try:
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "", backend=backend,
-                          inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs)
+                          inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs,
+                          until_decided=_until_decided(until_decided, out_console) if until_decided else None)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -155,6 +174,73 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
                                      f"accepted: objects")
     elif inventory is not None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
+
+
+def _resumed_testbed(resume: Path, backend: str, inventory: Optional[Path], kernel: str):
+    """A resume runs where the run ran: its backend, inventory and kernel come from meta.json. A
+    different one asked for explicitly is refused (the defaults, netns and host, mean 'as it was')."""
+    import json
+    import os
+    try:
+        meta = json.loads((resume / "meta.json").read_text())
+    except (OSError, ValueError):
+        return backend, inventory, kernel
+    lab = meta.get("lab") or {}
+    was_backend = lab.get("backend") or "netns"
+    was_kernel = (meta.get("host") or {}).get("kernel_driver") or "host"
+    if backend != "netns" and backend != was_backend:
+        raise QuicbenchError(f"--backend {backend}: the run {resume} ran with --backend {was_backend}; resume it "
+                             f"with that (accepted: {was_backend})")
+    if kernel != "host" and kernel != was_kernel:
+        raise QuicbenchError(f"--kernel {kernel}: the run {resume} ran with --kernel {was_kernel}; resume it "
+                             f"with that (accepted: {was_kernel})")
+    if was_backend == "ssh" and inventory is None:
+        if not lab.get("inventory"):
+            raise QuicbenchError(f"--inventory: the run {resume} ran on SSH hosts; name their inventory")
+        inventory = Path(lab["inventory"])
+    inside = os.environ.get("QUICBENCH_KERNEL", "host") != "host"   # already in that kernel
+    return was_backend, inventory, (kernel if inside or was_kernel == "host" else was_kernel)
+
+
+def _until_decided(max_reps: int, out_console):
+    """The runner's extend hook for --until-decided MAX: after each look, the next repetitions of
+    the undecided cells (analysis/sequential.py), recorded in meta.json's `sequential`."""
+    def factory(store, plan, selection):
+        from quicbench.analysis.load import load_run
+        from quicbench.analysis.sequential import design, undecided_cells
+        from quicbench.analysis.tables import method_for
+        from quicbench.model.shard import Selection
+        from quicbench.run.runner import fresh_seqs
+        meta = store.read_meta()
+        seq = meta.get("sequential")
+        if seq is None:
+            seq = design(selection.reps or plan.repetitions, max_reps).as_meta(method_for(meta).alpha)
+            store.update_meta(sequential=seq)
+        elif seq.get("max_reps") != max_reps:
+            raise QuicbenchError(f"--until-decided {max_reps}: the run was started with --until-decided "
+                                 f"{seq.get('max_reps')}; resume it with that (its looks are fixed)")
+        planned = Selection(reps=max_reps, only=selection.only).trials(plan)
+
+        def extend():
+            run = load_run(store.dir)
+            undecided = undecided_cells(run, method_for(run.meta))
+            measured = run.trials
+            reps = {(c, w): int(g["rep"].max()) for (c, w), g in measured.groupby(["condition", "workload"])}
+            target = {cell: min(r + seq["step"], max_reps) for cell, r in reps.items()}
+            todo = [t for t in planned if not t.warmup and (cell := (t.condition.name, t.workload.label)) in undecided
+                    and reps.get(cell, 0) < t.rep <= target.get(cell, 0)]
+            looked = [*seq.get("looked", []), {"look": len(seq.get("looked", [])) + 1, "undecided": len(undecided),
+                                               "cells": sorted(f"{c} | {w}" for c, w in undecided),
+                                               "trials_added": len(todo)}]
+            seq["looked"] = looked
+            store.update_meta(sequential=seq)
+            at_max = sum(1 for cell in undecided if reps.get(cell, 0) >= max_reps)
+            out_console.print(f"until decided, look {len(looked)} of {seq['looks']}: {len(undecided)} cell(s) "
+                              f"undecided" + (f", {len(todo)} more trials" if todo else "")
+                              + (f" ({at_max} at {max_reps} repetitions: they stay undecided)" if at_max else ""))
+            return fresh_seqs(todo, store.rows(), planned)
+        return extend
+    return factory
 
 
 def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:

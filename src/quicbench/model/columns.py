@@ -129,6 +129,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first)", "recovery"),
     Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold", "recovery"),
     Column("quic_lost_spurious", "int", "", "declared lost and later acknowledged by the client: not lost at all, a spurious loss declaration", "recovery"),
+    Column("quic_client_received", "int", "", "QUIC packets the client received (its qlog, qlog = true)", "recovery"),
+    Column("quic_client_out_of_order", "int", "", "of those, received after a higher packet number of their space: reordered on the way", "recovery"),
+    Column("quic_client_lost", "int", "", "QUIC packets the client declared lost (requests, acknowledgements)", "recovery"),
+    Column("quic_client_lost_spurious", "int", "", "of those, acknowledged later by the server: spurious", "recovery"),
     Column("quic_qlog_connections", "int", "", "server qlogs (connections) the QUIC counts sum over", "recovery"),
     Column("link_late", "bool", "", "the link emulator released packets late: p99 lateness above max(0.5 ms, 5 % of the condition's one-way delay); the row does not have the condition it names ([link.md](link.md#link-fidelity-per-trial))", "link"),
     # -- capture

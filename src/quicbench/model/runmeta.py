@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RunStatus = Literal["created", "running", "complete", "interrupted", "incomplete"]
+RunStatus = Literal["created", "running", "complete", "interrupted", "failed", "incomplete"]
 
 
 class RunMeta(BaseModel):
@@ -42,6 +42,7 @@ class RunMeta(BaseModel):
     finished_at: float | None = None
     interrupted_by: str | None = None
     interrupted_at: float | None = None
+    failed_reason: str | None = Field(None, description="status failed: why the run stopped (exit 2)")
     # where and with what
     host: dict[str, Any] | None = None
     hosts: dict[str, Any] | None = Field(None, description="a merged run: each input host's facts")
@@ -52,6 +53,8 @@ class RunMeta(BaseModel):
     versions: dict[str, Any] | None = None
     server_ports: dict[str, int] | None = None
     admission: dict[str, Any] | None = Field(None, description="--jobs: the admission policy and its refusals")
+    sequential: dict[str, Any] | None = Field(None, description="--until-decided: max_reps, step, looks, alpha per "
+                                                                 "look, and each look's undecided cells")
     # measured once per run
     calibration: dict[str, Any] | None = None
     ceiling: dict[str, Any] | None = None

@@ -58,11 +58,13 @@ def cpu_bound_table(data: ReportData) -> SimpleTable:
 
 def recovery_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", "sent per trial", "declared lost / retransmitted",
-                     "of those spurious", "by reordering threshold", "TCP reordering seen", "TCP undos", "n"])
+                     "of those spurious", "by reordering threshold", "client got out of order", "TCP reordering seen",
+                     "TCP undos", "n"])
     for _, r in data.recovery.iterrows():
         t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"], num(r["sent"]),
                        pct(r["declared_lost_pct"], signed=False), pct(r["spurious_of_lost_pct"], signed=False),
-                       pct(r["by_reordering_pct"], signed=False), num(r["tcp_reorder_events"]),
+                       pct(r["by_reordering_pct"], signed=False), pct(r["out_of_order_pct"], signed=False),
+                       num(r["tcp_reorder_events"]),
                        num(r["tcp_undos"]), str(r["n"])])
     return t
 

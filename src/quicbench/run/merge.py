@@ -35,7 +35,7 @@ from quicbench.model import columns
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
-from quicbench.store import RunLayout, RunStore, read_jsonl, read_meta
+from quicbench.store import RunLayout, RunStore, read_jsonl, read_meta, writer_in_other_kernel
 
 # what belongs to one run's lab and process, not to the merged result
 _PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
@@ -88,6 +88,9 @@ def _refuse_if_written(layout: RunLayout) -> None:
     fd = os.open(layout.lock, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        other = writer_in_other_kernel(os.pread(fd, 300, 0).decode(errors="replace"))
+        if other:
+            raise QuicbenchError(f"{layout.dir}: still being written by {other}; merge it when it ends")
     except BlockingIOError:
         holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
         raise QuicbenchError(f"{layout.dir}: still being written by {holder}; merge it when it ends") from None

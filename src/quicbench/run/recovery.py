@@ -93,9 +93,11 @@ def qlog_records(path: Path):
 
 
 def quic_counts(path: Path) -> dict[str, int]:
-    """One connection's sender-side loss recovery: packets sent, declared lost (by trigger), and
-    declared lost but later acknowledged (spurious)."""
-    sent = 0
+    """One connection's loss recovery as one end saw it: packets sent, declared lost (by trigger),
+    declared lost but later acknowledged (spurious); packets received, and of those received
+    after a higher packet number of their space (reordered on the way)."""
+    sent = received = out_of_order = 0
+    highest: dict[str, int] = {}
     lost: dict[tuple[str, int], str] = {}
     acked: dict[str, list[tuple[int, int]]] = {}
     for ev in qlog_records(path):
@@ -108,7 +110,14 @@ def quic_counts(path: Path) -> dict[str, int]:
             if isinstance(h.get("packet_number"), int):
                 lost[(space, h["packet_number"])] = str(data.get("trigger") or "unknown")
         elif name in ("transport:packet_received", "quic:packet_received"):
-            space = SPACE.get((data.get("header") or {}).get("packet_type"), "?")
+            header = data.get("header") or {}
+            space = SPACE.get(header.get("packet_type"), "?")
+            pn = header.get("packet_number")
+            received += 1
+            if isinstance(pn, int):
+                if pn < highest.get(space, -1):
+                    out_of_order += 1
+                highest[space] = max(highest.get(space, -1), pn)
             for f in data.get("frames") or ():
                 if f.get("frame_type") == "ack":
                     for r in f.get("acked_ranges") or ():
@@ -117,20 +126,37 @@ def quic_counts(path: Path) -> dict[str, int]:
     spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
-            "time": triggers.count("time_threshold"), "spurious": spurious}
+            "time": triggers.count("time_threshold"), "spurious": spurious, "received": received,
+            "out_of_order": out_of_order}
+
+
+def _sum_counts(files: list[Path]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for f in files:
+        for k, v in quic_counts(f).items():
+            total[k] = total.get(k, 0) + v
+    return total
 
 
 def quic_columns(files: list[Path]) -> dict[str, Any]:
     """The trial's QUIC loss-recovery columns, summed over its connections' server qlogs."""
     if not files:
         return {}
-    total = {"sent": 0, "lost": 0, "reordering": 0, "time": 0, "spurious": 0}
-    for f in files:
-        for k, v in quic_counts(f).items():
-            total[k] += v
-    return {"quic_packets_sent": total["sent"], "quic_lost": total["lost"],
-            "quic_lost_reordering": total["reordering"], "quic_lost_time": total["time"],
-            "quic_lost_spurious": total["spurious"], "quic_qlog_connections": len(files)}
+    t = _sum_counts(files)
+    return {"quic_packets_sent": t["sent"], "quic_lost": t["lost"], "quic_lost_reordering": t["reordering"],
+            "quic_lost_time": t["time"], "quic_lost_spurious": t["spurious"], "quic_qlog_connections": len(files)}
+
+
+def quic_client_columns(qlog_dir: Path) -> dict[str, Any]:
+    """The client's side, from its qlogs (qb-load writes one per connection into the trial's
+    qlog/ with qlog = true): what it received and how much arrived out of order, and its own
+    (few: requests and acknowledgements) loss declarations."""
+    files = sorted(qlog_dir.glob("*.sqlog")) + sorted(qlog_dir.glob("*.qlog")) if qlog_dir.is_dir() else []
+    if not files:
+        return {}
+    t = _sum_counts(files)
+    return {"quic_client_received": t["received"], "quic_client_out_of_order": t["out_of_order"],
+            "quic_client_lost": t["lost"], "quic_client_lost_spurious": t["spurious"]}
 
 
 def take_server_qlogs(qlog_dir: Path | None, trial_dir: Path) -> list[Path]:

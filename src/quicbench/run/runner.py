@@ -8,12 +8,14 @@ servers stopped) and leave the run resumable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import platform
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,8 @@ class Runner:
 
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  selection: Selection = Selection(), retry_failed: bool = False, resume_hint: str = "PLAN",
-                 backend: str = "netns", inventory: str | None = None, jobs: int = 1):
+                 backend: str = "netns", inventory: str | None = None, jobs: int = 1,
+                 extend: Callable[[], list[TrialSpec]] | None = None):
         self.plan = plan
         self.jobs = jobs
         self.ceiling: dict[str, Any] | None = None   # the kernel's ceiling (run/ceiling.py), once measured
@@ -81,19 +84,24 @@ class Runner:
         self.resume_hint = resume_hint
         self.backend = backend
         self.inventory = inventory
+        # after the trials: more trials to run in the same labs, until it returns none (--until-decided)
+        self.extend = extend
 
     # -- resume bookkeeping ------------------------------------------------------------
     def pending(self) -> list[TrialSpec]:
+        rows = self.store.rows()
         done = set()
-        for row in self.store.rows():
+        for row in rows:
             if row.get("status") == "ok" or not self.retry_failed:
                 done.add(row["key"])
-        return [t for t in self.trials if t.key not in done]
+        return fresh_seqs([t for t in self.trials if t.key not in done], rows, self.trials)
 
     # -- the run -----------------------------------------------------------------------
     def run(self) -> list[dict[str, Any]]:
         todo = self.pending()
         plan = self.plan
+        if not todo and self.extend is not None:
+            todo = self.extend()
         if not todo:
             # every trial is recorded (or a shard of more shards than cells got none): the run is complete
             self.console.print(f"nothing to do: all {len(self.trials)} trials of {self.store.dir} are recorded")
@@ -121,6 +129,8 @@ class Runner:
                         sessions[0].calibrate(cond, self.console)
                 ctx.ceiling = self.ceiling = sessions[0].measure_ceiling(todo)
                 schedule(sessions, todo, self.store, self.console)
+                while self.extend is not None and (more := self.extend()):
+                    schedule(sessions, more, self.store, self.console)
         finally:
             # teardown is bounded (each session's watchdog dumps the stacks of a hang). A second
             # Ctrl-C during it must not leave a lab behind: SIGINT waits until every lab is down.
@@ -130,23 +140,46 @@ class Runner:
 
     @contextlib.contextmanager
     def _run_status(self):
-        """meta.json says running, then complete, or interrupted (resumable) with the hint to resume."""
-        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None)
+        """meta.json says running, then complete; interrupted (resumable) with the hint to resume;
+        or failed with the reason, when the run could not start or keep its configuration (a
+        server that never listens, a link the kernel lacks): fix it, then resume."""
+        stale = {k: None for k in ("failed_reason", "interrupted_by") if self.store.read_meta().get(k)}
+        self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None, **stale)
         self.store.reserve_space()
         try:
             yield
             self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
-        except (KeyboardInterrupt, SystemExit, EnvironmentFault) as e:
+        except (KeyboardInterrupt, SystemExit, QuicbenchError) as e:
             self.store.free_reserve()
+            failed = isinstance(e, QuicbenchError) and not isinstance(e, EnvironmentFault)
             try:
-                self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
-                                       interrupted_at=time.time())
+                if failed:
+                    self.store.update_meta(status="failed", failed_reason=str(e), interrupted_at=time.time())
+                else:
+                    self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
+                                           interrupted_at=time.time())
             except EnvironmentFault:
                 pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
-            self.console.print(f"[yellow]interrupted: resume with "
+            self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
                                f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
             raise
+
+
+def fresh_seqs(todo: list[TrialSpec], rows: list[dict[str, Any]], planned: list[TrialSpec] = ()) -> list[TrialSpec]:
+    """The trials with a seq (their directory's number) no recorded row of another trial holds:
+    more repetitions (--reps on resume, --until-decided) renumber the plan's expansion, and a
+    trial directory must never be reused by another trial. Taken seqs move past every one in use."""
+    used = {r["seq"]: r.get("key") for r in rows if isinstance(r.get("seq"), int)}
+    nxt = 1 + max([*used, *(t.seq for t in planned), *(t.seq for t in todo), -1])
+    out = []
+    for t in todo:
+        if used.get(t.seq, t.key) != t.key:
+            t = dataclasses.replace(t, seq=nxt)
+            nxt += 1
+        used[t.seq] = t.key
+        out.append(t)
+    return out
 
 
 @contextlib.contextmanager
@@ -168,7 +201,11 @@ def _sigint_deferred():
 def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = None, reps: int | None = None,
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
               plan_source: str = "PLAN", backend: str = "netns", inventory: str | None = None,
-              shard: Shard | None = None, jobs: int = 1) -> RunStore:
+              shard: Shard | None = None, jobs: int = 1,
+              until_decided: Callable[[RunStore, Plan, Selection], Callable[[], list[TrialSpec]]] | None = None
+              ) -> RunStore:
+    """Create (or resume) a run and run it. until_decided, given, makes the function that adds
+    trials to undecided cells after each look (the CLI's: the decision is the analysis')."""
     check_plan(plan, plan_source or "default plan", installed=True)
     if resume:
         store = RunStore.open(resume)
@@ -188,7 +225,8 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
             run_id=new_run_id(f"shard{shard.index}of{shard.count}") if shard else None)
     try:
         Runner(plan, store, console, selection, retry_failed=retry_failed, resume_hint=plan_source,
-               backend=backend, inventory=inventory, jobs=jobs).run()
+               backend=backend, inventory=inventory, jobs=jobs,
+               extend=until_decided(store, plan, selection) if until_decided else None).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]

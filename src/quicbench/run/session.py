@@ -127,6 +127,7 @@ class LabSession:
         return dict(
             lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
                  "offload": lab.spec.offload, "addresses": lab.state["addresses"],
+                 **({"inventory": lab.spec.inventory} if lab.spec.inventory else {}),
                  **({"hosts": hosts} if hosts else {})},
             link=lab.link.describe(),
             content={"root": str(self.ctx.content.root), "key": self.ctx.content.root.name},

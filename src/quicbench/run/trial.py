@@ -80,6 +80,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
     row.update(recovery.tcp_columns(tcp0, tcp1))
     row.update(recovery.quic_columns(recovery.take_server_qlogs(server_qlog_dir, trial_dir)))
+    row.update(recovery.quic_client_columns(trial_dir / "qlog"))
     if w.kind == "video":
         # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
         # the download rule's client figures flag every playback on a small machine

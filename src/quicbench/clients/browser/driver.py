@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
 INSTALL_HINT = "apt-get install chromium (Debian's package; quicbench never uses a downloaded browser)"
 PLAYWRIGHT_HINT = "pip install playwright (the Python package only: never 'playwright install')"
 # the child's command (python -m would import this module twice: once via quicbench.clients)
+PROFILE_PREFIX = "qb-browser-profile-"     # each load's fresh profile in the temporary directory
 CHILD = "import sys; from quicbench.clients.browser.recorder import main; sys.exit(main())"
 
 def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha256_b64: str) -> list[str]:
@@ -156,7 +158,7 @@ def run_browser_child(req: FetchRequest, child: str, out_name: str, what: str, s
     trial_dir.mkdir(parents=True, exist_ok=True)
     for name in stale:
         (trial_dir / name).unlink(missing_ok=True)
-    profile = Path(tempfile.mkdtemp(prefix="qb-browser-profile-"))
+    profile = Path(tempfile.mkdtemp(prefix=PROFILE_PREFIX))
     os.chmod(profile, 0o700)
     try:
         try:
@@ -222,6 +224,22 @@ def _read_json(path: Path) -> dict:
         return data if isinstance(data, dict) else {}
     except (OSError, json.JSONDecodeError):
         return {}
+
+
+def reap_profiles(min_age_s: float = 60.0) -> list[Path]:
+    """Remove browser profiles (with the browser's temporary files inside) that a killed run left:
+    no browser process uses them and they are older than min_age_s (a load just starting has none
+    yet)."""
+    removed = []
+    for d in Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}*"):
+        try:
+            old = time.time() - d.stat().st_mtime > min_age_s
+        except OSError:
+            continue
+        if d.is_dir() and old and not browser_pids(d):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
 
 
 def _kill_load(pid: int | None, profile: Path) -> None:
