@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy
+build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy $(BIN)/quicbench-h3server
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -47,6 +47,12 @@ $(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.to
 	cd linkem && cargo build --release --quiet
 	cp linkem/target/release/linkem $(BIN)/linkem
 
+# server 'quinn': HTTP/3 on quinn + h3 (crates.io, pinned in h3server/Cargo.lock)
+$(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml h3server/Cargo.lock
+	@mkdir -p $(BIN)
+	cd h3server && cargo build --release --locked --quiet
+	cp h3server/target/release/quicbench-h3server $(BIN)/quicbench-h3server
+
 run: setup
 	$(QB) run
 
@@ -60,9 +66,10 @@ test-go:
 
 test-rust:
 	cd linkem && cargo test --release --quiet
+	cd h3server && cargo test --release --locked --quiet
 
 bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target player/node_modules
+	rm -rf build $(VENV) linkem/target h3server/target player/node_modules

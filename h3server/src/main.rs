@@ -9,7 +9,8 @@
 //!
 //! The sender is quinn's: its loss detection (RFC 9002's fixed thresholds: 3 packets, 9/8 RTT)
 //! and the congestion controller chosen with `--cc`. With `--qlog-dir` each connection writes
-//! quinn's qlog (JSON-SEQ, `<odcid>_server.sqlog`, as quic-go names them).
+//! quinn's qlog (JSON-SEQ, `<odcid>_server.sqlog`, as quic-go names them; `.part` appended while
+//! its connection is open).
 
 mod files;
 
@@ -19,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use clap::{Parser, ValueEnum};
@@ -179,36 +180,30 @@ fn running_cc(conn: &quinn::Connection) -> &'static str {
     }
 }
 
-/// A qlog file behind a buffer. quinn writes an event per packet; the buffer is flushed at
-/// least every FLUSH_EVERY while events come and when the connection closes, so a trial that
-/// reads the file as soon as its client is done finds it whole.
+/// A qlog file behind a buffer (quinn writes an event per packet). While its connection is open
+/// it is `<odcid>_server.sqlog.part`, flushed every FLUSH_EVERY; when the connection has closed
+/// it is flushed and renamed `<odcid>_server.sqlog`: a reader waits for that (quicbench's trial
+/// does, run/recovery.py) and so finds it whole.
 #[derive(Clone)]
-struct QlogFile(Arc<Mutex<(BufWriter<File>, Instant)>>);
+struct QlogFile(Arc<Mutex<BufWriter<File>>>);
 
-const FLUSH_EVERY: Duration = Duration::from_millis(100);
+const FLUSH_EVERY: Duration = Duration::from_millis(50);
+const QLOG_OPEN_SUFFIX: &str = ".part";
 
 impl QlogFile {
     fn create(path: &Path) -> io::Result<QlogFile> {
         let f = File::create(path)?;
-        Ok(QlogFile(Arc::new(Mutex::new((BufWriter::with_capacity(256 << 10, f), Instant::now())))))
+        Ok(QlogFile(Arc::new(Mutex::new(BufWriter::with_capacity(256 << 10, f)))))
     }
 }
 
 impl Write for QlogFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let mut g = self.0.lock().unwrap();
-        let n = g.0.write(buf)?;
-        if g.1.elapsed() >= FLUSH_EVERY {
-            g.0.flush()?;
-            g.1 = Instant::now();
-        }
-        Ok(n)
+        self.0.lock().unwrap().write(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        let mut g = self.0.lock().unwrap();
-        g.1 = Instant::now();
-        g.0.flush()
+        self.0.lock().unwrap().flush()
     }
 }
 
@@ -239,14 +234,16 @@ fn serve(args: Args) -> io::Result<()> {
             let mut qlog_file = None;
             let mut config = base.clone();
             if let Some(dir) = &args.qlog_dir {
-                match QlogFile::create(&dir.join(format!("{odcid}_server.sqlog"))) {
+                let done = dir.join(format!("{odcid}_server.sqlog"));
+                let open = dir.join(format!("{odcid}_server.sqlog{QLOG_OPEN_SUFFIX}"));
+                match QlogFile::create(&open) {
                     Ok(f) => {
                         let mut q = QlogConfig::default();
                         q.writer(Box::new(f.clone()))
                             .title(Some(format!("quicbench-h3server {VERSION}")))
                             .description(Some(format!("congestion_control={}", args.cc.name())));
                         config.transport_config(Arc::new(transport(args.cc, q.into_stream())));
-                        qlog_file = Some(f);
+                        qlog_file = Some((f, open, done));
                     }
                     Err(e) => eprintln!("connection {odcid}: no qlog: {e}"),
                 }
@@ -254,16 +251,30 @@ fn serve(args: Args) -> io::Result<()> {
             let root = root.clone();
             tokio::spawn(async move {
                 let remote = incoming.remote_address();
-                match incoming.accept_with(Arc::new(config)) {
-                    Ok(connecting) => {
-                        if let Err(e) = connection(connecting, &odcid, remote, root).await {
-                            eprintln!("connection {odcid} from {remote}: {e}");
+                let serve = async {
+                    match incoming.accept_with(Arc::new(config)) {
+                        Ok(connecting) => {
+                            if let Err(e) = connection(connecting, &odcid, remote, root).await {
+                                eprintln!("connection {odcid} from {remote} ended: {e}");
+                            }
                         }
+                        Err(e) => eprintln!("connection {odcid} from {remote} refused: {e}"),
                     }
-                    Err(e) => eprintln!("connection {odcid} from {remote}: {e}"),
+                };
+                let Some((mut f, open, done)) = qlog_file else {
+                    return serve.await;
+                };
+                tokio::pin!(serve);
+                let mut tick = tokio::time::interval(FLUSH_EVERY);
+                loop {
+                    tokio::select! {
+                        _ = &mut serve => break,
+                        _ = tick.tick() => { let _ = f.flush(); }
+                    }
                 }
-                if let Some(mut f) = qlog_file {
-                    let _ = f.flush();
+                // closed: whole on disk, under its final name (quinn may still log its draining)
+                if let Err(e) = f.flush().and_then(|_| std::fs::rename(&open, &done)) {
+                    eprintln!("connection {odcid}: qlog {}: {e}", open.display());
                 }
             });
         }

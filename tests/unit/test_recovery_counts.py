@@ -66,3 +66,83 @@ def test_the_client_counts_packets_that_arrived_out_of_order(tmp_path):
     # 2 and 3 came after 4: reordered; the spaces count apart (handshake 1 after 1-RTT 5 is in order)
     assert cols["quic_client_received"] == 9 and cols["quic_client_out_of_order"] == 2
     assert quic_client_columns(tmp_path / "none") == {}
+
+
+QUINN_TITLE = ("quicbench-h3server 0.1.0 (quinn 0.11.12, quinn-proto 0.11.19, h3 0.0.8, h3-quinn 0.0.10, "
+               "rustls 0.23.46)")
+
+
+def write_quinn_sqlog(path, events):
+    """As quinn-proto 0.11 writes it: the title in the header, RTTs in seconds, no ack frames."""
+    head = {"qlog_version": "0.3", "qlog_format": "JSON-SEQ", "title": QUINN_TITLE,
+            "trace": {"vantage_point": {"type": "unknown"}, "title": QUINN_TITLE}}
+    path.write_bytes(b"".join(b"\x1e" + json.dumps(e).encode() + b"\n" for e in [head, *events]))
+
+
+def _ev(t, name, **data):
+    return {"time": t, "name": name, "data": data}
+
+
+def _pkt(t, name, pn, **extra):
+    return _ev(t, name, header={"packet_type": "1RTT", "packet_number": pn}, **extra)
+
+
+def test_quinn_triggers_are_recomputed_and_spurious_losses_come_from_the_client(tmp_path):
+    """quinn-proto 0.11.19 labels every loss reordering_threshold and logs no acks: the reader
+    classifies by quinn's own rule (age >= 9/8 x max(srtt, latest), with the RTT the same ACK
+    brought) and counts as spurious the lost packets the client's qlog received."""
+    bogus = {"trigger": "reordering_threshold"}
+    events = [_ev(0.0, "recovery:metrics_updated", smoothed_rtt=0.02, latest_rtt=0.02)]   # loss delay 22.5 ms
+    events += [_pkt(1.0 + n / 10, "transport:packet_sent", n) for n in range(10)]
+    events += [
+        # an ACK at 21.5 ms: packet 2 is 20.3 ms old, under the loss delay: the packet threshold
+        _pkt(21.5, "transport:packet_received", 0), _pkt(21.5, "recovery:packet_lost", 2, **bogus),
+        _ev(21.5, "recovery:metrics_updated", latest_rtt=0.0205),
+        # the loss timer at 30 ms: packet 5 is 28.5 ms old: the time threshold
+        _pkt(30.0, "recovery:packet_lost", 5, **bogus), _ev(30.0, "recovery:metrics_updated", bytes_in_flight=1),
+        # packet 7, 38.3 ms old, declared on an ACK whose RTT sample raised the loss delay to 45 ms
+        _pkt(40.0, "transport:packet_received", 1), _pkt(40.0, "recovery:packet_lost", 7, **bogus),
+        _ev(40.0, "recovery:metrics_updated", smoothed_rtt=0.04, latest_rtt=0.04),
+        # packet 8 by the loss timer, exactly the loss delay old give or take f32 rounding
+        _pkt(46.795, "recovery:packet_lost", 8, **bogus),
+    ]
+    f = tmp_path / "abcd_server.sqlog"
+    write_quinn_sqlog(f, events)
+    client = tmp_path / "qlog"
+    client.mkdir()
+    write_sqlog(client / "abcd_client.sqlog", [_pkt(20.0 + n, "transport:packet_received", n)
+                                               for n in range(10) if n not in (5, 8)])
+    assert quic_counts(f) == {"sent": 10, "lost": 4, "reordering": 2, "time": 2, "spurious": None,
+                              "received": 2, "out_of_order": 0}
+    assert quic_counts(f, client / "abcd_client.sqlog")["spurious"] == 2      # 2 and 7 arrived
+    cols = quic_columns([f], client)
+    assert (cols["quic_lost"], cols["quic_lost_reordering"], cols["quic_lost_time"], cols["quic_lost_spurious"]) == \
+        (4, 2, 2, 2)
+    # no client qlog (another client, or qlog off at the client): spurious is unknown, not 0
+    assert quic_columns([f], tmp_path / "none")["quic_lost_spurious"] is None
+    assert quic_columns([f])["quic_lost_spurious"] is None
+
+
+def test_a_quic_go_qlog_keeps_its_own_triggers(tmp_path):
+    """The recomputation is quinn's only: quic-go's triggers are taken as written."""
+    f = tmp_path / "x_server.sqlog"
+    write_sqlog(f, [_pkt(1.0, "transport:packet_sent", 0), _pkt(500.0, "recovery:packet_lost", 0,
+                                                                 trigger="reordering_threshold")])
+    assert quic_counts(f)["reordering"] == 1 and quic_counts(f)["spurious"] == 0
+
+
+def test_server_qlogs_are_taken_once_the_server_closed_them(tmp_path):
+    """A qlog still open (<name>.part, quinn's) is waited for until renamed, at most settle_s;
+    past that it is taken as it is, under its final name."""
+    import threading
+    from quicbench.run.recovery import take_server_qlogs
+    d = tmp_path / "qlog"
+    d.mkdir()
+    (d / "a_server.sqlog").write_text("a")
+    (d / "b_server.sqlog.part").write_text("b")
+    threading.Timer(0.2, lambda: (d / "b_server.sqlog.part").rename(d / "b_server.sqlog")).start()
+    got = take_server_qlogs(d, tmp_path / "t1")
+    assert [p.name for p in got] == ["a_server.sqlog", "b_server.sqlog"] and list(d.iterdir()) == []
+    (d / "c_server.sqlog.part").write_text("c")       # its connection never closed
+    got = take_server_qlogs(d, tmp_path / "t2", settle_s=0.1)
+    assert [p.name for p in got] == ["c_server.sqlog"] and got[0].read_text() == "c"

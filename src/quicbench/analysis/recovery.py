@@ -17,6 +17,13 @@ def _pct(num: pd.Series, den: pd.Series) -> float | None:
     return float(100 * n / d) if d > 0 else None
 
 
+def _known_pct(g: pd.DataFrame, num: str, den: str) -> float | None:
+    """_pct over the trials whose numerator is known (a quinn server's spurious losses are known
+    only with the client's qlog: run/recovery.py), None if none is."""
+    known = g[num].notna()
+    return _pct(g.loc[known, num], g.loc[known, den]) if known.any() else None
+
+
 def loss_recovery(run: RunData) -> pd.DataFrame:
     """Per condition x workload x protocol, over the successful trials with counts: packets
     (QUIC) or segments (TCP) the server sent; the share it declared lost (QUIC) or retransmitted
@@ -33,7 +40,7 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
             rows.append({"condition": c, "workload": w, "protocol": p, "n": len(q),
                          "sent": float(q["quic_packets_sent"].median()),
                          "declared_lost_pct": _pct(q["quic_lost"], q["quic_packets_sent"]),
-                         "spurious_of_lost_pct": _pct(q["quic_lost_spurious"], q["quic_lost"]),
+                         "spurious_of_lost_pct": _known_pct(q, "quic_lost_spurious", "quic_lost"),
                          "by_reordering_pct": _pct(q["quic_lost_reordering"], q["quic_lost"]),
                          "out_of_order_pct": _pct(q["quic_client_out_of_order"], q["quic_client_received"])
                          if q["quic_client_received"].notna().any() else None,

@@ -27,6 +27,7 @@ BINARIES = [
      "apt-get install caddy for 2.6)"),
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
+    ("quicbench-h3server", "server 'quinn' (HTTP/3 on quinn + h3)", "make setup (builds h3server/)"),
     ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
 ]
 

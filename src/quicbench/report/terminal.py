@@ -53,8 +53,10 @@ def _recovery(rows: Any) -> list[dict[str, Any]]:
             h = g[g[sent].notna()]
             n_sent, n_lost = float(h[sent].sum()), float(h[lost].sum())
             if n_sent > 0:
+                k = h[h[spurious].notna()]       # spurious counts can be unknown (run/recovery.py)
+                n_lost_k = float(k[lost].sum())
                 out.append({"protocol": proto, "unit": unit, "lost_pct": 100 * n_lost / n_sent,
-                            "spurious_pct": 100 * float(h[spurious].sum()) / n_lost if n_lost else None})
+                            "spurious_pct": 100 * float(k[spurious].sum()) / n_lost_k if n_lost_k else None})
     return out
 
 

@@ -8,11 +8,24 @@ namespace) read before and after the transfer. The server is the sender of a dow
 lab's namespace nothing else sends TCP during a trial (background TCP flows do: their trials
 get no TCP counts).
 
-QUIC: the server's qlog (Caddy 2.9+ writes one per connection when QLOGDIR is set: the plan's
-``qlog = true``). A packet declared lost (``recovery:packet_lost``, with its trigger:
-reordering threshold, time threshold) and later acknowledged by the peer was a spurious loss.
-qlog costs the server CPU: it is off unless asked for, and the CPU rule judges those trials
-with it on.
+QUIC: the server's qlog (Caddy 2.9+ writes one per connection when QLOGDIR is set, the
+``quinn`` server with --qlog-dir: the plan's ``qlog = true``). A packet declared lost
+(``recovery:packet_lost``, with its trigger: reordering threshold, time threshold) and later
+acknowledged by the peer was a spurious loss. qlog costs the server CPU: it is off unless asked
+for, and the CPU rule judges those trials with it on.
+
+quinn's qlog (quinn-proto 0.11) says less than quic-go's, and the reader makes up for it from
+what it does log:
+- it logs no acknowledgements (its packet_received events carry no frames, and quinn-proto 0.11
+  forgets a packet once declared lost), so whether a loss was spurious comes from the other
+  end: a packet the client's qlog (``<odcid>_client.sqlog``, same original destination
+  connection ID) shows it received was not lost. Without the client's qlog it is unknown (None).
+- its packet_lost trigger is always ``reordering_threshold`` (quinn-proto 0.11.19 compares
+  ``time_sent.saturating_duration_since(now)``, always zero, with the loss delay). The reader
+  recomputes it with quinn's own rule: a packet whose age when declared lost had reached the loss
+  delay, 9/8 x max(smoothed RTT, latest RTT) and at least 1 ms (from its
+  recovery:metrics_updated events, which quinn writes in seconds), was lost by the time
+  threshold, else by the packet threshold.
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,23 +106,88 @@ def qlog_records(path: Path):
         yield from trace.get("events", [])
 
 
-def quic_counts(path: Path) -> dict[str, int]:
+# quinn-proto 0.11's loss delay: time_threshold x max(smoothed, latest RTT), at least the timer granularity
+QUINN_TIME_THRESHOLD = 9 / 8
+QUINN_GRANULARITY_MS = 1.0
+# qlog times are f32 milliseconds: a packet declared lost by the loss timer is exactly the loss
+# delay old, give or take the rounding
+QUINN_TIME_SLACK_MS = 0.02
+
+
+def qlog_title(rec: dict[str, Any]) -> str:
+    """The qlog header's title (top level or the trace's), '' for an event."""
+    trace = rec.get("trace") if isinstance(rec.get("trace"), dict) else {}
+    return str(rec.get("title") or trace.get("title") or "")
+
+
+def _space_pn(data: dict[str, Any]) -> tuple[str, int] | None:
+    h = data.get("header") or {}
+    pn = h.get("packet_number")
+    return (SPACE.get(h.get("packet_type"), h.get("packet_type") or "?"), pn) if isinstance(pn, int) else None
+
+
+def received_packets(path: Path) -> set[tuple[str, int]]:
+    """(space, packet number) of every packet an end's qlog says it received."""
+    out = set()
+    for ev in qlog_records(path):
+        if ev.get("name") in ("transport:packet_received", "quic:packet_received"):
+            k = _space_pn(ev.get("data") or {})
+            if k:
+                out.add(k)
+    return out
+
+
+def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     """One connection's loss recovery as one end saw it: packets sent, declared lost (by trigger),
     declared lost but later acknowledged (spurious); packets received, and of those received
-    after a higher packet number of their space (reordered on the way)."""
+    after a higher packet number of their space (reordered on the way). ``peer``: the other
+    end's qlog of the same connection, for a sender whose qlog has no acknowledgements (quinn);
+    without it their spurious count is None (unknown)."""
     sent = received = out_of_order = 0
     highest: dict[str, int] = {}
     lost: dict[tuple[str, int], str] = {}
     acked: dict[str, list[tuple[int, int]]] = {}
+    quinn = False
+    # quinn: when each packet was sent, its RTT estimate, and its loss declarations waiting for
+    # the RTT update that the same datagram brought (quinn writes metrics_updated after them)
+    sent_at: dict[tuple[str, int], float] = {}
+    rtt = {"smoothed_rtt": 0.0, "latest_rtt": 0.0}
+    pending: list[tuple[tuple[str, int], float]] = []
+
+    def settle() -> None:
+        delay = max(QUINN_TIME_THRESHOLD * max(rtt["smoothed_rtt"], rtt["latest_rtt"]) * 1000, QUINN_GRANULARITY_MS)
+        for key, at in pending:
+            age = at - sent_at.get(key, at)
+            lost[key] = "time_threshold" if age >= delay - QUINN_TIME_SLACK_MS else "reordering_threshold"
+        pending.clear()
+
     for ev in qlog_records(path):
         name, data = ev.get("name"), ev.get("data") or {}
+        if name is None:
+            quinn = quinn or "quinn-proto 0.11." in qlog_title(ev)
+            continue
+        t = ev.get("time")
+        if quinn and pending and (name in ("recovery:metrics_updated", "quic:recovery_metrics_updated")
+                                  or t != pending[-1][1]):
+            for k in rtt:
+                if isinstance(data.get(k), (int, float)) and name.endswith("metrics_updated"):
+                    rtt[k] = float(data[k])
+            settle()
         if name in ("transport:packet_sent", "quic:packet_sent"):
             sent += 1
+            k = _space_pn(data)
+            if quinn and k and isinstance(t, (int, float)):
+                sent_at[k] = float(t)
         elif name in ("recovery:packet_lost", "quic:packet_lost"):
-            h = data.get("header") or {}
-            space = SPACE.get(h.get("packet_type"), h.get("packet_type") or "?")
-            if isinstance(h.get("packet_number"), int):
-                lost[(space, h["packet_number"])] = str(data.get("trigger") or "unknown")
+            k = _space_pn(data)
+            if k and quinn and isinstance(t, (int, float)):
+                pending.append((k, float(t)))
+            elif k:
+                lost[k] = str(data.get("trigger") or "unknown")
+        elif name in ("recovery:metrics_updated", "quic:recovery_metrics_updated") and quinn:
+            for k in rtt:
+                if isinstance(data.get(k), (int, float)):
+                    rtt[k] = float(data[k])
         elif name in ("transport:packet_received", "quic:packet_received"):
             header = data.get("header") or {}
             space = SPACE.get(header.get("packet_type"), "?")
@@ -123,26 +202,42 @@ def quic_counts(path: Path) -> dict[str, int]:
                     for r in f.get("acked_ranges") or ():
                         if r:
                             acked.setdefault(space, []).append((int(r[0]), int(r[-1])))
-    spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
+    settle()
+    spurious: int | None
+    if quinn:
+        got = received_packets(peer) if peer is not None and peer.is_file() else None
+        spurious = None if got is None else sum(1 for k in lost if k in got)
+    else:
+        spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "spurious": spurious, "received": received,
             "out_of_order": out_of_order}
 
 
-def _sum_counts(files: list[Path]) -> dict[str, int]:
-    total: dict[str, int] = {}
+def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dict[str, int | None]:
+    """Counts summed over connections; a count unknown for one of them is unknown (None)."""
+    total: dict[str, int | None] = {}
     for f in files:
-        for k, v in quic_counts(f).items():
-            total[k] = total.get(k, 0) + v
+        for k, v in quic_counts(f, (peers or {}).get(f)).items():
+            prev = total.get(k, 0)
+            total[k] = None if v is None or prev is None else prev + v
     return total
 
 
-def quic_columns(files: list[Path]) -> dict[str, Any]:
-    """The trial's QUIC loss-recovery columns, summed over its connections' server qlogs."""
+def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict[str, Any]:
+    """The trial's QUIC loss-recovery columns, summed over its connections' server qlogs. The
+    client's qlogs (client_qlog_dir) tell a sender that logs no acknowledgements which of its
+    losses were spurious, matched by file name (``<odcid>_server`` / ``<odcid>_client``)."""
     if not files:
         return {}
-    t = _sum_counts(files)
+    peers = {}
+    if client_qlog_dir is not None:
+        for f in files:
+            peer = client_qlog_dir / f.name.replace("_server.", "_client.")
+            if peer != f and peer.is_file():
+                peers[f] = peer
+    t = _sum_counts(files, peers)
     return {"quic_packets_sent": t["sent"], "quic_lost": t["lost"], "quic_lost_reordering": t["reordering"],
             "quic_lost_time": t["time"], "quic_lost_spurious": t["spurious"], "quic_qlog_connections": len(files)}
 
@@ -159,19 +254,34 @@ def quic_client_columns(qlog_dir: Path) -> dict[str, Any]:
             "quic_client_lost": t["lost"], "quic_client_lost_spurious": t["spurious"]}
 
 
-def take_server_qlogs(qlog_dir: Path | None, trial_dir: Path) -> list[Path]:
+# A server still writing a connection's qlog may name it <name>.part and rename it when the
+# connection has closed (quinn's does): the trial waits for that, this long at most (a client
+# whose CONNECTION_CLOSE was lost leaves the server waiting for its idle timeout).
+QLOG_OPEN_SUFFIX = ".part"
+QLOG_SETTLE_S = 2.0
+
+
+def take_server_qlogs(qlog_dir: Path | None, trial_dir: Path, settle_s: float = QLOG_SETTLE_S) -> list[Path]:
     """Move the server's qlogs of this trial (every file in its qlog directory: the previous
-    trial took its own) into trial_dir/qlog-server; a file still open keeps being written there."""
+    trial took its own) into trial_dir/qlog-server, once the server has closed them (no
+    ``.part`` left, settle_s at most); a file still open keeps being written there."""
     if qlog_dir is None or not qlog_dir.is_dir():
         return []
-    files = sorted(p for p in qlog_dir.iterdir() if p.suffix in (".sqlog", ".qlog"))
+
+    def still_open() -> bool:
+        return any(p.name.endswith(QLOG_OPEN_SUFFIX) for p in qlog_dir.iterdir())
+    deadline = time.monotonic() + settle_s
+    while still_open() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    files = sorted(p for p in qlog_dir.iterdir()
+                   if Path(p.name.removesuffix(QLOG_OPEN_SUFFIX)).suffix in (".sqlog", ".qlog"))
     if not files:
         return []
     dest = trial_dir / "qlog-server"
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for p in files:
-        target = dest / p.name
+        target = dest / p.name.removesuffix(QLOG_OPEN_SUFFIX)
         shutil.move(str(p), target)
         out.append(target)
     return out

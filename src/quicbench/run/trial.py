@@ -79,7 +79,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
             finish_pcap(c.pcap, options.capture_keep)
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
     row.update(recovery.tcp_columns(tcp0, tcp1))
-    row.update(recovery.quic_columns(recovery.take_server_qlogs(server_qlog_dir, trial_dir)))
+    row.update(recovery.quic_columns(recovery.take_server_qlogs(server_qlog_dir, trial_dir), trial_dir / "qlog"))
     row.update(recovery.quic_client_columns(trial_dir / "qlog"))
     if w.kind == "video":
         # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);

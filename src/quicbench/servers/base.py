@@ -68,6 +68,9 @@ class Server(ABC):
     # directory (None: it cannot): run/recovery.py counts its loss declarations from them
     qlog_env: ClassVar[str | None] = None
     version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
+    # the congestion controllers the server's QUIC sender can be set to, first = its default;
+    # empty: it cannot be set
+    quic_ccs: ClassVar[tuple[str, ...]] = ()
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
 
@@ -76,12 +79,14 @@ class Server(ABC):
         if "binaries" not in cls.__dict__:
             cls.binaries = (cls.binary,) if getattr(cls, "binary", "") else ()
 
-    def __init__(self, lab: "Lab", workdir: Path, content: "ContentSet", tls: "TlsMaterial", port: int = 443):
+    def __init__(self, lab: "Lab", workdir: Path, content: "ContentSet", tls: "TlsMaterial", port: int = 443,
+                 quic_cc: str | None = None):
         self.lab = lab
         self.workdir = workdir
         self.content = content
         self.tls = tls
         self.port = port
+        self.quic_cc = quic_cc     # one of quic_ccs (None: the server's default)
         self.proc: subprocess.Popen | None = None
         self.qlog_dir: Path | None = None      # set by enable_qlog()
 
