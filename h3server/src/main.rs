@@ -251,29 +251,38 @@ fn serve(args: Args) -> io::Result<()> {
             let root = root.clone();
             tokio::spawn(async move {
                 let remote = incoming.remote_address();
+                // true if a connection was made (not, e.g., for a late Initial packet whose
+                // connection ID quinn has retired: it looks like a new connection and fails)
                 let serve = async {
                     match incoming.accept_with(Arc::new(config)) {
                         Ok(connecting) => {
                             if let Err(e) = connection(connecting, &odcid, remote, root).await {
                                 eprintln!("connection {odcid} from {remote} ended: {e}");
                             }
+                            true
                         }
-                        Err(e) => eprintln!("connection {odcid} from {remote} refused: {e}"),
+                        Err(e) => {
+                            eprintln!("connection {odcid} from {remote} refused: {e}");
+                            false
+                        }
                     }
                 };
                 let Some((mut f, open, done)) = qlog_file else {
-                    return serve.await;
+                    serve.await;
+                    return;
                 };
                 tokio::pin!(serve);
                 let mut tick = tokio::time::interval(FLUSH_EVERY);
-                loop {
+                let made = loop {
                     tokio::select! {
-                        _ = &mut serve => break,
+                        made = &mut serve => break made,
                         _ = tick.tick() => { let _ = f.flush(); }
                     }
-                }
-                // closed: whole on disk, under its final name (quinn may still log its draining)
-                if let Err(e) = f.flush().and_then(|_| std::fs::rename(&open, &done)) {
+                };
+                // closed: whole on disk, under its final name (quinn may still log its
+                // draining); no qlog of a connection never made
+                let kept = if made { f.flush().and_then(|_| std::fs::rename(&open, &done)) } else { std::fs::remove_file(&open) };
+                if let Err(e) = kept {
                     eprintln!("connection {odcid}: qlog {}: {e}", open.display());
                 }
             });

@@ -94,3 +94,27 @@ def test_an_unknown_cc_stops_the_start_naming_the_accepted_ones(lab_env):
         srv.start()
     assert "exited at start (code 2)" in str(e.value) and "cubic, newreno, bbr" in str(e.value)
     assert _pgrep(str(srv.workdir)) == []
+
+
+REORDER = Condition(name="reorder", delay_ms=10, jitter_ms=4, jitter_dist="uniform", reorder=True, rate_mbit=50)
+
+
+def test_reordering_shows_as_spurious_losses_of_quinn(lab_env):
+    """Jitter that reorders, no loss: quinn (fixed thresholds, as quic-go) declares packets lost
+    that the client's qlog shows it received, by both triggers; nothing was really lost."""
+    lab, content, tls, wd = lab_env
+    srv = QuinnServer(lab, wd / "srv" / "reorder", content, tls, port=2443)
+    srv.enable_qlog()
+    trial = wd / "trial" / "reorder"
+    lab.set_condition(REORDER)
+    try:
+        with srv:
+            row = run_trial(TrialSpec(0, REORDER, Workload(size="1MB", count=1), "h3", "quinn", 1),
+                            _target(lab, content, tls, 2443), LoadClient(), srv.pid, trial, 60,
+                            TrialOptions(qlog=True), server_qlog_dir=srv.qlog_dir)
+    finally:
+        lab.set_condition(COND)
+    assert row["status"] == "ok", row["error"]
+    assert row["quic_client_out_of_order"] > 0 and row["quic_qlog_connections"] == 1
+    assert row["quic_lost"] > 0 and row["quic_lost_spurious"] >= 0.9 * row["quic_lost"]
+    assert row["quic_lost_reordering"] + row["quic_lost_time"] == row["quic_lost"]
