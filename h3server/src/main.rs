@@ -29,6 +29,7 @@ use http::{HeaderValue, Method, Response, StatusCode, header};
 use quinn::congestion::{Bbr, BbrConfig, Cubic, CubicConfig, NewReno, NewRenoConfig};
 use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{QlogConfig, TransportConfig, VarInt};
+use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncReadExt;
@@ -147,7 +148,34 @@ fn tls_config(cert: &Path, key: &Path) -> io::Result<QuicServerConfig> {
         .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
     tls.alpn_protocols = vec![b"h3".to_vec()];
     tls.max_early_data_size = u32::MAX; // 0-RTT accepted (quinn requires 0 or u32::MAX), as Caddy does
+    tls.session_storage = Arc::new(ReusableTickets(ServerSessionMemoryCache::new(TICKETS_KEPT)));
     QuicServerConfig::try_from(tls).map_err(|e| io::Error::other(format!("TLS: {e}")))
+}
+
+/// Session tickets kept (each connection gets two).
+const TICKETS_KEPT: usize = 4096;
+
+/// Session tickets usable more than once, as Caddy's (quic-go's) are. rustls accepts 0-RTT only
+/// with tickets it stores itself, and by default spends each on its first use (RFC 8446 §8.1
+/// anti-replay); a quic-go client hands its one cached ticket to every connection it opens at
+/// once, so all but the first would resume without 0-RTT, or not at all. In a lab replayed GETs
+/// are harmless; a workload's resumption mode (tickets, 0rtt) then means the same on both servers.
+#[derive(Debug)]
+struct ReusableTickets(Arc<ServerSessionMemoryCache>);
+
+impl StoresServerSessions for ReusableTickets {
+    fn put(&self, id: Vec<u8>, value: Vec<u8>) -> bool {
+        self.0.put(id, value)
+    }
+    fn get(&self, id: &[u8]) -> Option<Vec<u8>> {
+        self.0.get(id)
+    }
+    fn take(&self, id: &[u8]) -> Option<Vec<u8>> {
+        self.0.get(id)
+    }
+    fn can_cache(&self) -> bool {
+        true
+    }
 }
 
 /// A connection's transport: the windows above, the chosen congestion controller, its qlog.
@@ -295,7 +323,12 @@ fn serve(args: Args) -> io::Result<()> {
 
 async fn connection(connecting: quinn::Connecting, odcid: &str, remote: SocketAddr, root: Arc<Root>)
                     -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // 0.5-RTT: a request that came in 0-RTT is answered at once, as quic-go's early listener does
+    // 0.5-RTT: a request that came in 0-RTT is answered at once, as quic-go's early listener does.
+    // Only once the ClientHello is processed (its transport parameters: the client's stream
+    // limits): before, h3's first stream would wait for a limit that no event wakes it up for
+    // (a start-up race seen as ~1 in 5 connections never answering).
+    let mut connecting = connecting;
+    connecting.handshake_data().await?;
     let conn = match connecting.into_0rtt() {
         Ok((conn, _)) => conn,
         Err(connecting) => connecting.await?,

@@ -128,7 +128,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_lost", "int", "", "QUIC packets the server declared lost", "recovery"),
     Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first)", "recovery"),
     Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold", "recovery"),
-    Column("quic_lost_spurious", "int", "", "declared lost and later acknowledged by the client: not lost at all, a spurious loss declaration", "recovery"),
+    Column("quic_lost_spurious", "int", "", "declared lost and later acknowledged by the client: not lost at all, a spurious loss declaration (quinn, whose qlog has no acknowledgements: received per the client's qlog; empty without it)", "recovery"),
     Column("quic_client_received", "int", "", "QUIC packets the client received (its qlog, qlog = true)", "recovery"),
     Column("quic_client_out_of_order", "int", "", "of those, received after a higher packet number of their space: reordered on the way", "recovery"),
     Column("quic_client_lost", "int", "", "QUIC packets the client declared lost (requests, acknowledgements)", "recovery"),
