@@ -31,21 +31,21 @@ pub struct Root {
 }
 
 impl Root {
-    /// `root` must be a directory; `allow` are further directories links may resolve into.
+    /// `root` must be a directory; `allow` are further directories links may resolve into. They
+    /// need not exist yet (a live publisher starts after the servers): each is resolved when a
+    /// link leads out of the root.
     pub fn new(root: &Path, allow: &[PathBuf]) -> io::Result<Root> {
         let root = root.canonicalize()?;
         if !root.is_dir() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a directory", root.display())));
         }
-        let mut allowed = vec![root.clone()];
-        for d in allow {
-            allowed.push(d.canonicalize()?);
-        }
+        let allowed = allow.iter().map(|d| std::path::absolute(d)).collect::<io::Result<_>>()?;
         Ok(Root { root, allowed })
     }
 
     fn inside(&self, p: &Path) -> bool {
-        self.allowed.iter().any(|a| p.starts_with(a))
+        p.starts_with(&self.root)
+            || self.allowed.iter().any(|a| a.canonicalize().is_ok_and(|a| p.starts_with(a)))
     }
 
     /// The file a request's path (the URI's path, without query) names.
@@ -119,14 +119,15 @@ mod tests {
         let root = t.path().join("root");
         fs::create_dir_all(root.join("sub")).unwrap();
         fs::create_dir_all(root.join("bare")).unwrap();
-        fs::create_dir_all(t.path().join("live")).unwrap();
         fs::write(root.join("index.html"), "<html>").unwrap();
         fs::write(root.join("obj-1.bin"), "12345").unwrap();
         fs::write(root.join("a b.bin"), "x").unwrap();
         fs::write(root.join("sub/index.html"), "sub").unwrap();
         fs::write(t.path().join("secret"), "secret").unwrap();
-        fs::write(t.path().join("live/seg.m4s"), "seg").unwrap();
+        // the live directory comes after the start, as a live publisher's does
         let r = Root::new(&root, &[t.path().join("live")]).unwrap();
+        fs::create_dir_all(t.path().join("live")).unwrap();
+        fs::write(t.path().join("live/seg.m4s"), "seg").unwrap();
         (t, r)
     }
 
