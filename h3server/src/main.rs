@@ -76,7 +76,7 @@ enum Cc {
     Cubic,
     /// NewReno (RFC 9002's reference controller)
     Newreno,
-    /// quinn's experimental BBR (version 1)
+    /// quinn's BBR (version 1, marked experimental by quinn)
     Bbr,
 }
 
