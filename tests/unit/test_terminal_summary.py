@@ -176,3 +176,24 @@ def test_loss_recovery_counts_are_said_per_condition():
     s = data["sentences"][0]
     assert "HTTP/3's server declared lost 8.0 % of its packets, 75 % of those spurious" in s
     assert "HTTP/1.1's server retransmitted 1.0 % of its segments, 10 % of those spurious" in s
+
+
+def test_unknown_spurious_counts_are_left_out_not_counted_as_zero():
+    """A quinn trial without the client's qlog has no spurious count (run/recovery.py): the share
+    is over the trials that have one, and with none it is not said."""
+    from quicbench.analysis.recovery import loss_recovery
+    rows = []
+    for rep in range(1, 4):
+        r3 = row("loss", "1x1MB/p1", "h3", rep, goodput=4.0)
+        r3.update(quic_packets_sent=1000, quic_lost=80, quic_lost_reordering=80, quic_lost_time=0,
+                  quic_lost_spurious=40 if rep == 1 else None)
+        rows.append(r3)
+    run = run_of(rows)
+    assert "8.0 % of its packets, 50 % of those spurious" in summary_data(run)["sentences"][0]
+    assert loss_recovery(run)["spurious_of_lost_pct"].tolist() == [50.0]
+    for r in rows:
+        r["quic_lost_spurious"] = None
+    run = run_of(rows)
+    s = summary_data(run)["sentences"][0]
+    assert "declared lost 8.0 % of its packets." in s and "spurious" not in s
+    assert loss_recovery(run)["spurious_of_lost_pct"].isna().all()
