@@ -7,8 +7,9 @@ PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables 
 # Lab backend ssh: the OpenSSH client reaches the hosts; its tests run Debian's sshd in lab
 # namespaces as the hosts (the host's own sshd service is not started, see policy-rc.d below)
 PKGS+=(openssh-client openssh-server)
-# Browser page loads (Playwright drives Debian's Chromium, never a downloaded browser)
-[ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium)
+# Browser page loads (Playwright drives Debian's Chromium, puppeteer-core Debian's Firefox ESR,
+# never a downloaded browser); certutil puts the lab's CA into each Firefox profile
+[ "${QB_NO_BROWSER:-0}" = 1 ] || PKGS+=(chromium firefox-esr libnss3-tools)
 # Video workloads: ffmpeg encodes the ladder locally; npm installs the pinned hls.js/dash.js
 if [ "${QB_NO_VIDEO:-0}" != 1 ]; then PKGS+=(ffmpeg); command -v npm >/dev/null 2>&1 || PKGS+=(npm); fi
 # Scale-out test: a throw-away single-node Slurm cluster (tests/integration/test_scale.py). Nine small

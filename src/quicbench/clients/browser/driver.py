@@ -257,12 +257,17 @@ def _kill_load(pid: int | None, profile: Path) -> None:
 
 
 def browser_pids(profile: Path) -> list[int]:
-    """Processes of the browser that uses this profile (found by its --user-data-dir)."""
+    """Processes of the load that uses this profile, this process excepted: the browser's (found
+    by Chromium's --user-data-dir) and every process that inherited the load's TMPDIR (run_child
+    sets it for the child; Firefox's content, socket and decoder processes name no profile)."""
     marker = f"--user-data-dir={profile}".encode()
+    env_marker = f"\0TMPDIR={profile / 'tmp'}\0".encode()
     out = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and marker in (d / "cmdline").read_bytes():
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            if marker in (d / "cmdline").read_bytes() or env_marker in b"\0" + (d / "environ").read_bytes() + b"\0":
                 out.append(int(d.name))
         except OSError:
             continue
