@@ -24,6 +24,7 @@ from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
 from quicbench.model.workload_kinds import KINDS, WorkloadKind
 
 PROTOCOLS = ("h1", "h2", "h3")
+BROWSERS = ("chromium", "firefox")    # what a plan's `browser` names (page and video workloads)
 CONNECTION_POLICIES = ("shared", "per-object")
 MAX_POOL = 1000              # connections of a pool:N policy (each is a handshake of its own)
 # Streams in flight on one h2 connection: Caddy's (Go's) 250; nginx and Apache are configured to
@@ -312,6 +313,9 @@ class Plan(_Strict):
     # compares clients (each protocol runs with every client that fetches it)
     client: str | list[str] = "qb-load"
     client_commands: dict[str, ClientCommand] = Field(default_factory=dict)
+    # the browser of page and video workloads (docs/browser.md): chromium (Debian's Chromium,
+    # Playwright) or firefox (Debian's Firefox ESR, puppeteer-core); a list compares browsers
+    browser: str | list[str] = "chromium"
     server_commands: dict[str, ServerCommand] = Field(default_factory=dict)
     workloads: list[Workload] = Field(min_length=1)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
@@ -344,6 +348,10 @@ class Plan(_Strict):
             raise ValueError(f"protocols: listed twice in {self.protocols}")
         if not self.client_names or len(set(self.client_names)) != len(self.client_names):
             raise ValueError(f"client: name one client or a list of different ones, got {self.client!r}")
+        bad = [b for b in self.browser_names if b not in BROWSERS]
+        if bad or not self.browser_names or len(set(self.browser_names)) != len(self.browser_names):
+            raise ValueError(f"browser: name one browser or a list of different ones; accepted: "
+                             f"{', '.join(BROWSERS)}, got {self.browser!r}")
         for name in [*self.client_names, *self.client_commands, *self.server_commands]:
             if not NAME_RE.match(name):
                 raise ValueError(f"client/server name {name!r}: use 1-32 characters of a-z, A-Z, 0-9, '-', '_', '.'")
@@ -379,10 +387,23 @@ class Plan(_Strict):
     def client_names(self) -> list[str]:
         return [self.client] if isinstance(self.client, str) else list(self.client)
 
+    @property
+    def browser_names(self) -> list[str]:
+        return [self.browser] if isinstance(self.browser, str) else list(self.browser)
+
     def clients_for(self, workload: Workload) -> list[str]:
-        """The kind's own client (a browser, the video player), else the plan's client(s)."""
-        own = workload.workload_kind.clients
+        """The kind's client for each of the plan's browsers (page loads, the video player), its
+        own client, else the plan's client(s)."""
+        kind = workload.workload_kind
+        if kind.browser_clients is not None:
+            return [kind.browser_clients[b] for b in self.browser_names]
+        own = kind.clients
         return list(own) if own is not None else self.client_names
+
+    @property
+    def compares_clients(self) -> bool:
+        """Some protocol runs with several clients (or browsers): trial keys name the client."""
+        return len(self.client_names) > 1 or len(self.browser_names) > 1
 
     def client_protocols(self, name: str) -> frozenset[str] | None:
         """The protocols a client command offers (None: a driver, which says itself)."""
@@ -478,7 +499,7 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
             return [(p, s, c) for p, s in servers for c in names
                     if plan.client_protocols(c) is None or p in plan.client_protocols(c)]
 
-        compares = len(plan.client_names) > 1
+        compares = plan.compares_clients
         for _ in range(plan.warmup):
             for w in workloads[:1]:
                 for p, s, c in stacks(w):

@@ -104,12 +104,28 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if "netns" not in BACKENDS:
         raise QuicbenchError("no lab backend 'netns' registered")
     if installed:
+        _check_codecs(plan, source)
         drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
         drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
         for d in dict.fromkeys(drivers):
             ok, why = d.available()
             if not ok:
                 raise QuicbenchError(why)
+
+
+def _check_codecs(plan: Plan, source: str) -> None:
+    """Every video workload's codec must be one its browsers play on this host."""
+    for w in plan.workloads:
+        if w.kind != "video":
+            continue
+        for browser, name in zip(plan.browser_names, plan.clients_for(w)):
+            playable = getattr(client_class(name, plan.client_commands), "playable_codecs", lambda: None)()
+            if playable is None or w.codec in playable[0]:
+                continue
+            codecs, fix = playable
+            raise QuicbenchError(f"{source}: browser: {browser} cannot play workloads.codec = '{w.codec}' ({w.label}) "
+                                 f"on this host; it plays: {', '.join(codecs) or 'none'}; fix: {fix}, or use "
+                                 f"browser = \"chromium\"")
 
 
 def _check_rebinding(plan: Plan, c, source: str) -> None:

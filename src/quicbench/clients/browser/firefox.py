@@ -202,15 +202,11 @@ class FirefoxVideoClient(VideoClient):
     executable = staticmethod(FirefoxClient.executable)
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            cls.executable()
-        except QuicbenchError as e:
-            return False, str(e)
-        if libavcodec() is None:
-            return False, ("firefox-esr plays H.264 and AAC through FFmpeg's libavcodec, which is missing: "
-                           "apt-get install ffmpeg (make setup installs it with the video tools)")
-        return True, FIREFOX
+    def playable_codecs(cls) -> tuple[tuple[str, ...], str]:
+        """The ladder codecs (model.video.CODECS) this host's Firefox plays in MSE, and the fix
+        for the others: H.264 and AAC need FFmpeg's libavcodec (Firefox ships VP9 and AV1)."""
+        return (("h264",) if libavcodec() else ()), ("apt-get install ffmpeg (Firefox decodes H.264 and AAC with "
+                                                       "FFmpeg's libavcodec)")
 
     @classmethod
     def version(cls) -> dict[str, str]:

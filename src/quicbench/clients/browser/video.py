@@ -55,6 +55,12 @@ class VideoClient(BrowserClient):
     name = "video"
 
     @classmethod
+    def playable_codecs(cls) -> tuple[tuple[str, ...], str] | None:
+        """The ladder codecs this browser plays here and the fix for the others; None: not known
+        before it starts (Debian's Chromium plays every codec of model.video.CODECS)."""
+        return None
+
+    @classmethod
     def version(cls) -> dict[str, str]:
         from quicbench.content.video import player_versions
         out = {**super().version(), **player_versions()}
