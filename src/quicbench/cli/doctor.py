@@ -28,6 +28,9 @@ BINARIES = [
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
     ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
+    ("firefox-esr", "page loads and video in Firefox (browser = \"firefox\")",
+     "apt-get install firefox-esr (Debian's; never a downloaded browser)"),
+    ("certutil", "the lab's CA in each Firefox profile", "apt-get install libnss3-tools"),
 ]
 
 
@@ -81,6 +84,10 @@ def checks() -> list[tuple[str, bool, str]]:
         out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
     except ImportError:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
+    from quicbench.clients.browser.firefox import FIREFOX, puppeteer_version
+    ppt = puppeteer_version()
+    out.append(("npm: puppeteer-core", ppt is not None, f"{ppt} (drives {FIREFOX} over WebDriver BiDi)" if ppt else
+                "needed for Firefox page loads and video: make setup (npm ci in firefox/)"))
     # every stack with its versions: a result is the implementation's as much as the protocol's
     from quicbench.clients import CLIENTS
     from quicbench.registry import driver_stack
