@@ -71,7 +71,11 @@ def test_gallery_page_over_each_protocol(served, proto):
     assert {norm_proto(r["rt_protocol"]) for r in reqs} == {proto}
     assert all(r["status"] == 200 for r in reqs)
     assert all(r["bytes"] == 100_000 for r in reqs if r["path"].endswith(".bin"))
-    assert all(r["start_ns"] <= r["first_byte_ns"] <= r["last_byte_ns"] for r in reqs)
+    # over h1 the first byte of a request that opened its connection is unknown (Firefox's artefact)
+    assert all(r["start_ns"] <= r["first_byte_ns"] <= r["last_byte_ns"] for r in reqs
+               if not (proto == "h1" and not r["conn_reused"]))
+    assert all(r["first_byte_ns"] is None and r["first_byte_unknown"] for r in reqs
+               if proto == "h1" and not r["conn_reused"])
     assert all(r["wire_bytes"] > r["bytes"] for r in reqs)           # headers and body as received
     page = next(r for r in reqs if r["path"].endswith(".html"))
     assert page["conn_id"] and page["connect_start_ns"] <= page["connect_done_ns"] <= page["tls_done_ns"]
@@ -79,7 +83,11 @@ def test_gallery_page_over_each_protocol(served, proto):
     assert x["page_requests"] == 11 and x["page_protocol"] == proto
     assert x["page_connections"] == 1 if proto != "h1" else 1 <= x["page_connections"] <= 6
     assert x["page_weight_bytes"] >= 1_000_000 and x["page_body_bytes"] == 1_000_000 + page["bytes"]
-    assert 0 < x["page_ttfb_ms"] <= x["page_response_start_ms"] <= x["dom_content_loaded_ms"] <= x["load_event_ms"]
+    if proto == "h1":
+        assert x["page_ttfb_ms"] is None and x["page_response_start_ms"] is None
+        assert 0 < x["dom_content_loaded_ms"] <= x["load_event_ms"]
+    else:
+        assert 0 < x["page_ttfb_ms"] <= x["page_response_start_ms"] <= x["dom_content_loaded_ms"] <= x["load_event_ms"]
     assert x["page_load_ms"] == x["load_event_ms"] and x["page_handshake_ms"] > 0
     assert x["first_contentful_paint_ms"] > 0
     if proto != "h3":

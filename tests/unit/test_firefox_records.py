@@ -72,17 +72,33 @@ def test_records_from_bidi_events_and_resource_timing():
     assert b["error"] == "HTTP 404" and b["bytes"] == 0 and b["rt_protocol"] is None
     assert c["error"] == "NS_ERROR_CONNECTION_REFUSED" and c["proto"] is None
     assert protocol_disagreements(recs) == []
-    # TCP: connect done where TLS starts
+    # TCP: connect done where TLS starts; over h1 the first byte of a request that opened its
+    # connection is unknown (Firefox stamps it at the request), of a request on an open one known
     rec2 = BidiRecorder()
     _events(rec2, "1", "https://h/x", "http/1.1", True, T0)
-    (x,) = records(rec2.snapshot(), [{"name": "https://h/x", "nextHopProtocol": "h2", "startTime": 0}])
+    _events(rec2, "2", "https://h/y", "http/1.1", False, T0 + 50)
+    x, y = records(rec2.snapshot(), [{"name": "https://h/x", "nextHopProtocol": "h2", "startTime": 0}])
     assert x["proto"] == "h1" and x["connect_done_ns"] == ns(T0 + 2) and x["tls_done_ns"] == ns(T0 + 11)
+    assert x["first_byte_ns"] is None and x["first_byte_unknown"]
+    assert y["first_byte_ns"] == ns(T0 + 70) and "first_byte_unknown" not in y
     # the two readings of the protocol disagree: the trial fails and says which request
     bad = protocol_disagreements([x])
     assert bad == ["/x: BiDi http/1.1, Resource Timing h2"]
     assert "protocol readings disagree for 1 request(s) (/x: BiDi http/1.1" in with_disagreements(
         None, {"protocol_disagreements": bad})
     assert with_disagreements("e", {}) == "e"
+
+
+def test_a_second_use_of_an_image_from_firefoxs_cache_is_no_request():
+    rec = BidiRecorder()
+    _events(rec, "1", "https://h/p/a.png", "h2", True, T0)
+    req = {"request": "2", "url": "https://h/p/a.png", "method": "GET", "timings": {}}
+    rec.on_event("network.beforeRequestSent", {"request": req, "timestamp": T0 + 50})
+    assert rec.pending() == 1
+    rec.on_event("network.responseCompleted", {"request": req, "timestamp": T0 + 51, "response": {
+        "protocol": "http/1.1", "status": 200, "fromCache": True, "bytesReceived": 0, "bodySize": 0}})
+    assert rec.pending() == 0 and rec.ignored == ["https://h/p/a.png (from cache)"]
+    assert [(r["path"], r["proto"]) for r in records(rec.snapshot(), [])] == [("/p/a.png", "h2")]
 
 
 def test_mismatch_and_failures_fail_the_load_as_for_chromium():

@@ -187,7 +187,14 @@ class BidiRecorder:
             if name == "network.responseStarted":
                 r["response"] = p.get("response") or {}
             elif name == "network.responseCompleted":
-                r.update(response=p.get("response") or {}, finished=p.get("timestamp"))
+                resp = p.get("response") or {}
+                if resp.get("fromCache"):
+                    # Firefox's image cache answered a second use of an image: no request went out
+                    self.order.remove(rid)
+                    del self.reqs[rid]
+                    self.ignored.append(f"{url} (from cache)")
+                    return
+                r.update(response=resp, finished=p.get("timestamp"))
             elif name == "network.fetchError":
                 r.update(error=p.get("errorText") or "failed", failed=p.get("timestamp"))
 
@@ -236,6 +243,10 @@ def records(reqs: list[dict[str, Any]], resources: list[dict]) -> list[dict[str,
         if new_conn:
             conns += 1
         tls_start, tls_end = _ns(t, "tlsStart"), _ns(t, "tlsEnd")
+        # Firefox stamps an HTTP/1.1 request's responseStart just after its requestStart when the
+        # request opened its TLS connection (a capture shows the first byte a round trip later):
+        # that first byte is unknown (docs/browser.md, Firefox, "Known artefacts")
+        first_byte_unknown = new_conn and proto == "h1"
         body = rt.get("decodedBodySize") if rt and rt.get("decodedBodySize") is not None else resp.get("bodySize")
         out.append({
             "path": urlsplit(r["url"]).path, "url": r["url"],
@@ -247,7 +258,7 @@ def records(reqs: list[dict[str, Any]], resources: list[dict]) -> list[dict[str,
             "connect_done_ns": (_ns(t, "connectEnd") if quic or tls_start is None else tls_start) if new_conn else None,
             "tls_done_ns": (_ns(t, "connectEnd") if quic or tls_end is None else tls_end) if new_conn else None,
             "send_ns": _ns(t, "requestStart"),
-            "first_byte_ns": _ns(t, "responseStart"),
+            "first_byte_ns": None if first_byte_unknown else _ns(t, "responseStart"),
             "last_byte_ns": _ns(t, "responseEnd") if "finished" in r else None,
             "bytes": body if not error and body is not None else 0,
             "wire_bytes": resp.get("bytesReceived"),
@@ -256,8 +267,19 @@ def records(reqs: list[dict[str, Any]], resources: list[dict]) -> list[dict[str,
             "conn_reused": not new_conn,
             "remote": None,
             "error": error,
+            **({"first_byte_unknown": True} if first_byte_unknown else {}),
         })
     return out
+
+
+def firefox_page_metrics(nav: dict | None, paint: dict, recs: list[dict]) -> dict[str, Any]:
+    """page_metrics, without the figures Firefox's Navigation Timing gets wrong: over HTTP/1.1
+    the page's responseStart and responseEnd sit at its requestStart (the request opens its
+    connection; see records), so neither TTFB nor the response start is known."""
+    m = page_metrics(nav, paint, recs)
+    if m.get("page_protocol") == "h1":
+        m["page_ttfb_ms"] = m["page_response_start_ms"] = None
+    return m
 
 
 def protocol_disagreements(requests: list[dict]) -> list[str]:
@@ -449,7 +471,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         out["requests"] = records(reqs, out["resources"] + nav_entry)
         out["protocol_disagreements"] = protocol_disagreements(out["requests"])
         out["ignored_requests"] = rec.ignored
-        out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"])
+        out["metrics"] = firefox_page_metrics(out["navigation"], out["paint"], out["requests"])
         har = build_har(reqs, out["requests"], a["url"], out.get("browser_version"), out["navigation"],
                         timing.get("timeOrigin"))
         (trial_dir / "page.har").write_text(json.dumps(har, indent=1))
