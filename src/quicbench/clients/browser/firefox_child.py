@@ -393,7 +393,8 @@ def start(a: dict[str, Any], rec: BidiRecorder, out: dict[str, Any], preload: li
     ff = make_profile(profile, a["ca"])
     isolate_names(profile, a["host"], a["address"])
     prefs = firefox_prefs(a["protocol"], a["host"], a["port"])
-    env = dict(os.environ)
+    # no crash reporter (nor its pings): a crash is the trial's error
+    env = dict(os.environ, MOZ_CRASHREPORTER_DISABLE="1")
     if a.get("keylog"):
         env["SSLKEYLOGFILE"] = a["keylog"]
     if a.get("netlog") and a["protocol"] == "h3":     # qlog = true: neqo's qlog, into TMPDIR
