@@ -24,7 +24,6 @@ from quicbench.registry import driver_stack
 
 needs_firefox = pytest.mark.skipif(not FirefoxClient.available()[0],
                                    reason=f"{FirefoxClient.available()[1]} (make setup installs it)")
-PROFILES = "qb-browser-profile-*"
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +41,23 @@ def served(tmp_path_factory):
                                       port=443, tls=tls, content=content), wd
 
 
-def _load_processes() -> set[int]:
-    """Processes of any browser load (the load's TMPDIR is in its profile)."""
+def _load_processes(profile: str = "/tmp/qb-browser-profile-") -> set[int]:
+    """Processes of a browser load (its TMPDIR is in its profile): of the one whose profile is
+    given, else of any (other worktrees' tests run browsers at the same time)."""
     out = set()
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and b"TMPDIR=/tmp/qb-browser-profile-" in (d / "environ").read_bytes():
+            if d.name.isdigit() and f"TMPDIR={profile}".encode() in (d / "environ").read_bytes():
                 out.add(int(d.name))
         except OSError:
             continue
     return out
+
+
+def _profile_of(trial: Path) -> str:
+    """The load's profile, from Firefox's command line in page.json."""
+    argv = json.loads((trial / "page.json").read_text())["argv"]
+    return str(Path(argv[argv.index("--profile") + 1]).parent)
 
 
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])
@@ -60,8 +66,6 @@ def _load_processes() -> set[int]:
 @needs_firefox
 def test_gallery_page_over_each_protocol(served, proto):
     lab, server, target, wd = served
-    # other programs on the host may run browsers of their own: judge only what this load leaves
-    procs_before, profiles_before = _load_processes(), set(Path("/tmp").glob(PROFILES))
     res = fetch(FirefoxClient(), target, proto, GALLERY, wd / proto, timeout_s=30)
     assert res.error is None, res.error
     reqs = res.requests
@@ -81,7 +85,9 @@ def test_gallery_page_over_each_protocol(served, proto):
     assert page["conn_id"] and page["connect_start_ns"] <= page["connect_done_ns"] <= page["tls_done_ns"]
     x = res.extra
     assert x["page_requests"] == 11 and x["page_protocol"] == proto
-    assert x["page_connections"] == 1 if proto != "h1" else 1 <= x["page_connections"] <= 6
+    # h1: Firefox opens up to 6 connections per host, and a backup connection when a handshake is
+    # slow (a busy machine): at most one per request
+    assert x["page_connections"] == 1 if proto != "h1" else 1 <= x["page_connections"] <= 11, x["page_connections"]
     assert x["page_weight_bytes"] >= 1_000_000 and x["page_body_bytes"] == 1_000_000 + page["bytes"]
     if proto == "h1":
         assert x["page_ttfb_ms"] is None and x["page_response_start_ms"] is None
@@ -105,9 +111,10 @@ def test_gallery_page_over_each_protocol(served, proto):
     pj = json.loads((wd / proto / "page.json").read_text())
     assert pj["browser_version"].startswith("firefox/") and pj["prefs"]["network.http.http3.enable"] == (proto == "h3")
     assert len((wd / proto / "requests.jsonl").read_text().splitlines()) == 11
-    # a clean exit: no process of the load left, no profile kept
-    assert _load_processes() - procs_before == set()
-    assert set(Path("/tmp").glob(PROFILES)) - profiles_before == set()
+    # a clean exit: no process of the load left, no profile kept (other loads may run meanwhile)
+    profile = _profile_of(wd / proto)
+    assert profile.startswith("/tmp/qb-browser-profile-")
+    assert _load_processes(profile + "/tmp") == set() and not Path(profile).exists()
 
 
 @pytest.mark.integration
@@ -158,8 +165,8 @@ def test_h3_with_quic_blocked_is_never_reported_as_h3(served):
 def test_killed_quicbench_leaves_no_firefox(served, tmp_path):
     """SIGKILL of the process that runs the load: the child sees its parent die and takes the
     bridge, Firefox and the profile with it."""
+    from quicbench.clients.browser.recorder import _descendants
     lab, server, target, wd = served
-    procs_before, profiles_before = _load_processes(), set(Path("/tmp").glob(PROFILES))
     script = tmp_path / "load.py"
     script.write_text(
         "import sys, pickle\nsys.path[:0] = [%r, %r]\n" % (str(Path(__file__).parent), str(Path(__file__).parents[1]))
@@ -168,25 +175,28 @@ def test_killed_quicbench_leaves_no_firefox(served, tmp_path):
         + "fetch(FirefoxClient(), target, 'h2', __import__('test_browser').GALLERY, trial, 60)\n")
     import pickle
     args = tmp_path / "args.pickle"
-    try:
-        args.write_bytes(pickle.dumps((target, tmp_path / "trial")))
-    except Exception as e:  # noqa: BLE001 - a Target that does not pickle: nothing to test here
-        pytest.skip(f"target does not pickle: {e}")
+    args.write_bytes(pickle.dumps((target, tmp_path / "trial")))
     proc = subprocess.Popen([sys.executable, str(script), str(args)])
+    profile = None
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any(
-            b"firefox" in (Path("/proc") / str(p) / "cmdline").read_bytes() for p in _load_processes() - procs_before
-            if (Path("/proc") / str(p)).exists()):
+    while time.monotonic() < deadline and profile is None:     # Firefox started by this load
+        for pid in _descendants(proc.pid):
+            try:
+                argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--profile" in argv and b"firefox" in argv[0]:
+                profile = str(Path(argv[argv.index(b"--profile") + 1].decode()).parent)
         time.sleep(0.1)
-    assert _load_processes() - procs_before, "Firefox never started"
+    assert profile and profile.startswith("/tmp/qb-browser-profile-"), "Firefox never started"
+    assert _load_processes(profile + "/tmp")
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and (_load_processes() - procs_before
-                                           or set(Path("/tmp").glob(PROFILES)) - profiles_before):
+    while time.monotonic() < deadline and (_load_processes(profile + "/tmp") or Path(profile).exists()):
         time.sleep(0.2)
-    assert _load_processes() - procs_before == set()
-    assert set(Path("/tmp").glob(PROFILES)) - profiles_before == set()
+    assert _load_processes(profile + "/tmp") == set()
+    assert not Path(profile).exists()
 
 
 @pytest.mark.integration
