@@ -122,6 +122,9 @@ class Runner:
                 if n > 1:
                     described["lab"] |= {"labs": n, "jobs": self.jobs}
                 self.store.update_meta(**described)
+                for drv, why in (described["link"].get("auto_passed_over") or {}).items():
+                    self.console.print(f"[yellow]link auto: not {drv}: {why}; "
+                                       f"using {described['link']['name']}[/]", highlight=False)
                 if plan.calibrate:
                     # every condition measured first, in the first lab, while no trial runs
                     for cond in {spec.condition.name: spec.condition for spec in todo}.values():
