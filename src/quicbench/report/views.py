@@ -179,7 +179,7 @@ def page_phases_table(data: ReportData) -> SimpleTable | None:
     for _, r in data.pages.iterrows():
         cells = []
         for c, _ in PAGE_PHASE_COLUMNS:
-            if c == "httpstat_tls_ms" and r["protocol"] == "h3":
+            if c == "httpstat_tls_ms" and str(r["protocol"]).split("~")[0].split("@")[0] == "h3":
                 cells.append("– (in the handshake)")
             else:
                 cells.append(mean_ci(r.get(f"{c}_mean"), r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high")))
