@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quicbench.clients import httpstat
+import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
 from quicbench.clients.browser.page_metrics import expected_resources, interpret
 from quicbench.errors import QuicbenchError
