@@ -51,6 +51,7 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
         "calibration_details": views.calibration_details(data),
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
+        "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
     }
     return environment().get_template("report.html.j2").render(**ctx)
