@@ -250,7 +250,7 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
     from quicbench.model.plan import expand
     from quicbench.run.session import needed_binaries
     import secrets
-    check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_cc,
+    check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_ccs[0],
                         inventory=str(inventory.resolve()),
                         **needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
 
