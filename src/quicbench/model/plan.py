@@ -513,7 +513,8 @@ class TrialSpec:
     @property
     def key(self) -> str:
         tag = "warmup" if self.warmup else f"r{self.rep}"
-        proto = f"{self.protocol}/{self.tcp_cc}" if self.sweeps_tcp_cc and self.tcp_cc else self.protocol
+        swept = self.sweeps_tcp_cc and self.tcp_cc and self.protocol != "h3"
+        proto = f"{self.protocol}/{self.tcp_cc}" if swept else self.protocol
         proto = f"{proto}~{self.client}" if self.compares_clients else proto
         return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server_instance}|{tag}"
 

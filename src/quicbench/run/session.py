@@ -156,9 +156,12 @@ class LabSession:
         servers keep running; the value is read back from the server node."""
         if cc is None or cc == self.tcp_cc:
             return
-        for node in ("client", "server"):
-            run(self.lab.cmd(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"]))
-        now = run(self.lab.cmd("server", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"])).stdout.strip()
+        try:
+            for node in ("client", "server"):
+                run(self.lab.cmd(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"]))
+            now = run(self.lab.cmd("server", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"])).stdout.strip()
+        except QuicbenchError as e:
+            raise EnvironmentFault(f"tcp_cc: cannot set {cc} in the lab's nodes: {e}") from None
         if now != cc:
             raise EnvironmentFault(f"tcp_cc: set {cc} in the server node, it runs {now or 'unknown'}")
         self.tcp_cc = now
@@ -192,7 +195,8 @@ class LabSession:
         self.set_condition(specs[0].condition)
 
         def fetch(spec, attempt):
-            d = store.layout.ceiling(f"{spec.protocol}-{spec.client}-{spec.server}-{attempt + 1}")
+            d = store.layout.ceiling(f"{spec.protocol}-{spec.client}-{spec.server_instance.replace('/', '+')}"
+                                    f"{'-' + spec.tcp_cc if spec.sweeps_tcp_cc and spec.tcp_cc else ''}-{attempt + 1}")
             d.mkdir(parents=True, exist_ok=True)
             return self.fetch(spec, trial_dir=d)
 
@@ -208,7 +212,6 @@ class LabSession:
         """The trial's row. A trial that the link emulator's death spoiled runs again (after the
         link is restarted); a lab whose nodes are gone stops the run (EnvironmentFault)."""
         self.set_condition(spec.condition)
-        self.set_tcp_cc(spec.tcp_cc)
         while True:
             self.ensure_link(spec.condition, console)
             row = self.fetch(spec)
@@ -246,6 +249,7 @@ class LabSession:
         srv = self.servers[spec.server_instance]
         client = ctx.clients[spec.client]
         row: dict[str, Any]
+        self.set_tcp_cc(spec.tcp_cc)
         watch = _LinkWatch(lab)
         try:
             if srv.proc is None or srv.proc.poll() is not None:
