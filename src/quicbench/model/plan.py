@@ -351,7 +351,7 @@ class Plan(_Strict):
     def _quic_cc(cls, v: Any) -> Any:
         if isinstance(v, dict):
             if not v:
-                raise ValueError("quic_cc: an empty table; name a server's congestion controller(s), "
+                raise ValueError("an empty table; name a server's congestion controller(s), "
                                  "e.g. quic_cc = { ngtcp2 = [\"cubic\", \"bbr\"] }, or leave quic_cc out")
             for server, names in v.items():
                 _cc_names(names, f"quic_cc.{server}")
@@ -475,15 +475,16 @@ class TrialOptions:
 
 
 def _cc_names(v: Any, field: str) -> None:
+    where = f"{field}: " if "." in field else ""     # the error already names a top-level field
     names = [v] if isinstance(v, str) else v
     if not isinstance(names, list) or not names:
-        raise ValueError(f"{field}: name a congestion controller or a non-empty list of them, got {v!r}")
+        raise ValueError(f"{where}name a congestion controller or a non-empty list of them, got {v!r}")
     for n in names:
         if not isinstance(n, str) or not CC_RE.match(n):
-            raise ValueError(f"{field}: {n!r} is not a congestion controller's name (lower-case letters, digits "
+            raise ValueError(f"{where}{n!r} is not a congestion controller's name (lower-case letters, digits "
                              f"and '_', e.g. cubic, reno, bbr)")
     if len(set(names)) != len(names):
-        raise ValueError(f"{field}: listed twice in {names}")
+        raise ValueError(f"{where}listed twice in {names}")
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,8 @@ def check_quic_cc(plan: Plan, source: str = "plan") -> None:
             if cc is not None and cc not in cls.quic_ccs:
                 field = f"quic_cc.{srv}" if isinstance(plan.quic_cc, dict) else "quic_cc"
                 fix = (f"ask {srv} for one of those" if cls.quic_ccs else
-                       f"set it per server, e.g. quic_cc = {{ ngtcp2 = [\"{cc}\"] }}, so that {srv} runs its own")
+                       f"ask it only of the servers that can, e.g. quic_cc = {{ ngtcp2 = [\"{cc}\"] }} "
+                       f"({srv} keeps its own)")
                 raise QuicbenchError(f"{source}: {field}: {srv} cannot set its QUIC sender to '{cc}'; accepted per "
                                      f"server: {quic_cc_accepted(plan)}; {fix}")
 
