@@ -22,7 +22,30 @@ def plan(**kw):
 
 # the keys, in order, of a plan without congestion-control keys as quicbench expanded it before the
 # dimension existed (server sweep, two clients, a client command): resumed runs keep their keys
-OLD_KEYS = ['c|1x1MB/p1|h3~qb-load|caddy|r2', 'c|1x1MB/p1|h3~qb-load|caddy-2.6|r2', 'c|1x1MB/p1|h1~curl|caddy|r2', 'c|1x1MB/p1|h2~curl|caddy|r2', 'c|1x1MB/p1|h1~qb-load|caddy|r2', 'c|1x1MB/p1|h2~qb-load|caddy|r2', 'c|1x10KB/p1|h2~qb-load|caddy|r1', 'c|1x10KB/p1|h3~qb-load|caddy|r1', 'c|1x10KB/p1|h1~qb-load|caddy|r1', 'c|1x10KB/p1|h1~curl|caddy|r1', 'c|1x10KB/p1|h2~curl|caddy|r1', 'c|1x10KB/p1|h3~qb-load|caddy-2.6|r1', 'c|1x1MB/p1|h1~curl|caddy|r1', 'c|1x1MB/p1|h3~qb-load|caddy-2.6|r1', 'c|1x1MB/p1|h2~qb-load|caddy|r1', 'c|1x1MB/p1|h3~qb-load|caddy|r1', 'c|1x1MB/p1|h2~curl|caddy|r1', 'c|1x1MB/p1|h1~qb-load|caddy|r1', 'c|1x10KB/p1|h1~curl|caddy|r2', 'c|1x10KB/p1|h1~qb-load|caddy|r2', 'c|1x10KB/p1|h3~qb-load|caddy|r2', 'c|1x10KB/p1|h2~qb-load|caddy|r2', 'c|1x10KB/p1|h2~curl|caddy|r2', 'c|1x10KB/p1|h3~qb-load|caddy-2.6|r2']
+OLD_KEYS = ['c|1x1MB/p1|h3~qb-load|caddy|r2',
+            'c|1x1MB/p1|h3~qb-load|caddy-2.6|r2',
+            'c|1x1MB/p1|h1~curl|caddy|r2',
+            'c|1x1MB/p1|h2~curl|caddy|r2',
+            'c|1x1MB/p1|h1~qb-load|caddy|r2',
+            'c|1x1MB/p1|h2~qb-load|caddy|r2',
+            'c|1x10KB/p1|h2~qb-load|caddy|r1',
+            'c|1x10KB/p1|h3~qb-load|caddy|r1',
+            'c|1x10KB/p1|h1~qb-load|caddy|r1',
+            'c|1x10KB/p1|h1~curl|caddy|r1',
+            'c|1x10KB/p1|h2~curl|caddy|r1',
+            'c|1x10KB/p1|h3~qb-load|caddy-2.6|r1',
+            'c|1x1MB/p1|h1~curl|caddy|r1',
+            'c|1x1MB/p1|h3~qb-load|caddy-2.6|r1',
+            'c|1x1MB/p1|h2~qb-load|caddy|r1',
+            'c|1x1MB/p1|h3~qb-load|caddy|r1',
+            'c|1x1MB/p1|h2~curl|caddy|r1',
+            'c|1x1MB/p1|h1~qb-load|caddy|r1',
+            'c|1x10KB/p1|h1~curl|caddy|r2',
+            'c|1x10KB/p1|h1~qb-load|caddy|r2',
+            'c|1x10KB/p1|h3~qb-load|caddy|r2',
+            'c|1x10KB/p1|h2~qb-load|caddy|r2',
+            'c|1x10KB/p1|h2~curl|caddy|r2',
+            'c|1x10KB/p1|h3~qb-load|caddy-2.6|r2']
 
 
 def test_a_plan_without_cc_keys_keeps_its_keys_and_order():
