@@ -214,6 +214,10 @@ class Ngtcp2Client(Client):
         wall = time.monotonic() - t0
         records, errors = self._records(req, groups, paths, results, qlog_dir, bodies)
         shutil.rmtree(bodies, ignore_errors=True)
+        for k in range(len(groups)):           # -q: a log only says something when it went wrong
+            log = req.trial_dir / f"client-{k}.log"
+            if log.is_file() and log.stat().st_size == 0:
+                log.unlink()
         if not keep_qlog:
             shutil.rmtree(qlog_dir, ignore_errors=True)
         with open(req.trial_dir / "requests.jsonl", "w") as f:
