@@ -119,8 +119,16 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     if swept:
         mask = df["protocol"].isin(swept) & df["server"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "@" + df.loc[mask, "server"].astype(str)
+    # a plan that sweeps congestion control (quic_cc for h3, tcp_cc for h1/h2) runs one protocol
+    # with several senders: "<protocol>[@server]/<cc>", e.g. h3@ngtcp2/bbr, h2/bbr
+    if len(df):
+        base = df["protocol"].str.split("@").str[0]
+        cc = df["quic_cc"].where(base == "h3", df["tcp_cc"])
+        ccs_per_proto = cc.groupby(base).nunique()
+        by_cc = base.isin(set(ccs_per_proto[ccs_per_proto > 1].index)) & cc.notna()
+        df.loc[by_cc, "protocol"] = df.loc[by_cc, "protocol"] + "/" + cc[by_cc].astype(str)
     if compared:
-        mask = df["protocol"].str.split("@").str[0].isin(compared) & df["client"].notna()
+        mask = df["protocol"].str.split(r"[@/]", regex=True).str[0].isin(compared) & df["client"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "~" + df.loc[mask, "client"].astype(str)
     df["condition"] = df["condition"].fillna("?")
     df["status"] = df["status"].fillna("failed")

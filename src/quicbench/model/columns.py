@@ -35,7 +35,7 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     # -- trial
-    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups; protocol is `protocol~client` when a plan compares clients); unique per trial", "trial"),
+    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups; protocol is `protocol~client` when a plan compares clients and `protocol/tcp_cc` when it sweeps `tcp_cc`; server is `server/quic_cc` when the plan sets `quic_cc` for it); unique per trial", "trial"),
     Column("seq", "int", "", "position in the run's trial order", "trial"),
     Column("run_id", "text", "", "the run's id", "trial"),
     Column("condition", "text", "", "condition name", "trial"),
@@ -102,7 +102,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("cpu_bound_by", "text", "", "who: `client`, `server`, `link` — those that ran ≥ 90 % of a core, then (the wait rule) those that waited ≥ 1 % of the transfer, longest wait first; `player` (a video: the player rule replaces `client`); comma-separated", "trial"),
     Column("near_ceiling", "bool", "", "goodput reached 80 % of what this protocol reaches on an unimpaired link in this kernel: the kernel, not the condition, set the pace (measured when the run executes inside User-Mode Linux, `--kernel uml`; empty otherwise)", "trial"),
     Column("link", "text", "", "link emulator used", "trial"),
-    Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
+    Column("tcp_cc", "text", "", "TCP congestion control the trial ran with: the client's and the server's namespace default (net.ipv4.tcp_congestion_control, set before the trial and read back from the server node); for h1/h2 the sender's, for h3 only background TCP flows use it", "trial"),
+    Column("quic_cc", "text", "", "h3: the congestion controller of the server's QUIC sender — the plan's `quic_cc`, else the server's default, else its stack's fixed one (`caddy`: quic-go's `reno`); empty for h1/h2 and for servers that do not say", "trial"),
+    Column("quic_cc_seen", "text", "", "h3: the congestion controller the sender itself reported for the trial's connections (ngtcp2: its debug log, written with `qlog = true`); a trial where it differs from `quic_cc` fails; empty when the sender reports none", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
     Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),
@@ -124,10 +126,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("tcp_reorder_events", "int", "", "times the server's TCP detected reordering and widened its threshold (TcpExt TCPSACKReorder + TCPTSReorder + TCPRenoReorder)", "recovery"),
     Column("tcp_loss_undos", "int", "", "loss recoveries the server undid as spurious (TcpExt TCPFullUndo + TCPPartialUndo + TCPDSACKUndo + TCPLossUndo)", "recovery"),
     Column("tcp_spurious_rtos", "int", "", "retransmission timeouts found spurious (F-RTO, TcpExt TCPSpuriousRTOs)", "recovery"),
-    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog = true, a server that writes qlog)", "recovery"),
+    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog = true, a server that writes qlog: caddy, ngtcp2)", "recovery"),
     Column("quic_lost", "int", "", "QUIC packets the server declared lost", "recovery"),
-    Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first)", "recovery"),
-    Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold", "recovery"),
+    Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first); empty for a sender whose qlog gives no trigger (ngtcp2)", "recovery"),
+    Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold; empty as above", "recovery"),
     Column("quic_lost_spurious", "int", "", "declared lost and later acknowledged by the client: not lost at all, a spurious loss declaration", "recovery"),
     Column("quic_client_received", "int", "", "QUIC packets the client received (its qlog, qlog = true)", "recovery"),
     Column("quic_client_out_of_order", "int", "", "of those, received after a higher packet number of their space: reordered on the way", "recovery"),
