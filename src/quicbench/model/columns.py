@@ -89,6 +89,9 @@ COLUMNS: tuple[Column, ...] = (
            "head-of-line blocking (one lost TCP segment holds every h2 stream, QUIC only the streams it carried) "
            "and the sender's waits for acknowledgements together; empty for clients that do not report gaps",
            "trial"),
+    Column("completion_spread_ms", "float", "ms", "p90 − p10 of the completion (last-byte) times of the trial's "
+           "successful requests (a page: its subresources, the document excluded), ms; empty with fewer than two",
+           "trial"),
     Column("wall_s", "float", "s", "client process wall time, s", "trial"),
     Column("client_cpu_s", "float", "s", "client CPU seconds over the fetch window (the client's own report; else the process's)", "trial"),
     Column("client_process_cpu_s", "float", "s", "client CPU seconds of the whole process, start-up included", "trial"),
