@@ -59,8 +59,9 @@ HOL_TEXT = (
     "the document excluded); when a loss delays only the streams it hit (QUIC), the spread can widen "
     "while the others finish early, and when it holds every stream (TCP) they finish later together: "
     "read it with the trial's goodput or load time, and mind that it also reflects the server's stream "
-    "scheduling and, for HTTP/1.1, the number of connections. Stalls need the client's per-delivery "
-    "records (qb-load; the browser gives first and last bytes only, so pages have the spread alone).")
+    "scheduling and, for HTTP/1.1, the number of connections. Page loads time their deliveries as "
+    "Chromium hands data on (DevTools' Network.dataReceived, in chunks), object downloads as qb-load reads "
+    "them: compare protocols within one client, not pages with objects.")
 
 
 @dataclass

@@ -82,7 +82,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("early_data_pct", "float", "%", "of the trial's QUIC connections, the share whose 0-RTT data the "
            "server accepted (empty for TCP: Go's TLS has no client 0-RTT; empty unless resumption is asked)", "trial"),
     Column("body_stall_ms_p50", "float", "ms", "per request, the longest time its body stood still after the first byte "
-           "(qb-load's stall_ns); median over the trial's requests, ms", "trial"),
+           "(qb-load's stall_ns; a page load: between the browser's deliveries of its data, DevTools' "
+           "`Network.dataReceived`); median over the trial's requests, ms", "trial"),
     Column("body_stall_ms_max", "float", "ms", "the longest such stall of any request of the trial, ms", "trial"),
     Column("all_streams_idle_ms", "float", "ms", "the time every request in flight on a connection (at least two) "
            "stood still together, in gaps of at least half the base RTT (1 ms at least), summed over connections: "
