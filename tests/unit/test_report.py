@@ -343,6 +343,29 @@ def test_browser_page_loads(browser):
         assert float(cells[3].split()[0]) == pytest.approx(means["h1"], rel=1e-3)
 
 
+def test_page_connection_phases_as_dncs_measured_them(browser):
+    """DNCS's httpstat phases: a table of its own, each cell the rows' mean, QUIC without a TLS phase."""
+    d, html = browser
+    assert 'id="page-phases"' in html.read_text()
+    md = report_markdown(d).splitlines()
+    head = md.index(next(l for l in md if l.startswith("### Connection phases of the page's HTML")))
+    header = next(l for l in md[head:] if l.startswith("| condition"))
+    cols = [c.strip() for c in header.split("|")[1:-1]]
+    rows = read_rows(d)
+    for proto in ("h1", "h3"):
+        line = next(l for l in md[head:] if l.startswith(f"| 50_2 | page:realistic | {proto} |"))
+        cells = dict(zip(cols, (c.strip() for c in line.split("|")[1:-1])))
+        g = rows[(rows["condition"] == "50_2") & (rows["protocol"] == proto)]
+        assert float(cells["server processing (ms)"].split()[0]) == pytest.approx(g["httpstat_server_ms"].mean(),
+                                                                                  rel=1e-2)
+        assert float(cells["content transfer (ms)"].split()[0]) == pytest.approx(g["httpstat_transfer_ms"].mean(),
+                                                                                 rel=1e-2)
+        if proto == "h3":
+            assert cells["TLS (ms)"].startswith("–")
+        else:
+            assert float(cells["TLS (ms)"].split()[0]) == pytest.approx(g["httpstat_tls_ms"].mean(), rel=1e-2)
+
+
 def test_tiny_run_says_what_is_missing(tmp_path):
     d = make_run(tmp_path / "tiny", "tiny")
     text = write_report(d).read_text()

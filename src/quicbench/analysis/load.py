@@ -109,9 +109,13 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     servers_per_proto = df.groupby("protocol")["server"].nunique() if len(df) else pd.Series(dtype=int)
     swept = set(servers_per_proto[servers_per_proto > 1].index)
     # likewise a plan that compares clients (client = [...]) measures one protocol with several
-    # client stacks: "<protocol>~<client>", e.g. h3~qb-load and h3~curl
-    clients_per_proto = df.groupby("protocol")["client"].nunique() if len(df) else pd.Series(dtype=int)
-    compared = set(clients_per_proto[clients_per_proto > 1].index)
+    # client stacks: "<protocol>~<client>", e.g. h3~qb-load and h3~curl. Only several clients of
+    # one workload compare: a plan of page loads (browser) and plays (video) has one each
+    if len(df):
+        clients_per_cell = df.groupby(["protocol", "workload"], dropna=False)["client"].nunique()
+        compared = set(clients_per_cell[clients_per_cell > 1].index.get_level_values("protocol"))
+    else:
+        compared = set()
     if swept:
         mask = df["protocol"].isin(swept) & df["server"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "@" + df.loc[mask, "server"].astype(str)

@@ -362,7 +362,10 @@ def page_loads(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFr
 # the video QoE a report shows, with whether lower is better (for the verdict)
 VIDEO_METRICS = (("startup_s", "startup (s)", False), ("stall_total_s", "stalled (s)", False),
                  ("mean_bitrate_kbps", "played bitrate (kbit/s)", True),
-                 ("live_latency_s_mean", "live latency (s)", False), ("qoe_lin", "QoE_lin per chunk", True))
+                 ("live_latency_s_mean", "live latency (s)", False),
+                 # DNCS-HTTP3's "latency": hls.js's fragment request → first byte (docs/video.md)
+                 ("frag_latency_ms_mean", "segment latency, hls.js (ms)", False),
+                 ("qoe_lin", "QoE_lin per chunk", True))
 
 
 def video_cells(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFrame:

@@ -168,6 +168,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("page_requests", "int", "", "requests the page made", "page"),
     Column("page_connections", "int", "", "connections the page used", "page"),
     Column("page_protocol", "text", "", "the navigation's protocol", "page"),
+    Column("page_html_download_ms", "float", "ms", "the page's HTML: response start → response end (DevTools' "
+           "\"Content Download\")", "page"),
+    Column("httpstat_connect_ms", "float", "ms", "httpstat-style fetch of the page's HTML on a new connection after "
+           "the load (qb-load; DNCS's httpstat phases): TCP connect; QUIC: the whole handshake", "page"),
+    Column("httpstat_tls_ms", "float", "ms", "that fetch's TLS handshake (empty for QUIC: one handshake with the "
+           "transport's)", "page"),
+    Column("httpstat_server_ms", "float", "ms", "that fetch's handshake done → first byte of the response "
+           "(httpstat's \"Server Processing\")", "page"),
+    Column("httpstat_transfer_ms", "float", "ms", "that fetch's first → last byte (httpstat's \"Content Transfer\")",
+           "page"),
+    Column("httpstat_total_ms", "float", "ms", "that fetch's request start → last byte (httpstat's total without "
+           "the DNS lookup: the lab has no DNS)", "page"),
+    Column("httpstat_protocol", "text", "", "the protocol that fetch negotiated", "page"),
     # -- video
     Column("video_player", "text", "", "player: `hls` (hls.js) or `dashjs`", "video"),
     Column("video_mode", "text", "", "`vod` or `live`", "video"),
@@ -190,9 +203,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("segments_video", "int", "", "video segment requests that completed", "video"),
     Column("segments_audio", "int", "", "audio segment requests that completed", "video"),
     Column("segment_bytes", "int", "B", "bytes of completed media segments", "video"),
-    Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte", "video"),
+    Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte: the browser's network "
+           "record, request sent → response headers (DevTools' \"Waiting (TTFB)\")", "video"),
+    Column("segment_ttfb_ms_mean", "float", "ms", "mean of the same over the video segments", "video"),
     Column("segment_download_ms_median", "float", "ms", "median video segment download time", "video"),
-    Column("segment_kbps_mean", "float", "kbit/s", "mean video segment download rate", "video"),
+    Column("segment_kbps_mean", "float", "kbit/s", "mean encoded bitrate of the video segments downloaded "
+           "(bytes × 8 / segment_s), not a download rate", "video"),
+    Column("frag_latency_ms_mean", "float", "ms", "hls.js: mean fragment latency, the loader's request start → "
+           "first byte (`stats.loading.first − stats.loading.start`) over every media fragment: the hls.js demo's "
+           "fragAvgLatency, DNCS-HTTP3's \"Avg latency\" (empty for dash.js)", "video"),
+    Column("frag_latency_ms_median", "float", "ms", "hls.js: median of the same", "video"),
+    Column("frag_kbps_mean", "float", "kbit/s", "hls.js: mean per-fragment throughput, bytes × 8 / (buffering end "
+           "− first byte): the hls.js demo's fragAvgKbps, DNCS-HTTP3's \"Avg bitrate\" (empty for dash.js)",
+           "video"),
     Column("live_latency_s_mean", "float", "s", "live: mean of wall clock − program date time of the play position", "video"),
     Column("live_latency_s_median", "float", "s", "live: median latency to the live edge", "video"),
     Column("live_latency_s_max", "float", "s", "live: largest latency", "video"),

@@ -52,6 +52,7 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
         "calibration_details": views.calibration_details(data),
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
+        "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
         "hol": hol_context(data),
     }

@@ -54,6 +54,10 @@ def render_markdown(data: ReportData) -> str:
     pages = views.pages_table(data)
     if pages:
         out += ["## Page loads (browser)", "", pages.markdown(), ""]
+        phases = views.page_phases_table(data)
+        if phases:
+            out += ["### Connection phases of the page's HTML (httpstat's, as DNCS-HTTP3 measured them)", "",
+                    views.PAGE_PHASES_NOTE, "", phases.markdown(), ""]
     rec = views.recovery_table(data)
     if rec:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",

@@ -129,7 +129,8 @@ class LabSession:
                  "offload": lab.spec.offload, "addresses": lab.state["addresses"],
                  **({"inventory": lab.spec.inventory} if lab.spec.inventory else {}),
                  **({"hosts": hosts} if hosts else {})},
-            link=lab.link.describe(),
+            link={**lab.link.describe(), **({"auto_passed_over": dict(lab.link_passed_over)}
+                                           if lab.spec.link == "auto" and lab.link_passed_over else {})},
             content={"root": str(self.ctx.content.root), "key": self.ctx.content.root.name},
             tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
             versions={**{f"client_{n}": c.version() for n, c in self.ctx.clients.items()},
