@@ -145,6 +145,15 @@ def test_trial_row_of_a_page_load(served):
     assert row["connect_ms"] > 0 and row["tls_ms"] == 0
     assert row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0
     assert row["client_cpu_wait_s"] >= 0 and row["server_cpu_wait_s"] >= 0
+    # stalls from the browser's data deliveries, and the images' completion spread (the document
+    # excluded): ten images in flight on one QUIC connection
+    reqs = [json.loads(l) for l in (wd / "trial" / "requests.jsonl").read_text().splitlines()]
+    assert all(r["stall_ns"] >= 0 and all(a < b for a, b in r["gaps_ns"]) for r in reqs)
+    assert 0 <= row["body_stall_ms_p50"] <= row["body_stall_ms_max"]
+    assert row["body_stall_ms_max"] == max(r["stall_ns"] for r in reqs) / 1e6
+    assert row["all_streams_idle_ms"] is not None and row["all_streams_idle_ms"] >= 0
+    ends = sorted(r["last_byte_ns"] for r in reqs if r["type"] != "Document")
+    assert len(ends) == 10 and 0 <= row["completion_spread_ms"] <= (ends[-1] - ends[0]) / 1e6
     json.dumps(row)                                                   # storable as one JSON line
     # --qlog keeps Chromium's net-log (it writes no qlog), --keylog its TLS secrets
     assert "QUIC_SESSION" in (wd / "trial" / "netlog.json").read_text()

@@ -302,7 +302,7 @@ def _without_rate(cond):
     data = cond.model_dump(mode="json", exclude_defaults=True)
     for hop in data.get("hops", []):
         for d in ("up", "down"):
-            for k in ("rate_mbit", "rate_overhead_bytes", "queue"):
+            for k in ("rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms"):
                 (hop.get(d) or {}).pop(k, None)
     return Condition.model_validate(data)
 

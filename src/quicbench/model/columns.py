@@ -82,12 +82,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("early_data_pct", "float", "%", "of the trial's QUIC connections, the share whose 0-RTT data the "
            "server accepted (empty for TCP: Go's TLS has no client 0-RTT; empty unless resumption is asked)", "trial"),
     Column("body_stall_ms_p50", "float", "ms", "per request, the longest time its body stood still after the first byte "
-           "(qb-load's stall_ns); median over the trial's requests, ms", "trial"),
+           "(qb-load's stall_ns; a page load: between the browser's deliveries of its data, DevTools' "
+           "`Network.dataReceived`); median over the trial's requests, ms", "trial"),
     Column("body_stall_ms_max", "float", "ms", "the longest such stall of any request of the trial, ms", "trial"),
     Column("all_streams_idle_ms", "float", "ms", "the time every request in flight on a connection (at least two) "
            "stood still together, in gaps of at least half the base RTT (1 ms at least), summed over connections: "
            "head-of-line blocking (one lost TCP segment holds every h2 stream, QUIC only the streams it carried) "
            "and the sender's waits for acknowledgements together; empty for clients that do not report gaps",
+           "trial"),
+    Column("completion_spread_ms", "float", "ms", "p90 − p10 of the completion (last-byte) times of the trial's "
+           "successful requests (a page: its subresources, the document excluded), ms; empty with fewer than two",
            "trial"),
     Column("wall_s", "float", "s", "client process wall time, s", "trial"),
     Column("client_cpu_s", "float", "s", "client CPU seconds over the fetch window (the client's own report; else the process's)", "trial"),
@@ -120,6 +124,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("link_late_p99_ms", "float", "ms", "99th percentile of that lateness, ms", "link"),
     Column("link_late_max_ms", "float", "ms", "largest lateness, ms (its bucket's upper bound; exact when it is the largest since linkem started)", "link"),
     Column("link_late_drops", "int", "", "packets the link emulator dropped because it fell behind: its overload guard (more than 10 ms late) and receive-ring overflows", "link"),
+    Column("link_codel_drops", "int", "", "packets CoDel dropped at the bottleneck during the trial (condition field `queue_discipline = \"codel\"`; both directions, every router); 0 with a drop-tail queue ([link.md](link.md#codel))", "link"),
+    Column("link_sojourn_p50_ms", "float", "ms", "median sojourn time of the packets that left the bottleneck queue server→client during the trial: from arrival to the start of serialisation, queueing alone (upper bound of a histogram bucket at most 12.5 % wide); empty without a rate or trace", "link"),
+    Column("link_sojourn_p99_ms", "float", "ms", "99th percentile of that sojourn time, ms", "link"),
     Column("tcp_out_segs", "int", "", "TCP segments the server sent during the transfer (its namespace's Tcp OutSegs)", "recovery"),
     Column("tcp_retrans_segs", "int", "", "TCP segments the server retransmitted (Tcp RetransSegs)", "recovery"),
     Column("tcp_dsack_segs", "int", "", "retransmitted segments the client reported as duplicates (DSACK, TcpExt TCPDSACKRecvSegs): retransmissions of segments that were not lost", "recovery"),

@@ -138,7 +138,8 @@ def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1
         out.update(link_cpu_s=window.cpu_s, link_cpu_wait_s=window.cpu_wait_s, link_packets=window.packets,
                    link_late_p50_ms=window.late_p50_ms, link_late_p99_ms=window.late_p99_ms,
                    link_late_max_ms=window.late_max_ms, link_late_drops=window.late_drops,
-                   link_late=link_late(window, spec.condition))
+                   link_late=link_late(window, spec.condition), link_codel_drops=window.codel_drops,
+                   link_sojourn_p50_ms=window.sojourn_p50_ms, link_sojourn_p99_ms=window.sojourn_p99_ms)
     for who in ("client", "server", "link"):
         cpu = out.get(f"{who}_cpu_s")
         out[f"{who}_cpu_pct"] = 100 * cpu / duration if cpu is not None and duration else None
