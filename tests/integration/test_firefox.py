@@ -99,6 +99,8 @@ def test_gallery_page_over_each_protocol(served, proto):
     if proto != "h3":
         assert x["page_connect_ms"] > 0 and x["page_tls_ms"] > 0
     assert "protocol_mismatches" not in x
+    # DNCS's httpstat phases, as for Chromium: one more fetch of the page's HTML after the load
+    assert x["httpstat_protocol"] == proto and x["httpstat_connect_ms"] > 0 and x["httpstat_server_ms"] > 0
     # the HAR built from the BiDi events: the page and its ten images, with their protocol
     har = json.loads((wd / proto / "page.har").read_text())
     entries = har["log"]["entries"]

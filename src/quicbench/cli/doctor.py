@@ -98,7 +98,11 @@ def checks() -> list[tuple[str, bool, str]]:
                 continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
             ok, why = cls.available()
             if ok:
-                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}"))
+                cc = ""
+                if kind == "server" and "h3" in cls.protocols:     # the plan's quic_cc (docs/plans.md)
+                    cc = (f"; quic_cc: {', '.join(cls.quic_ccs)}" if cls.quic_ccs else
+                          f"; quic_cc: fixed ({cls.quic_cc_builtin})" if cls.quic_cc_builtin else "")
+                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}{cc}"))
             else:
                 out.append((f"{kind} {dname}", False, why))
     return out

@@ -8,10 +8,11 @@ from quicbench.clients.browser.firefox import FirefoxClient, FirefoxVideoClient
 from quicbench.clients.browser.video import VideoClient
 from quicbench.clients.command import CommandClient, resolve_client
 from quicbench.clients.loadclient import LoadClient
+from quicbench.clients.ngtcp2 import Ngtcp2Client
 from quicbench.registry import Registry
 
 CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
-                                                      FirefoxVideoClient, CommandClient])
+                                                      FirefoxVideoClient, Ngtcp2Client, CommandClient])
 
 
 def client_class(name: str, commands: dict | None = None) -> type[Client]:

@@ -157,6 +157,9 @@ class Page(WorkloadKind):
             return bad
         if row.get("requests_ok") != row.get("requests"):
             return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
+        if row.get("httpstat_protocol") not in (None, spec.protocol):
+            return (f"protocol mismatch: requested {spec.protocol}, the httpstat fetch of the page used "
+                    f"{row['httpstat_protocol']}")
         return None
 
     @classmethod

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
 from quicbench.clients.browser.page_metrics import expected_resources, interpret
 from quicbench.errors import QuicbenchError
@@ -124,7 +125,9 @@ class BrowserClient(Client):
 
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
-        run = run_browser_child(req, CHILD, "page.json", "browser load", ("page.json", "page.har", "requests.jsonl"),
+        run = run_browser_child(req, CHILD, "page.json", "browser load",
+                                ("page.json", "page.har", "requests.jsonl", httpstat.REQUESTS_FILE,
+                                 httpstat.SUMMARY_FILE),
                                 lambda profile: self.child_args(target, protocol, workload, trial_dir,
                                                                 req.timeout_s, profile))
         if isinstance(run, ClientResult):
@@ -132,6 +135,13 @@ class BrowserClient(Client):
         page = run.out
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
+        if error is None:
+            # DNCS's connection phases came from httpstat (curl) fetching the page's HTML, not from
+            # the browser: the same fetch, on a new connection, once the browser has gone
+            phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,
+                                                min(req.timeout_s, httpstat.DEADLINE_S))
+            extra.update(phases)
+            error = why
         summary = write_requests_and_summary(trial_dir, requests, page, {
             "url": page.get("url"), "chromium": page.get("browser_version"), "flags": page.get("flags"),
             "har_entries": page.get("har_entries")})

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient, run_browser_child, write_requests_and_summary
 from quicbench.clients.browser.page_metrics import expected_resources, interpret
@@ -143,7 +144,8 @@ class FirefoxClient(BrowserClient):
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
         run = run_browser_child(req, CHILD, "page.json", "firefox load",
-                                ("page.json", "page.har", "requests.jsonl"),
+                                ("page.json", "page.har", "requests.jsonl", httpstat.REQUESTS_FILE,
+                                 httpstat.SUMMARY_FILE),
                                 lambda profile: self.child_args(target, protocol, workload, trial_dir,
                                                                 req.timeout_s, profile))
         if isinstance(run, ClientResult):
@@ -151,6 +153,13 @@ class FirefoxClient(BrowserClient):
         page = run.out
         requests, extra, error = interpret(page, protocol, expected_resources(target, workload))
         error = with_disagreements(error, page)
+        if error is None:
+            # DNCS's connection phases, as for Chromium: qb-load fetches the page's HTML on a new
+            # connection once the browser has gone (clients/httpstat.py)
+            phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,
+                                                min(req.timeout_s, httpstat.DEADLINE_S))
+            extra.update(phases)
+            error = why
         summary = write_requests_and_summary(trial_dir, requests, page, {
             "url": page.get("url"), "firefox": page.get("browser_version"), "prefs": page.get("prefs"),
             "har_entries": page.get("har_entries")})
