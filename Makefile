@@ -9,9 +9,9 @@ BIN   := build/bin
 # CADDY_VERSION in src/quicbench/servers/caddy.py.
 CADDY_VERSION := v2.11.9
 
-.PHONY: setup deps venv build player run test test-py test-go test-rust bench clean
+.PHONY: setup deps venv build player firefox run test test-py test-go test-rust bench clean
 
-setup: deps venv build player
+setup: deps venv build player firefox
 
 deps:
 	@scripts/install-deps.sh
@@ -32,6 +32,14 @@ player: player/node_modules/.installed
 player/node_modules/.installed: player/package.json player/package-lock.json
 	cd player && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
+
+# puppeteer-core, pinned in firefox/package-lock.json: drives Debian's Firefox ESR over WebDriver
+# BiDi (firefox/bridge.mjs; no browser is downloaded: --ignore-scripts). Skipped with QB_NO_BROWSER=1.
+firefox: firefox/node_modules/.installed
+
+firefox/node_modules/.installed: firefox/package.json firefox/package-lock.json
+	@if [ "$${QB_NO_BROWSER:-0}" = 1 ]; then echo "QB_NO_BROWSER=1: no puppeteer-core (Firefox clients unavailable)"; \
+	else cd firefox && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.installed; fi
 
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
@@ -72,4 +80,4 @@ bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target h3server/target player/node_modules
+	rm -rf build $(VENV) linkem/target h3server/target player/node_modules firefox/node_modules

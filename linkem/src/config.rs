@@ -3,6 +3,7 @@
 //! Errors are one line, `config: <path>: <problem>`, e.g.
 //! `config: up.loss.pct: must be between 0 and 100, got 120`.
 
+use crate::codel::{CodelParams, DEFAULT_INTERVAL_NS, DEFAULT_TARGET_NS};
 use crate::dist::{pct_to_u32, JitterDist};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -34,6 +35,15 @@ pub enum QueueLimit {
     /// Maximum waiting time (ns) a newly arriving packet may face.
     Time(u64),
     Unlimited,
+}
+
+/// How the bottleneck queue decides what to drop.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Discipline {
+    /// Drop-tail at the queue limit.
+    Fifo,
+    /// CoDel (RFC 8289) at dequeue, within the same limit.
+    Codel(CodelParams),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +91,7 @@ pub struct DirConfig {
     /// Effective queue limit (defaults already resolved).
     pub queue: QueueLimit,
     pub queue_is_default: bool,
+    pub discipline: Discipline,
     pub spikes: Option<Spikes>,
     pub onoff: Option<OnOff>,
     pub trace: Option<Arc<Trace>>,
@@ -103,6 +114,7 @@ impl Default for DirConfig {
             rate_overhead: 0,
             queue: QueueLimit::Unlimited,
             queue_is_default: true,
+            discipline: Discipline::Fifo,
             spikes: None,
             onoff: None,
             trace: None,
@@ -208,7 +220,8 @@ pub fn parse_config(v: &Value) -> Res<Config> {
 
 const DIR_KEYS: &[&str] = &[
     "delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder", "loss",
-    "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes", "queue", "spikes", "onoff", "trace",
+    "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms",
+    "codel_interval_ms", "spikes", "onoff", "trace",
 ];
 
 pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
@@ -336,7 +349,50 @@ pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
         }
         None => default_queue(&c),
     };
+    c.discipline = parse_discipline(m, path, c.rate_bps.is_some() || c.trace.is_some())?;
     Ok(c)
+}
+
+/// `queue_discipline` ("fifo" | "codel") and CoDel's `codel_target_ms` (5) and
+/// `codel_interval_ms` (100); CoDel needs a bottleneck (a rate or a trace).
+fn parse_discipline(m: &Map<String, Value>, path: &str, bottleneck: bool) -> Res<Discipline> {
+    let p = |k: &str| format!("{}.{}", path, k);
+    let name = match m.get("queue_discipline") {
+        None | Some(Value::Null) => "fifo",
+        Some(x) => x.as_str().ok_or_else(|| format!("config: {}: expected a string, got {}", p("queue_discipline"), show(x)))?,
+    };
+    let ms = |k: &str, default_ns: u64| -> Res<u64> {
+        match m.get(k) {
+            None | Some(Value::Null) => Ok(default_ns),
+            Some(x) => {
+                let v = num_min(x, &p(k), 0.0, true)?;
+                if v > 10_000.0 {
+                    return err(&p(k), format!("must be <= 10000, got {}", show(x)));
+                }
+                Ok(ms_to_ns(v).max(1))
+            }
+        }
+    };
+    match name {
+        "fifo" => {
+            for k in ["codel_target_ms", "codel_interval_ms"] {
+                if m.get(k).is_some_and(|x| !x.is_null()) {
+                    return err(&p(k), "needs queue_discipline \"codel\"");
+                }
+            }
+            Ok(Discipline::Fifo)
+        }
+        "codel" => {
+            if !bottleneck {
+                return err(&p("queue_discipline"), "codel needs rate_mbit or trace (a bottleneck queue)");
+            }
+            Ok(Discipline::Codel(CodelParams {
+                target_ns: ms("codel_target_ms", DEFAULT_TARGET_NS)?,
+                interval_ns: ms("codel_interval_ms", DEFAULT_INTERVAL_NS)?,
+            }))
+        }
+        other => err(&p("queue_discipline"), format!("must be \"fifo\" or \"codel\", got \"{}\"", other)),
+    }
 }
 
 fn int_min1(v: &Value, path: &str) -> Res<u64> {
@@ -493,6 +549,32 @@ mod tests {
         assert!(e(r#"{"up": {"trace": "/nonexistent/x.trace"}}"#).starts_with("config: up.trace: cannot read /nonexistent/x.trace"));
         assert!(e("{").starts_with("config: invalid JSON"));
         assert_eq!(e(r#"{"up": 5}"#), "config: up: expected an object, got 5");
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "queue_discipline": "red"}}"#),
+            r#"config: up.queue_discipline: must be "fifo" or "codel", got "red""#
+        );
+        assert_eq!(
+            e(r#"{"down": {"queue_discipline": "codel"}}"#),
+            "config: down.queue_discipline: codel needs rate_mbit or trace (a bottleneck queue)"
+        );
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "codel_target_ms": 5}}"#),
+            r#"config: up.codel_target_ms: needs queue_discipline "codel""#
+        );
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "queue_discipline": "codel", "codel_interval_ms": 0}}"#),
+            "config: up.codel_interval_ms: must be > 0, got 0"
+        );
+    }
+
+    #[test]
+    fn codel_defaults_follow_rfc_8289() {
+        let c = parse_config_str(r#"{"up": {"rate_mbit": 10, "queue_discipline": "codel"}}"#).unwrap();
+        assert_eq!(c.up.unwrap().discipline, Discipline::Codel(CodelParams { target_ns: 5_000_000, interval_ns: 100_000_000 }));
+        let c = parse_config_str(r#"{"up": {"rate_mbit": 10, "queue_discipline": "codel", "codel_target_ms": 2.5, "codel_interval_ms": 50}}"#).unwrap();
+        assert_eq!(c.up.unwrap().discipline, Discipline::Codel(CodelParams { target_ns: 2_500_000, interval_ns: 50_000_000 }));
+        let c = parse_config_str(r#"{"up": {"rate_mbit": 10}}"#).unwrap();
+        assert_eq!(c.up.unwrap().discipline, Discipline::Fifo);
     }
 
     #[test]

@@ -142,8 +142,9 @@ impl Ctl {
 
     /// Cumulative lateness per direction (frames sent, their lateness histogram,
     /// the largest lateness since start, arrivals the overload guard dropped,
-    /// frames the receive ring of the direction's input port overflowed with) and
-    /// this process's scheduler times.
+    /// frames the receive ring of the direction's input port overflowed with),
+    /// CoDel's drops and the bottleneck's sojourn-time histogram, and this
+    /// process's scheduler times.
     pub fn lateness_json(&self) -> Value {
         let mut out = serde_json::Map::new();
         out.insert("t_s".into(), json!(mono_ns() as f64 / 1e9));
@@ -157,6 +158,9 @@ impl Ctl {
             j["released"] = json!(h.count);
             j["max_ns"] = json!(h.max_ns);
             j["late_dropped"] = json!(d.late_dropped.get());
+            j["codel_dropped"] = json!(d.codel_dropped.get());
+            // sojourn in the bottleneck queue of every packet that left it, ns buckets
+            j["sojourn"] = d.sojourn.snapshot().buckets_json();
             // the up direction reads port a, the down direction port b
             j["ring_drops"] = json!(self.shared.port_stats[i].ring_drops.get());
             out.insert(name.to_string(), j);

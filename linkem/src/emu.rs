@@ -4,11 +4,13 @@
 //!           -> propagation delay + jitter -> ordering -> transmit
 //!
 //! `Emu::process()` takes one received frame and returns 0, 1 or 2 copies,
-//! each with the time it must be transmitted.
+//! each with the time it must be transmitted, or, with CoDel, the id under
+//! which the bottleneck holds it: `release_due(now)` then says, in order, which
+//! held copies CoDel dropped and when the others must be transmitted.
 
 use crate::config::{DirConfig, Loss};
 use crate::dist::{JitterGen, LossGen};
-use crate::link::{Admit, Bottleneck};
+use crate::link::{Admit, Bottleneck, Dequeued};
 use crate::rng::Rng;
 use crate::stats::DirStats;
 
@@ -18,6 +20,18 @@ pub struct Copy {
     pub send_at: u64,
     /// Bit to flip in the IP payload (bit index from the payload start).
     pub corrupt_bit: Option<u32>,
+    /// Time spent in the bottleneck (waiting + serialisation), ns.
+    pub queue_delay: u64,
+    /// Held by the bottleneck under this id (CoDel): `send_at` is not known yet.
+    pub held: Option<u64>,
+}
+
+/// A held copy leaving the bottleneck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    pub id: u64,
+    /// When it must be transmitted; None: CoDel dropped it.
+    pub send_at: Option<u64>,
     /// Time spent in the bottleneck (waiting + serialisation), ns.
     pub queue_delay: u64,
 }
@@ -119,23 +133,76 @@ impl Emu {
                 corrupt_bit = Some(self.rng.below(payload_len * 8));
                 st.corrupted.inc();
             }
+            if self.link.holds() {
+                match self.link.hold(t, ip_len) {
+                    None => st.queue_dropped.inc(),
+                    Some(id) => {
+                        out[k] = Copy { send_at: u64::MAX, corrupt_bit, queue_delay: 0, held: Some(id) };
+                        k += 1;
+                    }
+                }
+                continue;
+            }
+            let shaped = !self.link.is_transparent();
             match self.link.offer(t, ip_len) {
                 Admit::Drop => {
                     st.queue_dropped.inc();
                     continue;
                 }
-                Admit::Pass { finish, .. } => {
-                    let mut send_at = finish + self.delay_sample();
-                    if !self.cfg.reorder && send_at < self.last_send {
-                        send_at = self.last_send;
+                Admit::Pass { start, finish } => {
+                    if shaped {
+                        st.sojourn.record_ns(start - t);
                     }
-                    self.last_send = self.last_send.max(send_at);
-                    out[k] = Copy { send_at, corrupt_bit, queue_delay: finish - t };
+                    let send_at = self.schedule(finish);
+                    out[k] = Copy { send_at, corrupt_bit, queue_delay: finish - t, held: None };
                     k += 1;
                 }
             }
         }
         k
+    }
+
+    /// Transmit time of a copy that leaves the bottleneck at `finish`: after the
+    /// propagation delay, and never before an earlier copy unless reordering.
+    #[inline]
+    fn schedule(&mut self, finish: u64) -> u64 {
+        let mut send_at = finish + self.delay_sample();
+        if !self.cfg.reorder && send_at < self.last_send {
+            send_at = self.last_send;
+        }
+        self.last_send = self.last_send.max(send_at);
+        send_at
+    }
+
+    /// When the bottleneck next dequeues a held copy (u64::MAX: none held).
+    #[inline]
+    pub fn next_release(&self) -> u64 {
+        self.link.next_dequeue()
+    }
+
+    /// Dequeue the held copies due by `now`; `out` gets them in order. Counts
+    /// CoDel's drops and the sojourn time of each copy that leaves.
+    pub fn release_due(&mut self, now: u64, st: &DirStats, out: &mut Vec<Release>) {
+        if self.link.next_dequeue() > now {
+            return;
+        }
+        let start = out.len();
+        self.link.dequeue_due(now, |d| match d {
+            Dequeued::Dropped { id, .. } => {
+                st.codel_dropped.inc();
+                out.push(Release { id, send_at: None, queue_delay: 0 });
+            }
+            Dequeued::Sent { id, arrival, start, finish } => {
+                st.sojourn.record_ns(start - arrival);
+                // the finish time for now; the delay is drawn below, in order
+                out.push(Release { id, send_at: Some(finish), queue_delay: finish - arrival });
+            }
+        });
+        for r in out[start..].iter_mut() {
+            if let Some(finish) = r.send_at {
+                r.send_at = Some(self.schedule(finish));
+            }
+        }
     }
 }
 
@@ -260,6 +327,120 @@ mod tests {
         for (i, x) in c.iter().enumerate() {
             assert!(x.send_at >= 1_000_000_000 + i as u64 * 1_000_000);
         }
+    }
+
+    /// Feed copies of 1500 IP bytes at `times`, releasing what is due before each
+    /// arrival (as the engine does) and everything at the end: the send time of
+    /// every copy in arrival order (None: dropped by the queue limit or CoDel).
+    fn run_held(e: &mut Emu, times: &[u64], st: &DirStats) -> Vec<Option<u64>> {
+        let mut sent: Vec<Option<u64>> = Vec::new();
+        let mut ids = std::collections::HashMap::new();
+        let mut rel = Vec::new();
+        let mut out = [Copy::default(); 2];
+        let mut settle = |rel: &mut Vec<Release>, sent: &mut Vec<Option<u64>>, ids: &std::collections::HashMap<u64, usize>| {
+            for r in rel.drain(..) {
+                sent[ids[&r.id]] = r.send_at;
+            }
+        };
+        for &t in times {
+            e.release_due(t, st, &mut rel);
+            settle(&mut rel, &mut sent, &ids);
+            let k = e.process(t, 1514, 1500, 1480, st, &mut out);
+            assert!(k <= 1);
+            sent.push(None);
+            if k == 1 {
+                match out[0].held {
+                    Some(id) => {
+                        ids.insert(id, sent.len() - 1);
+                    }
+                    None => *sent.last_mut().unwrap() = Some(out[0].send_at),
+                }
+            }
+        }
+        e.release_due(u64::MAX / 2, st, &mut rel);
+        settle(&mut rel, &mut sent, &ids);
+        assert_eq!(e.next_release(), u64::MAX);
+        sent
+    }
+
+    #[test]
+    fn codel_without_a_standing_queue_schedules_as_fifo() {
+        // bursts of 3 packets every 5 ms at 10 Mbit/s (1.2 ms each): the queue
+        // never holds 5 ms, CoDel never drops, and every copy leaves when the
+        // drop-tail FIFO would send it
+        let times: Vec<u64> = (0..600).map(|i| 1_000_000_000 + (i / 3) * 5_000_000).collect();
+        let cfg = json!({"rate_mbit": 10, "delay_ms": 10});
+        let mut fifo = emu(cfg.clone(), 11);
+        let st = DirStats::default();
+        let want = run_held(&mut fifo, &times, &st);
+        assert!(want.iter().all(|x| x.is_some()));
+        let mut cfg_codel = cfg.clone();
+        cfg_codel["queue_discipline"] = json!("codel");
+        let mut codel = emu(cfg_codel, 11);
+        let st = DirStats::default();
+        let got = run_held(&mut codel, &times, &st);
+        assert_eq!(got, want);
+        assert_eq!(st.codel_dropped.get(), 0);
+        // sojourn of every copy at dequeue: 0, 1.2 or 2.4 ms
+        let soj = st.sojourn.snapshot();
+        assert_eq!(soj.count, 600);
+        assert!(soj.max_ns <= 2_400_000, "max sojourn {}", soj.max_ns);
+    }
+
+    #[test]
+    fn codel_drops_from_a_standing_queue_that_fifo_keeps() {
+        // 10 Mbit/s; 400 packets at once (480 ms of queue), then arrivals at the
+        // rate for 2 s: FIFO keeps a 480 ms standing queue; CoDel starts dropping
+        // an interval after the sojourn passed 5 ms and the queue shrinks by a drop
+        // each time
+        let t0 = 1_000_000_000u64;
+        let mut times: Vec<u64> = vec![t0; 400];
+        times.extend((1..1667).map(|i| t0 + i * 1_200_000));
+        let cfg = json!({"rate_mbit": 10, "queue": {"packets": 1000}});
+        let st_fifo = DirStats::default();
+        let fifo = run_held(&mut emu(cfg.clone(), 12), &times, &st_fifo);
+        let mut cfg_codel = cfg.clone();
+        cfg_codel["queue_discipline"] = json!("codel");
+        let st = DirStats::default();
+        let codel = run_held(&mut emu(cfg_codel, 12), &times, &st);
+        assert!(fifo.iter().all(|x| x.is_some()));
+        let dropped: Vec<usize> = codel.iter().enumerate().filter(|(_, x)| x.is_none()).map(|(i, _)| i).collect();
+        assert_eq!(dropped.len() as u64, st.codel_dropped.get());
+        assert_eq!(st.queue_dropped.get(), 0);
+        assert!(dropped.len() >= 15, "{} drops", dropped.len());
+        // the first drop: the head at ~106 ms (sixth packet, 5 x 1.2 ms, plus an interval)
+        let first = dropped[0];
+        assert!((88..=90).contains(&first), "first drop: packet {}", first);
+        // each drop lets the rest leave 1.2 ms earlier than under FIFO
+        let last = times.len() - 1;
+        let gain = fifo[last].unwrap() - codel[last].unwrap();
+        assert_eq!(gain, dropped.len() as u64 * 1_200_000);
+        // sojourn: FIFO's median 480 ms; CoDel's falls by 1.2 ms per drop
+        assert!(st_fifo.sojourn.snapshot().quantile_ns(0.5).unwrap() > 470_000_000);
+        assert_eq!(st.sojourn.snapshot().count as usize, times.len() - dropped.len());
+    }
+
+    #[test]
+    fn switching_from_codel_to_fifo_drains_the_held_packets_in_order() {
+        let mut e = emu(json!({"rate_mbit": 10, "queue_discipline": "codel"}), 13);
+        let st = DirStats::default();
+        let mut out = [Copy::default(); 2];
+        let t0 = 1_000_000_000u64;
+        for _ in 0..3 {
+            assert_eq!(e.process(t0, 1514, 1500, 1480, &st, &mut out), 1);
+            assert!(out[0].held.is_some());
+        }
+        e.reconfigure(parse_dir(&json!({"rate_mbit": 10}), "up").unwrap(), t0);
+        // still held behind the three: FIFO order is kept
+        assert_eq!(e.process(t0, 1514, 1500, 1480, &st, &mut out), 1);
+        assert!(out[0].held.is_some());
+        let mut rel = Vec::new();
+        e.release_due(t0 + 10_000_000, &st, &mut rel);
+        let at: Vec<u64> = rel.iter().map(|r| r.send_at.unwrap()).collect();
+        assert_eq!(at, vec![t0 + 1_200_000, t0 + 2_400_000, t0 + 3_600_000, t0 + 4_800_000]);
+        // empty again: the next packet is scheduled at once
+        assert_eq!(e.process(t0 + 10_000_000, 1514, 1500, 1480, &st, &mut out), 1);
+        assert_eq!((out[0].held, out[0].send_at), (None, t0 + 11_200_000));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::afpacket::{RxRing, TxBatch, TxSock, TP_STATUS_CSUMNOTREADY, VIRTIO_NET_HDR_F_NEEDS_CSUM, VNET_HDR_LEN};
 use crate::config::DirConfig;
-use crate::emu::{Copy, Emu};
+use crate::emu::{Copy, Emu, Release};
 use crate::gso::Gso;
 use crate::frame::{classify, complete_partial_csum, l4_csum_location, rewrite, Class, LocalAddrs, ETH_HLEN};
 use crate::stats::{DirStats, PortStats, TimingStats};
@@ -203,6 +203,9 @@ pub struct Dir {
     pub gro_window_ns: u64,
     /// Per-segment pipeline results of the current super-frame: (segment, copy).
     scratch: Vec<(u32, Copy)>,
+    /// Packets the bottleneck holds until their dequeue (CoDel), by its id, in order.
+    held: VecDeque<(u64, Pkt)>,
+    released: Vec<Release>,
     seq: u64,
     seen_gen: u64,
 }
@@ -219,6 +222,8 @@ impl Dir {
             big: Pool::new(BIG_SLOT, (max_slots / 16).max(64)),
             gro_window_ns: 0,
             scratch: Vec::with_capacity(128),
+            held: VecDeque::new(),
+            released: Vec::with_capacity(64),
             seq: 0,
             seen_gen: 0,
         }
@@ -236,7 +241,47 @@ impl Dir {
         if let Some(Reverse(p)) = self.heap.peek() {
             t = t.min(p.send_at);
         }
-        t
+        t.min(self.emu.next_release())
+    }
+
+    /// Dequeue the held packets due by `now` (CoDel): drop what CoDel dropped,
+    /// put the rest on the delay line.
+    fn release_due(&mut self, now: u64) {
+        if self.emu.next_release() > now {
+            return;
+        }
+        let mut rel = std::mem::take(&mut self.released);
+        rel.clear();
+        self.emu.release_due(now, &self.stats, &mut rel);
+        for r in rel.iter() {
+            // a copy without a buffer (pool exhausted) was never held here
+            while self.held.front().is_some_and(|(id, _)| *id < r.id) {
+                let (_, p) = self.held.pop_front().unwrap();
+                self.release(p);
+            }
+            if self.held.front().is_none_or(|(id, _)| *id != r.id) {
+                continue;
+            }
+            let (_, mut p) = self.held.pop_front().unwrap();
+            match r.send_at {
+                None => self.release(p),
+                Some(t) => {
+                    p.send_at = t;
+                    self.stats.queue_delay.record_ns(r.queue_delay);
+                    self.enqueue(p);
+                }
+            }
+        }
+        self.released = rel;
+    }
+
+    /// A copy leaves for the delay line, or waits in the bottleneck (CoDel).
+    #[inline]
+    fn place(&mut self, c: &Copy, p: Pkt) {
+        match c.held {
+            Some(id) => self.held.push_back((id, p)),
+            None => self.enqueue(p),
+        }
     }
 
     #[inline]
@@ -336,6 +381,8 @@ impl Dir {
             self.stats.pool_dropped.inc();
             return;
         }
+        // the queue as it is at this arrival
+        self.release_due(t);
         let mut out = [Copy::default(); 2];
         let payload_len = (ip_len + ETH_HLEN as u32).saturating_sub(payload_off);
         let n = self.emu.process(t, frame.len() as u32, ip_len, payload_len, &self.stats, &mut out);
@@ -377,8 +424,10 @@ impl Dir {
             let len = frame.len() as u32;
             let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len, nseg: 1, big: false, wire: len };
             self.seq += 1;
-            self.stats.queue_delay.record_ns(c.queue_delay);
-            self.enqueue(p);
+            if c.held.is_none() {
+                self.stats.queue_delay.record_ns(c.queue_delay);
+            }
+            self.place(c, p);
         }
     }
 
@@ -390,6 +439,7 @@ impl Dir {
     fn ingest_gso(&mut self, t: u64, frame: &[u8], vnet: &[u8], v6: bool) -> bool {
         let Some(g) = Gso::parse(frame, vnet) else { return false };
         let ip_hlen = (g.l4off - ETH_HLEN) as u32;
+        self.release_due(t);
         self.scratch.clear();
         let mut out = [Copy::default(); 2];
         for s in 0..g.nseg {
@@ -397,7 +447,9 @@ impl Dir {
             let ip_len = flen - ETH_HLEN as u32;
             let n = self.emu.process(t, flen, ip_len, ip_len - ip_hlen, &self.stats, &mut out);
             for c in out.iter().take(n) {
-                self.stats.queue_delay.record_ns(c.queue_delay);
+                if c.held.is_none() {
+                    self.stats.queue_delay.record_ns(c.queue_delay);
+                }
                 self.scratch.push((s as u32, *c));
             }
         }
@@ -405,12 +457,13 @@ impl Dir {
         let mut k = 0;
         while k < self.scratch.len() {
             let (s0, c0) = self.scratch[k];
-            // extend the run: next segment, first copy, no corruption, in time
+            // extend the run: next segment, first copy, no corruption, in time (a
+            // segment the bottleneck holds, CoDel, leaves alone at its own time)
             let mut e = k + 1;
-            if tx_vnet && c0.corrupt_bit.is_none() {
+            if tx_vnet && c0.corrupt_bit.is_none() && c0.held.is_none() {
                 while e < self.scratch.len() {
                     let (s, c) = self.scratch[e];
-                    if s != self.scratch[e - 1].0 + 1 || c.corrupt_bit.is_some()
+                    if s != self.scratch[e - 1].0 + 1 || c.corrupt_bit.is_some() || c.held.is_some()
                         || c.send_at < self.scratch[e - 1].1.send_at || c.send_at - c0.send_at > self.gro_window_ns {
                         break;
                     }
@@ -443,7 +496,7 @@ impl Dir {
             let wire = (len + (j - i - 1) * g.hlen) as u32;
             let p = Pkt { send_at, seq: self.seq, slot, len: len as u32, nseg: (j - i) as u16, big, wire };
             self.seq += 1;
-            self.enqueue(p);
+            self.place(&c0, p);
             k = e;
         }
         true
@@ -583,9 +636,10 @@ impl Engine {
                     ts.rx_packets.add(got);
                 }
             }
-            // ---- transmit ----------------------------------------------------
+            // ---- dequeue (CoDel) and transmit ---------------------------------
             let now = mono_ns();
             for d in self.dirs.iter_mut() {
+                d.release_due(now);
                 d.transmit_due(now, &ts);
             }
             // ---- housekeeping ------------------------------------------------

@@ -1,14 +1,68 @@
-//! The bottleneck: a drop-tail FIFO in front of a link whose capacity can vary
-//! with time (constant rate, `spikes`, `onoff`, or a mahimahi trace).
+//! The bottleneck: a queue in front of a link whose capacity can vary with time
+//! (constant rate, `spikes`, `onoff`, or a mahimahi trace).
 //!
-//! The model is *virtual*: the FIFO is work-conserving and the capacity schedule
-//! is a known function of time, so a packet's departure time is fully determined
-//! when it arrives; no timer is needed per serialisation event.
-//! `offer(t, ip_bytes)` returns when the packet starts and finishes serialising.
+//! Drop-tail FIFO: the model is *virtual*. The FIFO is work-conserving and the
+//! capacity schedule is a known function of time, so a packet's departure time
+//! is fully determined when it arrives; no timer is needed per serialisation
+//! event. `offer(t, ip_bytes)` returns when the packet starts and finishes
+//! serialising.
+//!
+//! CoDel (RFC 8289) decides at dequeue, from the packet's sojourn time and the
+//! bytes queued behind it *then*: what arrives later changes its decision, and a
+//! drop lets the packets behind it start earlier. So with CoDel the queue holds
+//! its packets (`hold`) and dequeues them when their time comes
+//! (`dequeue_due(now)`, at `next_dequeue()`): a packet's dequeue time is when the
+//! link can start serialising it (the previous packet finished, or the next
+//! delivery opportunity), as a qdisc is dequeued when the device can send.
 
-use crate::config::{DirConfig, OnOff, QueueLimit, Spikes, Trace, MS, TRACE_OPP_BYTES};
+use crate::codel::{Backlog, Codel};
+use crate::config::{DirConfig, Discipline, OnOff, QueueLimit, Spikes, Trace, MS, TRACE_OPP_BYTES};
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// A packet held in the queue until its dequeue (CoDel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held {
+    /// Arrival, ns.
+    t: u64,
+    /// Bytes the rate and the queue count.
+    bytes: u32,
+    id: u64,
+}
+
+/// What a dequeue did with a held packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dequeued {
+    /// Dropped by CoDel at `at` (ns).
+    Dropped { id: u64, arrival: u64, at: u64 },
+    /// Dequeued at `start` (its sojourn ends) and serialised until `finish`.
+    Sent { id: u64, arrival: u64, start: u64, finish: u64 },
+}
+
+/// The held packets as CoDel sees them at a dequeue.
+struct HeldBacklog<'a> {
+    q: &'a mut VecDeque<Held>,
+    bytes: &'a mut u64,
+}
+
+impl Backlog for HeldBacklog<'_> {
+    type Pkt = Held;
+    fn pop(&mut self, now: u64) -> Option<(u64, Held)> {
+        match self.q.front() {
+            Some(h) if h.t <= now => {
+                let h = self.q.pop_front().unwrap();
+                *self.bytes -= h.bytes as u64;
+                Some((h.t, h))
+            }
+            _ => None,
+        }
+    }
+    fn bytes(&self, now: u64) -> u64 {
+        // packets read after their time came may sit at the tail with a later arrival
+        let later: u64 = self.q.iter().rev().take_while(|h| h.t > now).map(|h| h.bytes as u64).sum();
+        *self.bytes - later
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admit {
@@ -49,6 +103,15 @@ pub struct Bottleneck {
     /// Packets that have not started service yet: (service start, bytes).
     waiting: VecDeque<(u64, u32)>,
     waiting_bytes: u64,
+    /// CoDel's state, when the discipline is CoDel.
+    codel: Option<Codel>,
+    /// Packets held until their dequeue (CoDel; after a switch to FIFO, until
+    /// they are gone), their bytes, the next id to hand out, and when the head
+    /// is due (u64::MAX: none).
+    held: VecDeque<Held>,
+    held_bytes: u64,
+    next_id: u64,
+    next_svc: u64,
 }
 
 impl Bottleneck {
@@ -63,6 +126,11 @@ impl Bottleneck {
             free_at: 0,
             waiting: VecDeque::new(),
             waiting_bytes: 0,
+            codel: None,
+            held: VecDeque::new(),
+            held_bytes: 0,
+            next_id: 0,
+            next_svc: u64::MAX,
         };
         b.reconfigure(cfg, epoch);
         b
@@ -81,6 +149,108 @@ impl Bottleneck {
         self.limit = cfg.queue.clone();
         self.overhead = cfg.rate_overhead;
         self.epoch = now;
+        self.codel = match (cfg.discipline, self.codel.take()) {
+            (Discipline::Fifo, _) => None,
+            // a new target or interval keeps the state (as `tc qdisc change` does)
+            (Discipline::Codel(p), Some(mut c)) => {
+                c.params = p;
+                Some(c)
+            }
+            (Discipline::Codel(p), None) => Some(Codel::new(p)),
+        };
+        self.refresh_next();
+    }
+
+    /// Whether an arriving packet is held until its dequeue (`hold`) rather than
+    /// scheduled at once (`offer`): with CoDel, and while packets held before a
+    /// switch to FIFO are still queued.
+    #[inline]
+    pub fn holds(&self) -> bool {
+        self.codel.is_some() || !self.held.is_empty()
+    }
+
+    /// Hold a packet of `ip_bytes` arriving at `t` until its dequeue; None when
+    /// the queue limit drops it (drop-tail on arrival, as CoDel's own limit).
+    /// Call `dequeue_due(t)` first, so that the queue is what it is at `t`.
+    pub fn hold(&mut self, t: u64, ip_bytes: u32) -> Option<u64> {
+        let bytes = if matches!(self.cap, Capacity::Trace { .. }) { ip_bytes } else { ip_bytes + self.overhead };
+        let full = match self.limit {
+            QueueLimit::Unlimited => false,
+            QueueLimit::Packets(n) => self.held.len() as u64 >= n,
+            QueueLimit::Bytes(n) => self.held_bytes + bytes as u64 > n,
+            // a waiting time at the (mean) rate, as bytes: the wait itself depends
+            // on the drops still to come
+            QueueLimit::Time(ns) => match self.mean_rate_bps() {
+                Some(bps) => (self.held_bytes + bytes as u64) as f64 * 8.0 > bps * ns as f64 / 1e9,
+                None => false,
+            },
+        };
+        if full {
+            return None;
+        }
+        if let Some(c) = &mut self.codel {
+            c.enqueued(bytes as u64);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.held.push_back(Held { t, bytes, id });
+        self.held_bytes += bytes as u64;
+        if self.held.len() == 1 {
+            self.refresh_next();
+        }
+        Some(id)
+    }
+
+    /// When the head of the held packets is dequeued (u64::MAX: nothing held).
+    #[inline]
+    pub fn next_dequeue(&self) -> u64 {
+        self.next_svc
+    }
+
+    fn refresh_next(&mut self) {
+        self.next_svc = match self.held.front() {
+            Some(h) => self.serve(h.t.max(self.free_at), h.bytes).0,
+            None => u64::MAX,
+        };
+    }
+
+    fn mean_rate_bps(&self) -> Option<f64> {
+        match &self.cap {
+            Capacity::Rate { bps } => Some(*bps),
+            Capacity::Trace { trace, .. } => Some(trace.mean_rate_bps()),
+            Capacity::Unlimited => None,
+        }
+    }
+
+    /// Dequeue every held packet whose dequeue time is at or before `now`, in
+    /// order; CoDel decides at each dequeue time. `out` gets each packet's fate.
+    pub fn dequeue_due(&mut self, now: u64, mut out: impl FnMut(Dequeued)) {
+        while self.next_svc <= now {
+            let at = self.next_svc;
+            let sent = match &mut self.codel {
+                Some(c) => {
+                    let mut q = HeldBacklog { q: &mut self.held, bytes: &mut self.held_bytes };
+                    c.dequeue(at, &mut q, |h| out(Dequeued::Dropped { id: h.id, arrival: h.t, at }))
+                }
+                None => {
+                    let h = self.held.pop_front();
+                    if let Some(h) = h {
+                        self.held_bytes -= h.bytes as u64;
+                    }
+                    h
+                }
+            };
+            if let Some(h) = sent {
+                // it leaves the queue at `at` (>= its arrival and the link's free time)
+                let (start, finish, cur) = self.serve(at, h.bytes);
+                if let Capacity::Trace { cur: c, .. } = &mut self.cap {
+                    *c = cur;
+                }
+                self.free_at = finish;
+                out(Dequeued::Sent { id: h.id, arrival: h.t, start, finish });
+            }
+            self.refresh_next();
+        }
     }
 
     pub fn is_transparent(&self) -> bool {
@@ -229,7 +399,12 @@ impl Bottleneck {
         loop {
             let rel = t - self.epoch;
             let mut l = rel / per;
-            let off = rel % per;
+            let mut off = rel % per;
+            if off == 0 && l > 0 {
+                // the previous loop's last opportunities (at its period) are at `t` too
+                l -= 1;
+                off = per;
+            }
             let mut i = tr.opps_ms.partition_point(|&o| o * MS < off);
             if i == tr.opps_ms.len() {
                 l += 1;
@@ -469,6 +644,11 @@ mod tests {
         assert_eq!(pass(b.offer(0, 1000)).1, 1_000_000);
         assert_eq!(pass(b.offer(0, 1500)).1, 1_000_000 /* 500 B left in opp 1 + 1000 B of opp 2 */);
         assert_eq!(pass(b.offer(0, 1500)).1, 3_000_000);
+        // a packet arriving exactly at the period (10 ms) takes that opportunity,
+        // the previous loop's last, not the next loop's first at 11 ms
+        let mut b = Bottleneck::new(&c, 0);
+        assert_eq!(pass(b.offer(10_000_000, 1500)).1, 10_000_000);
+        assert_eq!(pass(b.offer(10_000_000, 1500)).1, 11_000_000);
     }
 
     #[test]
@@ -487,6 +667,69 @@ mod tests {
             last = pass(b.offer(0, 1500)).1;
         }
         assert_eq!(last, 120_000_000);
+    }
+
+    /// Hold packets (bytes, arrival) and dequeue them all: (start, finish) of each
+    /// sent one in arrival order, None for a drop.
+    fn held_times(b: &mut Bottleneck, pkts: &[(u32, u64)]) -> Vec<Option<(u64, u64)>> {
+        let mut res = vec![None; pkts.len()];
+        let mut at = std::collections::HashMap::new();
+        let mut take = |d: Dequeued, res: &mut Vec<Option<(u64, u64)>>, at: &std::collections::HashMap<u64, usize>| {
+            if let Dequeued::Sent { id, start, finish, .. } = d {
+                res[at[&id]] = Some((start, finish));
+            }
+        };
+        for (i, &(bytes, t)) in pkts.iter().enumerate() {
+            b.dequeue_due(t, |d| take(d, &mut res, &at));
+            if let Some(id) = b.hold(t, bytes) {
+                at.insert(id, i);
+            }
+        }
+        b.dequeue_due(u64::MAX / 2, |d| take(d, &mut res, &at));
+        res
+    }
+
+    #[test]
+    fn held_packets_leave_as_the_fifo_schedules_them_without_drops() {
+        // every capacity model: with nothing for CoDel to drop (a short queue),
+        // dequeuing held packets gives the virtual FIFO's times
+        let text: String = "1\n1\n3\n10\n".into();
+        let mut trace = trace_cfg(&text);
+        trace.queue = crate::config::QueueLimit::Packets(1000);
+        let cases = [
+            cfg(json!({"rate_mbit": 12, "queue": {"packets": 1000}})),
+            cfg(json!({"rate_mbit": 12, "spikes": {"period_ms": 100, "duration_ms": 20, "rate_pct": 25}, "queue": {"packets": 1000}})),
+            cfg(json!({"rate_mbit": 12, "onoff": {"on_ms": 30, "off_ms": 20}, "queue": {"packets": 1000}})),
+            trace,
+        ];
+        // pairs of packets of 1500 and 500 bytes every 7 ms
+        let pkts: Vec<(u32, u64)> = (0..200u64).map(|i| (if i % 2 == 0 { 1500 } else { 500 }, (i / 2) * 7_000_000)).collect();
+        for c in cases {
+            let mut fifo = Bottleneck::new(&c, 0);
+            let want: Vec<Option<(u64, u64)>> = pkts.iter().map(|&(b, t)| Some(pass(fifo.offer(t, b)))).collect();
+            let mut c2 = c.clone();
+            c2.discipline = crate::config::Discipline::Codel(crate::codel::CodelParams { target_ns: 1_000_000_000, interval_ns: 100_000_000 });
+            let mut held = Bottleneck::new(&c2, 0);
+            assert!(held.holds());
+            assert_eq!(held_times(&mut held, &pkts), want, "{:?}", c.source);
+        }
+    }
+
+    #[test]
+    fn held_queue_limit_drops_on_arrival() {
+        let mut c = cfg(json!({"rate_mbit": 10, "queue": {"packets": 3}}));
+        c.discipline = crate::config::Discipline::Codel(Default::default());
+        let mut b = Bottleneck::new(&c, 0);
+        // the first is dequeued at once (after dequeue_due), 3 wait, the 5th is dropped
+        let r = held_times(&mut b, &[(1500, S); 5]);
+        assert_eq!(r.iter().filter(|x| x.is_some()).count(), 4);
+        assert_eq!(r[4], None);
+        // {"ms": 5} at 10 Mbit/s: 6250 bytes may wait (4 full packets)
+        let mut c = cfg(json!({"rate_mbit": 10, "queue": {"ms": 5}}));
+        c.discipline = crate::config::Discipline::Codel(Default::default());
+        let mut b = Bottleneck::new(&c, 0);
+        let r = held_times(&mut b, &[(1500, S); 10]);
+        assert_eq!(r.iter().filter(|x| x.is_some()).count(), 5);
     }
 
     #[test]

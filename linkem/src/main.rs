@@ -1,4 +1,5 @@
 mod afpacket;
+mod codel;
 mod config;
 mod control;
 mod dist;

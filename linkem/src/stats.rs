@@ -264,14 +264,19 @@ pub struct DirStats {
     pub pool_dropped: Counter,
     pub tx_errors: Counter,
     pub late_dropped: Counter,
+    /// Packets CoDel dropped at dequeue (`queue_dropped` counts the queue limit's).
+    pub codel_dropped: Counter,
     pub queue_delay: Log2Hist,
     /// Transmit time minus scheduled time of every frame sent.
     pub sched_error: LateHist,
+    /// Sojourn time in the bottleneck queue of every packet that left it: from
+    /// its arrival to the start of its serialisation (links with a rate or trace).
+    pub sojourn: LateHist,
 }
 
 pub const DIR_COUNTERS: &[&str] = &[
     "received", "lost", "duplicated", "corrupted", "queue_dropped", "forwarded", "bytes_in", "bytes_out",
-    "ttl_dropped", "pool_dropped", "tx_errors", "late_dropped",
+    "ttl_dropped", "pool_dropped", "tx_errors", "late_dropped", "codel_dropped",
 ];
 
 impl DirStats {
@@ -280,6 +285,7 @@ impl DirStats {
             self.received.get(), self.lost.get(), self.duplicated.get(), self.corrupted.get(),
             self.queue_dropped.get(), self.forwarded.get(), self.bytes_in.get(), self.bytes_out.get(),
             self.ttl_dropped.get(), self.pool_dropped.get(), self.tx_errors.get(), self.late_dropped.get(),
+            self.codel_dropped.get(),
         ]
     }
     pub fn snapshot(&self) -> DirSnap {
@@ -287,6 +293,7 @@ impl DirStats {
             counters: self.counters(),
             queue_delay: self.queue_delay.snapshot(),
             sched_error: self.sched_error.snapshot(),
+            sojourn: self.sojourn.snapshot(),
         }
     }
 }
@@ -296,6 +303,7 @@ pub struct DirSnap {
     pub counters: Vec<u64>,
     pub queue_delay: HistSnap,
     pub sched_error: LateSnap,
+    pub sojourn: LateSnap,
 }
 
 impl DirSnap {
@@ -307,6 +315,7 @@ impl DirSnap {
             counters: sub(&self.counters, &b.counters),
             queue_delay: self.queue_delay.minus(&b.queue_delay),
             sched_error: self.sched_error.minus(&b.sched_error),
+            sojourn: self.sojourn.minus(&b.sojourn),
         }
     }
     pub fn to_json(&self) -> Value {
@@ -316,6 +325,7 @@ impl DirSnap {
         }
         m.insert("queue_delay_us".into(), self.queue_delay.to_json());
         m.insert("sched_error_us".into(), self.sched_error.to_json());
+        m.insert("sojourn_us".into(), self.sojourn.to_json());
         Value::Object(m)
     }
 }

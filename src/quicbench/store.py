@@ -205,7 +205,7 @@ class RunStore:
         """A complete run directory at out (missing or empty) from meta, rows and trial directories
         copied in (source, destination relative to the run): built beside out and renamed into
         place, so a failure leaves nothing behind. What `merge` writes."""
-        out = Path(out)
+        out = Path(out).absolute()      # '.' has no name: the build directory is named after out's
         out.parent.mkdir(parents=True, exist_ok=True)
         reap_unfinished_builds(out.parent)
         tmp = out.parent / f".{out.name}.building-{os.getpid()}"
@@ -218,7 +218,14 @@ class RunStore:
                 store.append(r, sync=False)
             for src, rel in trial_dirs:
                 shutil.copytree(src, tmp / rel, symlinks=True)
-            os.rename(tmp, out)   # onto a missing or empty directory
+            if out.is_dir() and (out.resolve() == Path.cwd().resolve() or out.is_mount()):
+                # an empty directory that cannot be replaced (the caller's working directory, a mount
+                # point): move the contents in, meta.json last, so a cut-short move is no run directory
+                for child in sorted(tmp.iterdir(), key=lambda c: c.name == "meta.json"):
+                    os.rename(child, out / child.name)
+                tmp.rmdir()
+            else:
+                os.rename(tmp, out)   # onto a missing or empty directory
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

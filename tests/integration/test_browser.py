@@ -100,6 +100,14 @@ def test_gallery_page_over_each_protocol(served, proto):
         assert x["page_connect_ms"] > 0 and x["page_tls_ms"] > 0
         assert abs(x["page_connect_ms"] + x["page_tls_ms"] - x["page_handshake_ms"]) < 0.01
     assert "protocol_mismatches" not in x
+    # DNCS's httpstat phases: one more fetch of the page's HTML, on a new connection, after the load
+    assert x["httpstat_protocol"] == proto and x["httpstat_connect_ms"] > 0 and x["httpstat_server_ms"] > 0
+    assert (x["httpstat_tls_ms"] is None) == (proto == "h3") and x["httpstat_transfer_ms"] >= 0
+    assert x["httpstat_total_ms"] >= x["httpstat_connect_ms"] + (x["httpstat_tls_ms"] or 0) \
+        + x["httpstat_server_ms"] + x["httpstat_transfer_ms"] - 0.01
+    stat = [json.loads(line) for line in (wd / proto / "httpstat.jsonl").read_text().splitlines()]
+    assert len(stat) == 1 and stat[0]["path"] == "/100KB/index10.html" and stat[0]["proto"] == proto
+    assert x["page_html_download_ms"] >= 0
     # Playwright's HAR of the load parses and lists the page and its ten images
     har = json.loads((wd / proto / "page.har").read_text())
     entries = har["log"]["entries"]
@@ -137,6 +145,15 @@ def test_trial_row_of_a_page_load(served):
     assert row["connect_ms"] > 0 and row["tls_ms"] == 0
     assert row["client_cpu_s"] > 0 and row["server_cpu_s"] > 0
     assert row["client_cpu_wait_s"] >= 0 and row["server_cpu_wait_s"] >= 0
+    # stalls from the browser's data deliveries, and the images' completion spread (the document
+    # excluded): ten images in flight on one QUIC connection
+    reqs = [json.loads(l) for l in (wd / "trial" / "requests.jsonl").read_text().splitlines()]
+    assert all(r["stall_ns"] >= 0 and all(a < b for a, b in r["gaps_ns"]) for r in reqs)
+    assert 0 <= row["body_stall_ms_p50"] <= row["body_stall_ms_max"]
+    assert row["body_stall_ms_max"] == max(r["stall_ns"] for r in reqs) / 1e6
+    assert row["all_streams_idle_ms"] is not None and row["all_streams_idle_ms"] >= 0
+    ends = sorted(r["last_byte_ns"] for r in reqs if r["type"] != "Document")
+    assert len(ends) == 10 and 0 <= row["completion_spread_ms"] <= (ends[-1] - ends[0]) / 1e6
     json.dumps(row)                                                   # storable as one JSON line
     # --qlog keeps Chromium's net-log (it writes no qlog), --keylog its TLS secrets
     assert "QUIC_SESSION" in (wd / "trial" / "netlog.json").read_text()
@@ -173,18 +190,37 @@ def test_realistic_page_loads_125_requests(tmp_path):
     from quicbench.lab import LabSpec, make_lab
     from quicbench.servers import CaddyServer
     from quicbench.tls import make_tls
+    from quicbench.model.conditions import Condition
     content = generate({100_000: 1}, seed=5, cache=tmp_path / "cache", realistic_page=True)
-    with make_lab(LabSpec(name="t-browser2")) as lab:
+    # 5 ms each way: the phases DNCS read with httpstat must each take the round trips they need
+    rtt_ms, cond = 10.0, Condition(name="d5", delay_ms=5)
+    with make_lab(LabSpec(name="t-browser2", link="linkem", condition=cond)) as lab:
+        lab.set_condition(cond)
         tls = make_tls(tmp_path / "tls", ips=[lab.address("server")])
         with CaddyServer(lab, tmp_path / "caddy", content, tls):
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
                             content=content)
-            res = fetch(BrowserClient(), target, "h2", Workload(kind="page", page="realistic"), tmp_path / "t",
-                                        timeout_s=60)
-    assert res.error is None, res.error
-    assert len(res.requests) == 125 and {r["proto"] for r in res.requests} == {"h2"}
-    assert 9_500_000 < res.extra["page_body_bytes"] < 10_500_000
-    assert res.extra["har_entries"] == 125
+            res = {p: fetch(BrowserClient(), target, p, Workload(kind="page", page="realistic"), tmp_path / p,
+                            timeout_s=60) for p in ("h2", "h3")}
+    for proto, r in res.items():
+        assert r.error is None, r.error
+        assert len(r.requests) == 125 and {q["proto"] for q in r.requests} == {proto}
+        assert 9_500_000 < r.extra["page_body_bytes"] < 10_500_000
+        assert r.extra["har_entries"] == 125
+        x = r.extra
+        print(f"\n{proto}: load {x['page_load_ms']:.0f} ms, TTFB {x['page_ttfb_ms']:.1f} ms; httpstat connect "
+              f"{x['httpstat_connect_ms']} TLS {x['httpstat_tls_ms']} server {x['httpstat_server_ms']} transfer "
+              f"{x['httpstat_transfer_ms']} ms")
+        # a handshake, a request and its answer each cross the link at least once each way
+        assert x["httpstat_connect_ms"] >= rtt_ms and x["httpstat_server_ms"] >= rtt_ms
+        assert x["page_ttfb_ms"] >= rtt_ms
+        if proto == "h2":
+            assert x["httpstat_tls_ms"] >= rtt_ms                    # TLS 1.3: one round trip after TCP's
+        else:
+            assert x["httpstat_tls_ms"] is None                      # QUIC: in the one handshake
+        # the 84,200-byte HTML is more than a new connection's first flight (10 packets): the rest
+        # comes at least one round trip after the first byte
+        assert x["httpstat_transfer_ms"] >= rtt_ms
 
 
 # -- no lab needed ---------------------------------------------------------------------------

@@ -215,13 +215,15 @@ def test_one_writer_across_uml_and_a_resume_keeps_its_kernel(tmp_path):
         assert m.returncode == 2 and "still being written" in m.stderr, m.stderr
         assert not (tmp_path / "merged").exists()
         p.send_signal(signal.SIGINT)
-        p.wait(120)
+        printed = p.communicate(timeout=120)[0]
     finally:
         if p.poll() is None:
             p.kill()
             p.wait(30)
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
-    # the resume as printed (no --kernel): inside UML again, so every row has UML's netem link
+    # the hint names the kernel the run ran in
+    assert f"--resume {run_dir} --kernel uml" in " ".join(printed.split()), printed[-2000:]
+    # the resume without --kernel: inside UML again, so every row has UML's netem link
     r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report", timeout=400)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = [json.loads(l) for l in (run_dir / "trials.jsonl").read_text().splitlines()]

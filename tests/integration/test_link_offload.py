@@ -65,6 +65,22 @@ def test_rate_paces_each_segment(lab):
     assert 0.90 * 20 <= gp <= 20 * 1448 / 1500 * 1.01, gp
 
 
+def test_codel_holds_each_wire_segment(lab):
+    # CoDel holds packets until their dequeue: a super-frame's segments are held one by one and
+    # leave alone, and the queue stays near its target
+    lab.set_condition(cond(rate_mbit=20, delay_ms=5, queue={"packets": 1000}, queue_discipline="codel"))
+    settle(lab)
+    gp = measure_iperf3(lab, seconds=3)["goodput_mbps"]
+    st = lab.link.stats()["router"]
+    down = st["down"]
+    # super-frames (small ones: TCP sizes them to its pacing rate at 20 Mbit/s)
+    assert down["received"] > 1.2 * st["ports"]["b"]["rx_frames"], (down["received"], st["ports"]["b"])
+    assert 0.80 * 20 <= gp <= 20 * 1448 / 1500 * 1.01, gp
+    assert down["codel_dropped"] > 0, down
+    assert down["sojourn_us"]["count"] > 0 and down["sojourn_us"]["p50_us"] < 15_000, down["sojourn_us"]
+    assert down["forwarded"] + down["lost"] + down["queue_dropped"] + down["codel_dropped"] <= down["received"]
+
+
 RECEIVER = r"""
 import json, socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QB, lab_namespaces, root_only, run_qb
+from quicbench.kernel import probe
 
 pytestmark = [pytest.mark.integration, root_only]
 
@@ -95,6 +96,14 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, no_l
     assert {row["protocols"] for row in got if row["protocol"] == "h3"} <= {"h3:3", "h3:5"}
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "complete"
+    # link 'auto' says what it passed over and why, in meta.json and on the terminal (a kernel
+    # whose sch_netem is missing or does not load must not fall back to linkem silently)
+    if probe()["netem"]:
+        assert meta["link"]["name"] == "netem" and "auto_passed_over" not in meta["link"]
+    else:
+        assert meta["link"]["name"] == "linkem"
+        assert "no sch_netem" in meta["link"]["auto_passed_over"]["netem"]
+        assert "link auto: not netem: this kernel has no sch_netem" in " ".join(r.stdout.split())
     # nothing more to do
     r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
     assert r.returncode == 0 and "nothing to do" in r.stdout

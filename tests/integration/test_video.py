@@ -26,6 +26,7 @@ VOD_DASH = Workload(kind="video", player="dashjs", mode="vod", duration_s=16)
 LIVE = Workload(kind="video", player="dashjs", mode="live", duration_s=8)
 LIVE_HLS = Workload(kind="video", player="hls", mode="live", duration_s=24)
 TOP_KBPS = 3000
+RTT_MS = RATE.base_rtt_ms
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,16 @@ def _check_playback(row, proto, segments):
     assert 0 < row["startup_s"] < 10
     assert row["mean_bitrate_kbps"] and 800 <= row["mean_bitrate_kbps"] <= TOP_KBPS
     assert row["segment_ttfb_ms_median"] > 0 and row["segment_download_ms_median"] > 0
+    # a segment's request and the first byte of its answer cross the link once each way: its TTFB
+    # is at least the round trip (20 ms; 1 ms of slack for the timers' rounding), as is hls.js's
+    # fragment latency (DNCS's "latency"), which adds the browser's queueing and the page's event loop
+    assert row["segment_ttfb_ms_mean"] >= RTT_MS - 1
+    if row["video_player"] == "hls":
+        assert row["frag_latency_ms_median"] >= RTT_MS - 1 and row["frag_latency_ms_mean"] >= RTT_MS - 1
+        # per fragment, first byte -> buffered: never much above the link's rate (DNCS's "bitrate")
+        assert 0 < row["frag_kbps_mean"] <= 1.5 * RATE.down_rate_mbit * 1000
+    else:
+        assert row["frag_latency_ms_mean"] is None and row["frag_kbps_mean"] is None
     assert row["frames_decoded"] > 0 and row["stall_unended"] is False
     # Pensieve's QoE per chunk over the chunks played; no stall on this link: at most the top
     # rung's utility, less only by the smoothness of the start-up ramp

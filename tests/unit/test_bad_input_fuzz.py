@@ -148,8 +148,32 @@ SHADOWING = [("client_commands", "qb-load"), ("client_commands", "browser"), ("c
              ("server_commands", "caddy"), ("server_commands", "nginx"), ("server_commands", "apache")]
 
 
+H3 = {"protocols": ["h3"], "servers": {"h3": "ngtcp2"}}
+# congestion control (plan keys tcp_cc, quic_cc) and the ngtcp2 client: (plan changes, needle)
+CC_BAD = [
+    ({"tcp_cc": []}, "tcp_cc"), ({"tcp_cc": ["cubic", "cubic"]}, "tcp_cc"), ({"tcp_cc": ["cubic", "warp"]}, "tcp_cc"),
+    ({"tcp_cc": ["Cubic"]}, "tcp_cc"), ({"tcp_cc": 5}, "tcp_cc"), ({"tcp_cc": "a b"}, "tcp_cc"),
+    ({"tcp_cc": {"h2": "bbr"}}, "tcp_cc"), ({**H3, "tcp_cc": ["cubic", "bbr"]}, "tcp_cc"),
+    ({"quic_cc": "bbr"}, "quic_cc"), ({"protocols": ["h3"], "quic_cc": "bbr"}, "quic_cc"),
+    ({**H3, "quic_cc": "vegas"}, "quic_cc"), ({**H3, "quic_cc": {"caddy": "bbr"}}, "quic_cc.caddy"),
+    ({**H3, "quic_cc": {}}, "quic_cc"), ({**H3, "quic_cc": ["bbr", "bbr"]}, "quic_cc"),
+    ({**H3, "quic_cc": {"ngtcp2": []}}, "quic_cc"), ({**H3, "quic_cc": 3}, "quic_cc"),
+    ({**H3, "quic_cc": ["BBR"]}, "quic_cc"), ({**H3, "quic_cc": {"ngtcp2": "vegas"}}, "quic_cc.ngtcp2"),
+    ({"protocols": ["h3"], "servers": {"h3": ["caddy", "ngtcp2"]}, "quic_cc": ["cubic"]}, "quic_cc"),
+    ({**H3, "client": "ngtcp2", "workloads": [{"size": "10KB", "count": 3, "parallel": 2}]}, "parallel"), ({"protocols": ["h1", "h3"], "client": "ngtcp2"}, "client"),
+    ({**H3, "client": "ngtcp2", "workloads": [{"size": "10KB", "count": 2, "resumption": "tickets"}]}, "resumption"),
+    ({**H3, "client": "ngtcp2", "workloads": [{"size": "10KB", "count": 2, "connections": "pool:2"}]}, "connections"),
+    ({**H3, "client": "ngtcp2", "workloads": [{"size": "10KB", "count": 6000}]}, "count"),
+    ({**H3, "client": "ngtcp2", "workloads": [{"size": "10KB", "count": 200, "parallel": 100,
+                                                 "connections": "per-object"}]}, "parallel"),
+    ({"protocols": ["h1"], "servers": {"h1": "ngtcp2"}}, "servers.h1"),
+]
+
+
 def cases():
     out = []
+    for changes, needle in CC_BAD:
+        out.append(({**GOOD, **changes}, needle))
     for key, val, needle in TOP:
         out.append(({**GOOD, key: val}, needle))
     for key, val, needle in WORKLOAD:

@@ -46,6 +46,10 @@ def test_down_rate_is_the_slowest_hop_less_spikes_and_off_periods():
     ({"delay_ms": 5, "colour": 1}, "unknown key 'colour'; accepted: up, down, delay_ms"),
     ({"delay": 5}, "delay"),
     ({"hops": [{}, {}, {}]}, "hops"),
+    ({"rate_mbit": 10, "queue_discipline": "red"}, "queue_discipline"),
+    ({"queue_discipline": "codel"}, "queue_discipline 'codel' needs rate_mbit or trace"),
+    ({"rate_mbit": 10, "codel_target_ms": 5}, "codel_target_ms needs queue_discipline = 'codel'"),
+    ({"rate_mbit": 10, "queue_discipline": "codel", "codel_interval_ms": 0}, "codel_interval_ms"),
 ])
 def test_bad_conditions_name_the_field(data, needle):
     with pytest.raises(ValidationError) as e:
@@ -91,3 +95,20 @@ def test_per_router_spreads_one_hop_to_the_first_router():
     assert two.per_router(2) == list(two.hops)
     with pytest.raises(ValueError, match="has 2 hops but the lab has 1 router"):
         two.per_router(1)
+
+
+def test_codel_defaults_and_linkem_config():
+    from quicbench.link.linkem import direction_config
+    c = Condition.model_validate({"name": "aqm", "rate_mbit": 10, "queue": {"packets": 1000},
+                                  "queue_discipline": "codel"})
+    d = c.hops[0].down
+    assert d.codel == (5.0, 100.0) and c.hops[0].up.codel == (5.0, 100.0)
+    cfg = direction_config(d)
+    assert (cfg["queue_discipline"], cfg["codel_target_ms"], cfg["codel_interval_ms"]) == ("codel", 5.0, 100.0)
+    assert cfg["queue"] == {"packets": 1000}
+    assert "codel" in c.short()
+    own = Condition.model_validate({"name": "x", "rate_mbit": 10, "down": {"queue_discipline": "codel",
+                                                                          "codel_target_ms": 2, "codel_interval_ms": 40}})
+    assert own.hops[0].down.codel == (2.0, 40.0) and own.hops[0].up.codel is None
+    assert "queue_discipline" not in direction_config(own.hops[0].up)
+    assert "codel 2/40ms" in own.short()

@@ -69,3 +69,21 @@ def test_the_threshold_follows_the_one_way_delay():
                     LinkReading({"r": reply(direction({1_048_576: 100}), direction({}))}))
     assert link_late(w, Condition(delay_ms=10))          # p99 1.05 ms > 0.5 ms
     assert not link_late(w, Condition(delay_ms=50))      # 2.5 ms allowed
+
+
+def test_codel_drops_and_the_download_directions_sojourn():
+    def d(codel, sojourn):
+        le = sorted(sojourn)
+        return {**direction({}), "codel_dropped": codel, "sojourn": {"le_ns": le, "counts": [sojourn[k] for k in le]}}
+    before = LinkReading({"router": reply(d(1, {0: 50}), d(10, {4_194_304: 100}))})
+    # during the trial: 3 + 7 CoDel drops; server -> client 90 packets left at ~4 ms and 10 at ~20 ms
+    # (the up direction's acknowledgements, never queued, do not count)
+    after = LinkReading({"router": reply(d(4, {0: 5000}), d(17, {4_194_304: 190, 20_971_520: 10}))})
+    w = link_window(before, after)
+    assert w.codel_drops == 10
+    assert w.sojourn_p50_ms == pytest.approx(4.194304)
+    assert w.sojourn_p99_ms == pytest.approx(20.97152)
+    # an older linkem without the counters: nothing claimed
+    old = LinkReading({"router": reply(direction({}), direction({}))})
+    w = link_window(old, old)
+    assert w.codel_drops is None and w.sojourn_p50_ms is None

@@ -246,3 +246,36 @@ def test_report_reads_a_merged_run_and_shows_hosts(tmp_path):
     assert write_report(tmp_path / "merged").is_file()
     md = report_markdown(tmp_path / "merged")
     assert "node2" in md
+
+
+def test_a_torn_line_is_named_and_the_merge_says_so(tmp_path):
+    _, dirs = shards(tmp_path)
+    t = dirs[1] / "trials.jsonl"
+    lines = t.read_text().splitlines(keepends=True)
+    t.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])     # the last write cut short
+    res = merge_runs(dirs, tmp_path / "merged")
+    assert res.torn == [f"{t}:{len(lines)}"] and res.problems
+    meta = json.loads((tmp_path / "merged" / "meta.json").read_text())
+    assert meta["merge"]["torn_lines"] == res.torn and meta["status"] == "incomplete"
+
+
+def test_an_input_that_did_not_end_makes_an_incomplete_merge(tmp_path):
+    _, dirs = shards(tmp_path)
+    m = json.loads((dirs[2] / "meta.json").read_text())
+    (dirs[2] / "meta.json").write_text(json.dumps({**m, "status": "running"}))   # crashed: no lock held
+    res = merge_runs(dirs, tmp_path / "merged")
+    assert res.missing == [] and res.problems and res.unfinished == [f"{dirs[2]} (shard 3/3): status running"]
+    meta = json.loads((tmp_path / "merged" / "meta.json").read_text())
+    assert meta["status"] == "incomplete" and meta["merge"]["unfinished_inputs"] == res.unfinished
+
+
+def test_out_may_be_the_working_directory(tmp_path, monkeypatch):
+    _, dirs = shards(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    res = merge_runs(dirs, Path("."))
+    assert not res.problems and (here / "meta.json").is_file() and (here / "trials.jsonl").is_file()
+    assert json.loads((here / "meta.json").read_text())["run_id"] == "here"
+    assert not [p for p in here.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]     # no build directory left

@@ -85,3 +85,26 @@ def test_session_metrics_count_first_requests_of_connections():
     # TCP: resumption reported, early data never (Go's TLS has no client 0-RTT)
     assert session_metrics([{"resumed": True}, {"resumed": True}]) == {"resumed_pct": 100.0, "early_data_pct": None}
     assert session_metrics([{}]) == {"resumed_pct": None, "early_data_pct": None}
+
+
+def test_completion_spread_is_p90_minus_p10_of_the_objects_last_bytes():
+    from quicbench.run.metrics import completion_spread_ms
+    # ten objects finishing at 100, 110, ..., 190 ms: p10 = 109, p90 = 181 (linear interpolation)
+    reqs = [req(i, 0, 5 * MS, (100 + 10 * i) * MS) for i in range(10)]
+    assert completion_spread_ms(reqs) == pytest.approx(72.0)
+    assert summarize_requests(reqs)["completion_spread_ms"] == pytest.approx(72.0)
+    # a failed request and one without a last byte do not count; neither does the start time
+    worse = reqs + [req(10, 0, None, None, 0, error="timeout"), req(11, 50 * MS, 60 * MS, 900 * MS, error="reset")]
+    assert completion_spread_ms(worse) == pytest.approx(72.0)
+    # every object at once: no spread; one object: nothing to spread
+    assert completion_spread_ms([req(i, 0, MS, 50 * MS) for i in range(4)]) == 0.0
+    assert completion_spread_ms(reqs[:1]) is None and completion_spread_ms([]) is None
+
+
+def test_completion_spread_of_a_page_leaves_out_its_document():
+    from quicbench.run.metrics import completion_spread_ms
+    # the browser's records: the document ends long before the images it links to
+    doc = {**req(0, 0, 20 * MS, 30 * MS), "type": "Document"}
+    images = [{**req(i, 40 * MS, 60 * MS, (200 + 20 * i) * MS), "type": "Image"} for i in range(1, 6)]
+    # images end at 220..300 ms: p10 = 228, p90 = 292
+    assert completion_spread_ms([doc, *images]) == pytest.approx(64.0)

@@ -105,3 +105,15 @@ def test_offload_labs_never_get_netem(monkeypatch):
     assert resolve_link("auto", c, offload=True) is not NetemLink
     with pytest.raises(QuicbenchError, match="offload = true: link emulator 'netem' cannot shape GSO super-frames"):
         resolve_link("netem", c, offload=True)
+
+
+def test_codel_needs_linkem_and_auto_picks_it(monkeypatch):
+    # this host's kernel has no sch_codel and the driver builds no codel qdisc: netem refuses the
+    # field by name, and auto picks linkem even where the kernel has netem
+    from quicbench.link import LinkemLink, NetemLink, resolve_link
+    with pytest.raises(QuicbenchError, match="queue_discipline 'codel' is linkem's only: use link linkem"):
+        cmds({"name": "aqm", "rate_mbit": 10, "queue_discipline": "codel"})
+    monkeypatch.setattr(NetemLink, "available", classmethod(lambda cls: (True, "kernel sch_netem")))
+    c = [Condition.model_validate({"name": "aqm", "rate_mbit": 10, "down": {"queue_discipline": "codel"}})]
+    assert resolve_link("auto", c) is LinkemLink
+    assert resolve_link("auto", [Condition.model_validate({"name": "fifo", "rate_mbit": 10})]) is NetemLink

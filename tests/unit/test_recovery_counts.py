@@ -46,13 +46,35 @@ def test_a_lost_packet_acknowledged_later_was_a_spurious_loss(tmp_path):
     write_sqlog(f, [*sent, *lost, ack])
     with open(f, "ab") as out:
         out.write(b"\x1e{\"name\": \"transport:packet_se")     # torn by a writer still at it
-    assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "spurious": 1, "received": 1,
-                              "out_of_order": 0}
+    assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "untriggered": 0, "spurious": 1,
+                              "received": 1, "out_of_order": 0}
     g = tmp_path / "b_server.sqlog"
     write_sqlog(g, sent[:4])
     cols = quic_columns([f, g])
     assert cols["quic_packets_sent"] == 14 and cols["quic_lost_spurious"] == 1 and cols["quic_qlog_connections"] == 2
     assert quic_columns([]) == {}
+
+
+def test_ngtcp2s_qlog_counts_losses_without_a_trigger(tmp_path):
+    """ngtcp2 1.11 (qlog 0.3): recovery:packet_lost has only the header; its losses count, the split
+    by trigger stays empty (not 0)."""
+    f = tmp_path / "33116c25e9f866dd53baba0db35a67b7e00c.sqlog"
+    head = {"qlog_format": "JSON-SEQ", "qlog_version": "0.3",
+            "trace": {"vantage_point": {"name": "ngtcp2", "type": "server"}}}
+    sent = [{"time": 1, "name": "transport:packet_sent",
+             "data": {"header": {"packet_type": "1RTT", "packet_number": n}, "frames": [{"frame_type": "stream"}]}}
+            for n in range(100, 106)]
+    lost = [{"time": 11, "name": "recovery:packet_lost", "data": {"header": {"packet_type": "1RTT", "packet_number": n}}}
+            for n in (101, 102)]
+    ack = {"time": 12, "name": "transport:packet_received",
+           "data": {"header": {"packet_type": "1RTT", "packet_number": 7},
+                    "frames": [{"frame_type": "ack", "ack_delay": 0, "acked_ranges": [[100], [102, 105]]}]}}
+    write_sqlog(f, [head, *sent, *lost, ack])
+    c = quic_counts(f)
+    assert (c["sent"], c["lost"], c["untriggered"], c["spurious"]) == (6, 2, 2, 1)
+    cols = quic_columns([f])
+    assert cols["quic_lost"] == 2 and cols["quic_lost_spurious"] == 1
+    assert cols["quic_lost_reordering"] is None and cols["quic_lost_time"] is None
 
 
 def test_the_client_counts_packets_that_arrived_out_of_order(tmp_path):

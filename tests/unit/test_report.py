@@ -343,6 +343,29 @@ def test_browser_page_loads(browser):
         assert float(cells[3].split()[0]) == pytest.approx(means["h1"], rel=1e-3)
 
 
+def test_page_connection_phases_as_dncs_measured_them(browser):
+    """DNCS's httpstat phases: a table of its own, each cell the rows' mean, QUIC without a TLS phase."""
+    d, html = browser
+    assert 'id="page-phases"' in html.read_text()
+    md = report_markdown(d).splitlines()
+    head = md.index(next(l for l in md if l.startswith("### Connection phases of the page's HTML")))
+    header = next(l for l in md[head:] if l.startswith("| condition"))
+    cols = [c.strip() for c in header.split("|")[1:-1]]
+    rows = read_rows(d)
+    for proto in ("h1", "h3"):
+        line = next(l for l in md[head:] if l.startswith(f"| 50_2 | page:realistic | {proto} |"))
+        cells = dict(zip(cols, (c.strip() for c in line.split("|")[1:-1])))
+        g = rows[(rows["condition"] == "50_2") & (rows["protocol"] == proto)]
+        assert float(cells["server processing (ms)"].split()[0]) == pytest.approx(g["httpstat_server_ms"].mean(),
+                                                                                  rel=1e-2)
+        assert float(cells["content transfer (ms)"].split()[0]) == pytest.approx(g["httpstat_transfer_ms"].mean(),
+                                                                                 rel=1e-2)
+        if proto == "h3":
+            assert cells["TLS (ms)"].startswith("–")
+        else:
+            assert float(cells["TLS (ms)"].split()[0]) == pytest.approx(g["httpstat_tls_ms"].mean(), rel=1e-2)
+
+
 def test_tiny_run_says_what_is_missing(tmp_path):
     d = make_run(tmp_path / "tiny", "tiny")
     text = write_report(d).read_text()
@@ -470,3 +493,110 @@ def test_columns_table_and_docs_agree():
     derived = {"row_index", "superseded", "used", "client_cpu_s_per_gb", "server_cpu_s_per_gb", "cpu_s_per_gb",
                "wait_ms", "delay_ms", "loss_pct", "rate_mbit"}
     assert {c.name for c in columns.COLUMNS} == documented - derived
+
+
+# -- head-of-line blocking ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def holrun(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("runs") / "hol-run", "hol")
+    return d, write_report(d)
+
+
+HOL = ("all_streams_idle_ms", "body_stall_ms_p50", "body_stall_ms_max", "completion_spread_ms")
+
+
+def test_head_of_line_section_shows_cells_with_cis(holrun):
+    from quicbench.analysis.hol import head_of_line
+    d, html = holrun
+    text, md = html.read_text(), report_markdown(d)
+    assert '<h2 id="hol">Head-of-line blocking</h2>' in text and 'href="#hol"' in text
+    assert "## Head-of-line blocking" in md and "### h3 vs h2" in md
+    # what the measures do and do not isolate is said
+    for t in (text, md):
+        assert "waits for acknowledgements" in t and "not HOL blocking alone" in t and "Holm-corrected" in t
+    hol = head_of_line(load_run(d))
+    rows = read_rows(d)
+    ok = rows[rows["status"] == "ok"]
+    assert len(hol.cells) == 6 and set(hol.cells["protocol"]) == {"h1", "h2", "h3"}
+    for _, c in hol.cells.iterrows():
+        g = ok[(ok["condition"] == c["condition"]) & (ok["protocol"] == c["protocol"])]
+        for m in HOL:
+            x = g[m].dropna().astype(float).to_numpy()
+            assert c[f"{m}_n"] == len(x) and c[f"{m}_mean"] == pytest.approx(x.mean())
+            if (x > 0).all():      # the geometric mean's log-t interval
+                half = st.t.ppf(0.975, len(x) - 1) * np.log(x).std(ddof=1) / np.sqrt(len(x))
+                assert c[f"{m}_ci_low"] == pytest.approx(np.exp(np.log(x).mean() - half))
+                assert c[f"{m}_ci_high"] == pytest.approx(np.exp(np.log(x).mean() + half))
+            elif x.any():          # zeros: Student-t, never below 0
+                half = st.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+                assert c[f"{m}_ci_low"] == pytest.approx(max(0.0, x.mean() - half))
+                assert c[f"{m}_ci_high"] == pytest.approx(x.mean() + half)
+    # every cell is in the Markdown with its n
+    for c in ("25_0", "25_2"):
+        assert sum(1 for line in md.splitlines() if line.startswith(f"| {c} |") and line.endswith("| 6 |")) >= 3
+
+
+def test_head_of_line_verdicts_are_holm_corrected_and_never_from_non_significance(holrun):
+    from quicbench.analysis.hol import NOT_TESTED, head_of_line
+    d, _ = holrun
+    hol = head_of_line(load_run(d))
+    rows = read_rows(d)
+    ok = rows[rows["status"] == "ok"]
+    raw = {}
+    for cond in ("25_0", "25_2"):
+        for m in HOL:
+            a = ok[(ok["condition"] == cond) & (ok["protocol"] == "h3")][m].dropna().astype(float).to_numpy()
+            b = ok[(ok["condition"] == cond) & (ok["protocol"] == "h2")][m].dropna().astype(float).to_numpy()
+            if not a.any() and not b.any():
+                continue           # 0 in every trial of both: reported, not tested
+            if (a > 0).all() and (b > 0).all():
+                raw[(cond, m)] = st.ttest_ind(np.log(a), np.log(b), equal_var=False).pvalue
+            else:
+                raw[(cond, m)] = st.ttest_ind(a, b, equal_var=False).pvalue
+    # Holm over the section's family, by hand
+    order = sorted(raw, key=raw.get)
+    holm, running = {}, 0.0
+    for rank, k in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * raw[k]))
+        holm[k] = running
+    assert hol.n_tests == len(raw) == 7
+    comp = hol.comparisons.set_index(["condition", "metric"])
+    assert comp.loc[("25_0", "all_streams_idle_ms"), "verdict"] == NOT_TESTED
+    for k, p in holm.items():
+        r = comp.loc[k]
+        assert r["p"] == pytest.approx(p, rel=1e-6), k
+        assert r["verdict"] in ("different", "equivalent", "inconclusive")
+        if r["verdict"] == "different":
+            assert p < 0.01
+        if r["verdict"] == "inconclusive":
+            assert p >= 0.01
+    # under loss h2's streams stand still together far longer than h3's: different, h3 lower;
+    # h3 measured 0 in some trials, so no ratio is claimed (Welch on the values)
+    idle = comp.loc[("25_2", "all_streams_idle_ms")]
+    assert idle["verdict"] == "different" and idle["mean_a"] < idle["mean_b"] and idle["test"] == "welch"
+    assert idle["ratio"] is None or pd.isna(idle["ratio"])
+    stall = comp.loc[("25_2", "body_stall_ms_p50")]
+    assert stall["test"] == "welch-log" and stall["ratio_low"] <= stall["ratio"] <= stall["ratio_high"]
+    md = report_markdown(d)
+    section = md[md.index("## Head-of-line blocking"):md.index("## Honesty panel")]
+    assert "Welch on values: some trials 0" in section and f"not tested: {NOT_TESTED}" in section
+    assert "≈" not in section and "tied" not in section
+
+
+def test_head_of_line_section_absent_without_the_columns(goquick, browser):
+    for run_dir, html in (goquick, browser):
+        assert "Head-of-line blocking" not in html.read_text()
+        assert "Head-of-line blocking" not in report_markdown(run_dir)
+
+
+def test_head_of_line_needs_several_objects(holrun, tmp_path):
+    # one object per trial has no other object to wait for: no section
+    from quicbench.analysis.hol import head_of_line
+    d = tmp_path / "one-object"
+    shutil.copytree(holrun[0], d)
+    rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+    for r in rows:
+        r.update(count=1, parallel=1, workload="1x1MB/p1", size_bytes=1_000_000, key=r["key"].replace("10x100KB/p10", "1x1MB/p1"))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert not head_of_line(load_run(d))
+    assert "Head-of-line blocking" not in report_markdown(d)

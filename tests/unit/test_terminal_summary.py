@@ -126,6 +126,15 @@ def test_bad_client_commands(command, needle):
     assert needle in str(e.value)
 
 
+def test_workloads_with_their_own_clients_compare_no_clients():
+    """A plan of page loads (browser) and object downloads (qb-load), or plays (video), has one
+    client per workload: its protocols keep their names (h3, not h3~browser and h3~qb-load)."""
+    rows = [row("c", "10x100KB/p10", p, rep, 20 + rep, 0.3) for p in ("h2", "h3") for rep in range(1, 4)]
+    rows += [row("c", "page:realistic", p, rep, page=500 + rep, client="browser") for p in ("h2", "h3")
+             for rep in range(1, 4)]
+    assert sorted(run_of(rows).protocols) == ["h2", "h3"]
+
+
 def test_client_sweep_runs_each_client_on_its_protocols():
     plan = plan_from_dict({"workloads": [{"size": "1MB"}], "client": ["qb-load", "c"], "repetitions": 1,
                            "client_commands": {"c": {"command": "x {url}", "protocols": ["h3"]}}})

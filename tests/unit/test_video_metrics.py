@@ -206,6 +206,61 @@ def test_recorded_dashjs_vod_and_player_errors():
     assert "player error (dashjs): MEDIA_ERR_DECODE" in err
 
 
+def test_dncs_latency_is_hls_js_fragment_latency_from_a_recorded_log():
+    """DNCS-HTTP3's "Avg latency" is the hls.js demo's fragAvgLatency: per fragment the loader's
+    request start to the response's first byte (stats.loading.first - loading.start), averaged
+    over every fragment, video and audio. Computed here from the recorded hls.js live log (10 ms
+    each way: a 20 ms round trip) and checked against the browser's own network records."""
+    out, vinfo = _recorded("hls-live-rate-drop.json")
+    frags = out["qblog"]["frags"]
+    assert len(frags) == 19 and {f["type"] for f in frags} == {"main", "audio"}
+    # the first fragment by hand: requested at ...293052.9 ms, first byte at ...293080.5 ms
+    assert frags[0]["first"] - frags[0]["req"] == pytest.approx(27.6, abs=0.01)
+    lat = sorted(f["first"] - f["req"] for f in frags)
+    got = vm.hls_fragment_stats(out["qblog"])
+    assert got["frag_latency_ms_mean"] == pytest.approx(sum(lat) / 19, abs=1e-3)
+    assert got["frag_latency_ms_median"] == pytest.approx(lat[9], abs=1e-3)          # the 10th of 19
+    assert got["frag_latency_ms_mean"] == pytest.approx(105.205, abs=0.01)
+    assert got["frag_kbps_mean"] is None          # this log predates the buffering times (player.html)
+    # what each latency is: the player's figure adds the browser's own queueing and the delivery of
+    # the headers to the page's JavaScript to the network's request-sent -> headers time: never less,
+    # fragment by fragment, and never less than the round trip
+    net = {r["path"]: (r["first_byte_ns"] - r["send_ns"]) / 1e6 for r in out["requests"]
+           if r.get("first_byte_ns") and r.get("send_ns")}
+    for f in frags:
+        path = "/" + f["url"].split("/", 3)[3]
+        assert f["first"] - f["req"] >= net[path] >= 20.0
+    # the row has both, beside the live-edge latency (seconds, another quantity altogether)
+    _, extra, err = interpret_video(out, "h3", vinfo, Workload(kind="video", player="hls", mode="live",
+                                                                duration_s=24))
+    assert err is None, err
+    assert extra["frag_latency_ms_mean"] == got["frag_latency_ms_mean"]
+    vnet = [s["ttfb_ms"] for s in out["metrics_detail"]["segments"] if s["type"] == "video" and s["ok"]]
+    assert extra["segment_ttfb_ms_mean"] == pytest.approx(sum(vnet) / len(vnet), abs=1e-3)
+    assert extra["segment_ttfb_ms_mean"] < extra["frag_latency_ms_mean"] < 1000 * extra["live_latency_s_median"]
+
+
+def test_dncs_bitrate_is_hls_js_fragment_throughput():
+    """The hls.js demo's fragAvgKbps (DNCS's "Avg bitrate"): per fragment 8 x bytes / (buffering
+    end - first byte) in kbit/s, averaged; a fragment never buffered does not count."""
+    log = {"player": "hls", "frags": [
+        {"req": 1000.0, "first": 1020.0, "end": 1100.0, "buffered": 1120.0, "bytes": 500_000},   # 40 000 kbit/s
+        {"req": 2000.0, "first": 2030.0, "end": 2200.0, "buffered": 2230.0, "bytes": 1_000_000},  # 40 000 kbit/s
+        {"req": 3000.0, "first": 3050.0, "end": 3100.0, "buffered": 3150.0, "bytes": 250_000},    # 20 000 kbit/s
+        {"req": 4000.0, "first": 4010.0, "end": 4090.0, "bytes": 100_000}]}                       # not buffered
+    got = vm.hls_fragment_stats(log)
+    assert got["frag_kbps_mean"] == pytest.approx((40_000 + 40_000 + 20_000) / 3, abs=0.1)
+    assert got["frag_latency_ms_mean"] == pytest.approx((20 + 30 + 50 + 10) / 4)
+    assert got["frag_latency_ms_median"] == pytest.approx(25.0)
+    # dash.js's firstByteDate is another figure (its first progress event): no column for it
+    assert vm.hls_fragment_stats({**log, "player": "dashjs"}) == {
+        "frag_latency_ms_mean": None, "frag_latency_ms_median": None, "frag_kbps_mean": None}
+    out, vinfo = _recorded("dashjs-vod-h2.json")
+    _, extra, _ = interpret_video(out, "h2", vinfo, Workload(kind="video", player="dashjs", mode="vod",
+                                                             duration_s=16))
+    assert extra["frag_latency_ms_mean"] is None and extra["segment_ttfb_ms_mean"] > 0
+
+
 def test_streams_levels():
     s = streams_of({"streams": [{"id": 0, "type": "video"}, {"id": 1, "type": "video"}, {"id": 2, "type": "audio"}]})
     assert s[0]["level"] == 0 and s[1]["level"] == 1 and "level" not in s[2]

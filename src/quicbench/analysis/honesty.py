@@ -223,7 +223,9 @@ def metadata(run: RunData) -> list[tuple[str, str]]:
         items.append((f"version {k}", v))
     lab, link = m.get("lab") or {}, m.get("link") or {}
     items += [("lab backend", lab.get("backend")), ("router hops", lab.get("hops") or plan.get("hops")),
-              ("TCP congestion control", lab.get("tcp_cc") or plan.get("tcp_cc")),
+              ("TCP congestion control", ", ".join(plan["tcp_cc"]) if isinstance(plan.get("tcp_cc"), list)
+               else lab.get("tcp_cc") or plan.get("tcp_cc")),
+              ("QUIC congestion control asked", plan.get("quic_cc")),
               ("offloads (TSO/GSO/GRO)", "on" if lab.get("offload") or plan.get("offload") else None),
               ("link emulator", link.get("name") if isinstance(link, dict) else link),
               ("link detail", link.get("detail") if isinstance(link, dict) else None),

@@ -109,14 +109,26 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
     servers_per_proto = df.groupby("protocol")["server"].nunique() if len(df) else pd.Series(dtype=int)
     swept = set(servers_per_proto[servers_per_proto > 1].index)
     # likewise a plan that compares clients (client = [...]) measures one protocol with several
-    # client stacks: "<protocol>~<client>", e.g. h3~qb-load and h3~curl
-    clients_per_proto = df.groupby("protocol")["client"].nunique() if len(df) else pd.Series(dtype=int)
-    compared = set(clients_per_proto[clients_per_proto > 1].index)
+    # client stacks: "<protocol>~<client>", e.g. h3~qb-load and h3~curl. Only several clients of
+    # one workload compare: a plan of page loads (browser) and plays (video) has one each
+    if len(df):
+        clients_per_cell = df.groupby(["protocol", "workload"], dropna=False)["client"].nunique()
+        compared = set(clients_per_cell[clients_per_cell > 1].index.get_level_values("protocol"))
+    else:
+        compared = set()
     if swept:
         mask = df["protocol"].isin(swept) & df["server"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "@" + df.loc[mask, "server"].astype(str)
+    # a plan that sweeps congestion control (quic_cc for h3, tcp_cc for h1/h2) runs one protocol
+    # with several senders: "<protocol>[@server]/<cc>", e.g. h3@ngtcp2/bbr, h2/bbr
+    if len(df):
+        base = df["protocol"].str.split("@").str[0]
+        cc = df["quic_cc"].where(base == "h3", df["tcp_cc"])
+        ccs_per_proto = cc.groupby(base).nunique()
+        by_cc = base.isin(set(ccs_per_proto[ccs_per_proto > 1].index)) & cc.notna()
+        df.loc[by_cc, "protocol"] = df.loc[by_cc, "protocol"] + "/" + cc[by_cc].astype(str)
     if compared:
-        mask = df["protocol"].str.split("@").str[0].isin(compared) & df["client"].notna()
+        mask = df["protocol"].str.split(r"[@/]", regex=True).str[0].isin(compared) & df["client"].notna()
         df.loc[mask, "protocol"] = df.loc[mask, "protocol"] + "~" + df.loc[mask, "client"].astype(str)
     df["condition"] = df["condition"].fillna("?")
     df["status"] = df["status"].fillna("failed")

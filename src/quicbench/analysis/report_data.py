@@ -16,6 +16,7 @@ from quicbench.analysis import honesty
 from quicbench.analysis.recovery import RECOVERY_COLUMNS, loss_recovery
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
 from quicbench.analysis.condition_params import parse_delay_loss, swept
+from quicbench.analysis.hol import HolData, head_of_line
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.seed import SOURCE as SEED_SOURCE
 from quicbench.analysis.seed import seed_best, seed_matches
@@ -99,6 +100,7 @@ class ReportData:
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
     hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
     recovery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RECOVERY_COLUMNS))  # loss declarations
+    hol: HolData = field(default_factory=HolData)   # head-of-line blocking: stalls per cell, h3 vs h2
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
     sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
@@ -360,7 +362,10 @@ def page_loads(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFr
 # the video QoE a report shows, with whether lower is better (for the verdict)
 VIDEO_METRICS = (("startup_s", "startup (s)", False), ("stall_total_s", "stalled (s)", False),
                  ("mean_bitrate_kbps", "played bitrate (kbit/s)", True),
-                 ("live_latency_s_mean", "live latency (s)", False), ("qoe_lin", "QoE_lin per chunk", True))
+                 ("live_latency_s_mean", "live latency (s)", False),
+                 # DNCS-HTTP3's "latency": hls.js's fragment request → first byte (docs/video.md)
+                 ("frag_latency_ms_mean", "segment latency, hls.js (ms)", False),
+                 ("qoe_lin", "QoE_lin per chunk", True))
 
 
 def video_cells(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFrame:
@@ -423,4 +428,5 @@ def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
         relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
-        delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds))
+        delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds),
+        hol=head_of_line(run, method))

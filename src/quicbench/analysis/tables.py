@@ -55,12 +55,20 @@ OPTIONAL_METRICS: dict[str, str] = {
     "page_body_bytes": "page body bytes",
     "page_requests": "page requests",
     "page_connections": "page connections",
+    "page_html_download_ms": "page HTML content download (ms)",
+    "httpstat_connect_ms": "httpstat: connect, QUIC: handshake (ms)",
+    "httpstat_tls_ms": "httpstat: TLS handshake (ms)",
+    "httpstat_server_ms": "httpstat: server processing (ms)",
+    "httpstat_transfer_ms": "httpstat: content transfer (ms)",
+    "httpstat_total_ms": "httpstat: total (ms)",
     "startup_s": "video startup (s)",
     "stall_total_s": "video stall time (s)",
     "rebuffer_ratio": "rebuffer ratio",
     "mean_bitrate_kbps": "played bitrate (kbit/s)",
     "switches_per_min": "quality switches per minute",
     "live_latency_s_mean": "live latency (s)",
+    "frag_latency_ms_mean": "hls.js fragment latency (ms)",
+    "frag_kbps_mean": "hls.js fragment throughput (kbit/s)",
     "frames_dropped_ratio": "dropped frames ratio",
     "qoe_lin": "QoE_lin per chunk (Pensieve)",
 }
@@ -76,7 +84,9 @@ POSITIVE_METRICS = frozenset({
     "goodput_mbps", "wire_goodput_mbps", "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms",
     "transfer_ms_p50", "request_ms_p50", "page_load_ms", "load_event_ms", "dom_content_loaded_ms",
     "first_contentful_paint_ms", "page_ttfb_ms", "page_response_start_ms", "page_handshake_ms", "page_connect_ms",
-    "page_tls_ms",
+    "page_tls_ms", "page_html_download_ms", "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms",
+    "httpstat_transfer_ms", "httpstat_total_ms", "frag_latency_ms_mean", "frag_latency_ms_median",
+    "segment_ttfb_ms_mean", "segment_ttfb_ms_median",
 })
 
 CELL_KEYS = ["condition", "workload", "protocol"]

@@ -29,6 +29,9 @@ BINARIES = [
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
     ("quicbench-h3server", "server 'quinn' (HTTP/3 on quinn + h3)", "make setup (builds h3server/)"),
     ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
+    ("firefox-esr", "page loads and video in Firefox (browser = \"firefox\")",
+     "apt-get install firefox-esr (Debian's; never a downloaded browser)"),
+    ("certutil", "the lab's CA in each Firefox profile", "apt-get install libnss3-tools"),
 ]
 
 
@@ -82,6 +85,10 @@ def checks() -> list[tuple[str, bool, str]]:
         out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
     except ImportError:
         out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
+    from quicbench.clients.browser.firefox import FIREFOX, puppeteer_version
+    ppt = puppeteer_version()
+    out.append(("npm: puppeteer-core", ppt is not None, f"{ppt} (drives {FIREFOX} over WebDriver BiDi)" if ppt else
+                "needed for Firefox page loads and video: make setup (npm ci in firefox/)"))
     # every stack with its versions: a result is the implementation's as much as the protocol's
     from quicbench.clients import CLIENTS
     from quicbench.registry import driver_stack
@@ -92,7 +99,11 @@ def checks() -> list[tuple[str, bool, str]]:
                 continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
             ok, why = cls.available()
             if ok:
-                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}"))
+                cc = ""
+                if kind == "server" and "h3" in cls.protocols:     # the plan's quic_cc (docs/plans.md)
+                    cc = (f"; quic_cc: {', '.join(cls.quic_ccs)}" if cls.quic_ccs else
+                          f"; quic_cc: fixed ({cls.quic_cc_builtin})" if cls.quic_cc_builtin else "")
+                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}{cc}"))
             else:
                 out.append((f"{kind} {dname}", False, why))
     return out

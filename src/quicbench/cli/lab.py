@@ -173,6 +173,9 @@ def serve_instructions(name: str, info: dict[str, Any]) -> list[str]:
     if "h3" in info["protocols"]:
         tool = REPO_ROOT / "tools" / "clients" / "curl_get.py"
         lines.append(f"  {exec_} {sys.executable} {tool} --proto h3 --connect {addr}:{port} --ca {ca} {url}")
+        if os.access("/usr/bin/gtlsclient", os.X_OK):     # ngtcp2's client (it verifies no certificate)
+            lines.append(f"  {exec_} /usr/bin/gtlsclient --exit-on-all-streams-close --no-quic-dump "
+                         f"--no-http-dump --sni={host} {addr} {port} {url}")
     proto = "h3" if "h3" in info["protocols"] else "h2"
     flags = " ".join(shlex.quote(f) for f in chromium_flags(proto, host, port, addr, info["spki_sha256"]))
     lines.append(f"  {exec_} {CHROMIUM} {flags} --dump-dom https://{host}/")
@@ -299,7 +302,7 @@ def _without_rate(cond):
     data = cond.model_dump(mode="json", exclude_defaults=True)
     for hop in data.get("hops", []):
         for d in ("up", "down"):
-            for k in ("rate_mbit", "rate_overhead_bytes", "queue"):
+            for k in ("rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms"):
                 (hop.get(d) or {}).pop(k, None)
     return Condition.model_validate(data)
 

@@ -250,7 +250,7 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
     from quicbench.model.plan import expand
     from quicbench.run.session import needed_binaries
     import secrets
-    check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_cc,
+    check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_ccs[0],
                         inventory=str(inventory.resolve()),
                         **needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
 
@@ -267,11 +267,15 @@ def _show_plan(p, reps: Optional[int], only_map: dict, shard=None) -> None:
     trials = select(expand(p, reps=reps, only=only_map), shard)
     t = Table(title=f"plan {p.name}{f' shard {shard}' if shard else ''}: {len(trials)} trials")
     clients = len({tr.client for tr in trials}) > 1
-    for col in ("#", "condition", "workload", "protocol", "server", *(["client"] if clients else []), "rep"):
+    ccs = any(tr.quic_cc or tr.sweeps_tcp_cc for tr in trials)     # the plan sets quic_cc or sweeps tcp_cc
+    for col in ("#", "condition", "workload", "protocol", "server", *(["cc"] if ccs else []),
+                *(["client"] if clients else []), "rep"):
         t.add_column(col)
     for tr in trials[:200]:
+        cc = (tr.quic_cc or "default") if tr.protocol == "h3" else (tr.tcp_cc or "")
         t.add_row(str(tr.seq), f"{tr.condition.name} ({tr.condition.short()})", tr.workload.label, tr.protocol,
-                  tr.server, *([tr.client] if clients else []), "warm-up" if tr.warmup else str(tr.rep))
+                  tr.server, *([cc] if ccs else []), *([tr.client] if clients else []),
+                  "warm-up" if tr.warmup else str(tr.rep))
     console.print(t)
     if len(trials) > 200:
         console.print(f"... and {len(trials) - 200} more")

@@ -19,11 +19,12 @@ def merge_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="The merged run directory (new, or empty)."),
     force: bool = typer.Option(False, "--force", help="Merge runs of different plans or versions; recorded in meta.json."),
 ) -> None:
-    """Merge shard runs of one plan into one run that report and compare read (exit 1 if trials are missing)."""
+    """Merge shard runs of one plan into one run that report and compare read (exit 1 if trials are
+    missing, a row is torn or an input's run did not end)."""
     from quicbench.run.merge import merge_runs
     res = merge_runs(run_dirs, out, force=force)
     print_merge(res)
-    if res.missing:
+    if res.problems:
         raise typer.Exit(1)
 
 
@@ -38,6 +39,13 @@ def print_merge(res) -> None:
     console.print(f"merged {len(res.inputs)} run(s) from {len(res.hosts)} host(s) ({', '.join(res.hosts)}): "
                   f"{res.trials} trials ({res.ok} ok), {len(res.duplicates)} duplicate(s) dropped, "
                   f"{len(res.missing)} missing", highlight=False)
+    for t in res.torn[:SHOWN]:
+        err.print(f"[red]torn line {t}[/]: not a row (a write cut short), skipped", highlight=False)
+    if len(res.torn) > SHOWN:
+        err.print(f"[red]... {len(res.torn) - SHOWN} more torn lines (meta.json: merge.torn_lines)[/]")
+    for u in res.unfinished:
+        err.print(f"[red]unfinished input {u}[/]: its run did not end; resume it (quicbench run PLAN --resume "
+                  f"DIR) and merge again — the merged run is marked incomplete", highlight=False)
     if res.missing:
         err.print(f"[red]{len(res.missing)} trial(s) of the plan are in no input:[/] "
                   + ", ".join(res.missing[:SHOWN]) + (" ..." if len(res.missing) > SHOWN else ""), highlight=False)

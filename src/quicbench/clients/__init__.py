@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient
+from quicbench.clients.browser.firefox import FirefoxClient, FirefoxVideoClient
 from quicbench.clients.browser.video import VideoClient
 from quicbench.clients.command import CommandClient, resolve_client
 from quicbench.clients.loadclient import LoadClient
+from quicbench.clients.ngtcp2 import Ngtcp2Client
 from quicbench.registry import Registry
 
-CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, CommandClient])
+CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
+                                                      FirefoxVideoClient, Ngtcp2Client, CommandClient])
 
 
 def client_class(name: str, commands: dict | None = None) -> type[Client]:
@@ -17,4 +20,5 @@ def client_class(name: str, commands: dict | None = None) -> type[Client]:
     return resolve_client(name, commands or {}, CLIENTS)
 
 __all__ = ["Client", "ClientResult", "FetchRequest", "Target", "CLIENTS", "BrowserClient", "LoadClient", "VideoClient",
+           "FirefoxClient", "FirefoxVideoClient",
            "CommandClient", "client_class"]

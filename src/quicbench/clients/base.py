@@ -94,6 +94,12 @@ class Client(ABC):
         return True, ""
 
     @classmethod
+    def workload_problem(cls, workload: "Workload") -> str | None:
+        """Why the client cannot fetch this workload as asked (one line naming the field and the
+        accepted values), None if it can. The plan's preflight refuses the plan with it."""
+        return None
+
+    @classmethod
     def binary_facts(cls) -> dict[str, Any]:
         """Per binary: its Debian package (None: quicbench builds it), root or not, how it says its
         version. What a lab on other hosts checks and installs."""

@@ -42,17 +42,28 @@ class LoadClient(Client):
             return {"qb_load": out.strip()}
 
     def argv(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float) -> list[str]:
+        return self.fetch_argv(target, protocol, target.content.path_template(workload.size_bytes),
+                               trial_dir / "requests.jsonl", timeout_s, count=workload.count,
+                               parallel=workload.parallelism, connections=workload.connections,
+                               resumption=workload.resumption)
+
+    @classmethod
+    def fetch_argv(cls, target: Target, protocol: str, path_template: str, requests_file: Path, timeout_s: float,
+                   count: int = 1, parallel: int = 1, connections: str = "shared",
+                   resumption: str = "none") -> list[str]:
+        """qb-load's command line: `count` requests of path_template ({i} = 1..count) from the
+        lab's server over `protocol`, every body checked against the content manifest."""
         port = "" if target.port == 443 else f":{target.port}"
-        return [self.binary(), "--proto", protocol,
+        return [cls.binary(), "--proto", protocol,
                 "--base-url", f"https://{target.hostname}{port}",
                 "--connect", f"{target.address}:{target.port}",
                 "--ca", str(target.tls.ca_cert),
-                "--path-template", target.content.path_template(workload.size_bytes),
-                "--count", str(workload.count), "--parallel", str(workload.parallelism),
-                "--connections", workload.connections,
-                "--resumption", workload.resumption,
+                "--path-template", path_template,
+                "--count", str(count), "--parallel", str(parallel),
+                "--connections", connections,
+                "--resumption", resumption,
                 "--manifest", str(target.content.manifest_path),
-                "--requests", str(trial_dir / "requests.jsonl"),
+                "--requests", str(requests_file),
                 "--timeout", f"{timeout_s:g}s"]
 
     def fetch(self, req: FetchRequest) -> ClientResult:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quicbench.cpu import group_sched_seconds, machine_cpu_ticks
 from quicbench.errors import QuicbenchError
-from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
+from quicbench.link import LINKS, LinkEmulator, RouterPorts, auto_choice, resolve_link
 from quicbench.model.conditions import Condition
 from quicbench.paths import STATE_DIR
 from quicbench.proc import process_alive
@@ -143,6 +143,7 @@ class Lab(ABC):
         self.name = spec.name
         self.state: dict[str, Any] = {}
         self.link: LinkEmulator | None = None
+        self.link_passed_over: dict[str, str] = {}     # link 'auto': driver -> why it was not chosen
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -194,7 +195,12 @@ class Lab(ABC):
             shutil.rmtree(self.state_path.parent / self.name, ignore_errors=True)
 
     def link_class(self, conditions: list[Condition]) -> type[LinkEmulator]:
-        """The link driver for these conditions (a backend whose routers are other hosts asks them)."""
+        """The link driver for these conditions (a backend whose routers are other hosts asks them).
+        With `auto`, why each driver before the chosen one was passed over is kept in
+        ``link_passed_over`` (meta.json's link.auto_passed_over, and a line on the terminal)."""
+        if self.spec.link == "auto":
+            cls, self.link_passed_over = auto_choice(conditions, self.spec.offload)
+            return cls
         return resolve_link(self.spec.link, conditions, self.spec.offload)
 
     def endpoint_cpu(self, server_pid: int | None) -> CpuCounters:

@@ -538,10 +538,15 @@ class SshLab(Lab):
         no_linkem = [n for n in routers if "linkem" not in hosts.get(n, {}).get("binaries", {})]
         if name == "auto":
             netem, linkem = LINKS.get("netem"), LINKS.get("linkem")
-            if not no_netem and not any(netem.supports(c) for c in conditions) and not self.spec.offload:
+            unsupported = next((w for c in conditions if (w := netem.supports(c))), None)
+            why_not_netem = (f"{self.where(no_netem[0])} has no sch_netem in its kernel" if no_netem else
+                             unsupported or ("offload = true" if self.spec.offload else None))
+            if why_not_netem is None:
                 return netem
+            self.link_passed_over = {"netem": why_not_netem}
             if not no_linkem:
                 return linkem
+            self.link_passed_over["linkem"] = f"no 'linkem' on {self.where(no_linkem[0])}"
             return resolve_link("plain", conditions, self.spec.offload)
         if name == "netem" and no_netem:
             raise QuicbenchError(f"link netem: {self.where(no_netem[0])} has no sch_netem in its kernel: use link linkem")

@@ -22,20 +22,34 @@ def link_names() -> list[str]:
     return ["auto", *LINKS.names()]
 
 
+def auto_choice(conditions: "list[Condition] | None" = None,
+                offload: bool = False) -> tuple[type[LinkEmulator], dict[str, str]]:
+    """What `auto` picks: the first usable of netem, linkem that supports every condition (netem
+    lacks on/off, traces and reordering under a rate) and, in a lab with offloads on, GSO
+    super-frames; else plain. Also why each candidate before it was passed over."""
+    skipped: dict[str, str] = {}
+    for candidate in AUTO_ORDER:
+        cls = LINKS.get(candidate)
+        ok, why = cls.available()
+        if not ok:
+            skipped[candidate] = why
+            continue
+        unsupported = next((w for c in conditions or [] if (w := cls.supports(c))), None)
+        if unsupported:
+            skipped[candidate] = unsupported
+            continue
+        if offload and cls.no_offload:
+            skipped[candidate] = f"offload = true: {cls.no_offload}"
+            continue
+        return cls, skipped
+    return PlainForwarding, skipped
+
+
 def resolve_link(name: str, conditions: "list[Condition] | None" = None,
                  offload: bool = False) -> type[LinkEmulator]:
-    """The driver class for a name; `auto` takes the first usable of netem, linkem that
-    supports every condition (netem lacks on/off, traces and reordering under a rate)
-    and, in a lab with offloads on, GSO super-frames; else plain."""
+    """The driver class for a name (`auto`: see auto_choice)."""
     if name == "auto":
-        for candidate in AUTO_ORDER:
-            cls = LINKS.get(candidate)
-            if not cls.available()[0]:
-                continue
-            if any(cls.supports(c) for c in conditions or []) or (offload and cls.no_offload):
-                continue
-            return cls
-        return PlainForwarding
+        return auto_choice(conditions, offload)[0]
     if name not in LINKS:
         raise QuicbenchError(f"unknown link emulator '{name}': accepted: {', '.join(link_names())}")
     cls = LINKS.get(name)
@@ -48,4 +62,4 @@ def resolve_link(name: str, conditions: "list[Condition] | None" = None,
     return cls
 
 
-__all__ = ["LinkEmulator", "NodeCommands", "RouterPorts", "LINKS", "link_names", "resolve_link"]
+__all__ = ["LinkEmulator", "NodeCommands", "RouterPorts", "LINKS", "auto_choice", "link_names", "resolve_link"]

@@ -9,6 +9,11 @@ window (:func:`link_window`). A trial is ``link_late`` when the window's p99 lat
 max(0.5 ms, 5 % of the condition's one-way delay): then the emulated path added delay of its own
 that a reader of the row would not expect.
 
+The same reply carries what the bottleneck queue did: per direction the packets CoDel dropped
+and a histogram of the sojourn time of every packet that left the queue (arrival to the start
+of its serialisation); the window keeps CoDel's drops of both directions and the sojourn
+quantiles of the server -> client direction, which carries the downloads.
+
 The kernel's netem (and plain forwarding) have no such counters: their columns stay empty.
 """
 
@@ -38,7 +43,10 @@ class LinkWindow:
     Quantiles are the upper bounds of their histogram buckets (at most 12.5 % above the true
     value); so is the maximum, which is exact when the window holds the largest lateness since
     linkem started. late_drops: arrivals the overload guard dropped plus receive-ring overflows.
-    cpu_s / cpu_wait_s: the linkem processes' on-CPU and run-queue wait seconds, summed."""
+    cpu_s / cpu_wait_s: the linkem processes' on-CPU and run-queue wait seconds, summed.
+    codel_drops: packets CoDel dropped, both directions, every router (None: a linkem without
+    CoDel's counter). sojourn_p50_ms / sojourn_p99_ms: of the packets that left a bottleneck
+    queue server -> client, every router (None: no packet did, e.g. no rate)."""
     packets: int
     late_p50_ms: float | None
     late_p99_ms: float | None
@@ -46,10 +54,22 @@ class LinkWindow:
     late_drops: int
     cpu_s: float | None
     cpu_wait_s: float | None
+    codel_drops: int | None = None
+    sojourn_p50_ms: float | None = None
+    sojourn_p99_ms: float | None = None
 
 
 def _hist(direction: dict[str, Any]) -> dict[int, int]:
     return dict(zip(direction.get("le_ns") or [], direction.get("counts") or []))
+
+
+def _add_window(merged: dict[int, int], before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Add the counts of histogram `after` minus `before` (both {le_ns, counts}) to merged."""
+    hb = _hist(before)
+    for le, n in _hist(after).items():
+        k = n - hb.get(le, 0)
+        if k > 0:
+            merged[le] = merged.get(le, 0) + k
 
 
 def _quantile(buckets: list[tuple[int, int]], q: float) -> int | None:
@@ -68,7 +88,9 @@ def _quantile(buckets: list[tuple[int, int]], q: float) -> int | None:
 def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
     """The trial's window between two readings; None when no process answered both times."""
     merged: dict[int, int] = {}
+    sojourn: dict[int, int] = {}
     late_drops = 0
+    codel_drops: int | None = None
     top = 0            # the largest lateness since linkem started, ns
     cpu = wait = 0.0
     cpu_known = wait_known = False
@@ -79,11 +101,11 @@ def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
         b, a = before.processes[node], after.processes[node]
         for d in ("up", "down"):
             bd, ad = b.get(d) or {}, a.get(d) or {}
-            hb = _hist(bd)
-            for le, n in _hist(ad).items():
-                k = n - hb.get(le, 0)
-                if k > 0:
-                    merged[le] = merged.get(le, 0) + k
+            _add_window(merged, bd, ad)
+            if d == "down":
+                _add_window(sojourn, bd.get("sojourn") or {}, ad.get("sojourn") or {})
+            if "codel_dropped" in ad:
+                codel_drops = (codel_drops or 0) + max(0, ad["codel_dropped"] - (bd.get("codel_dropped") or 0))
             late_drops += max(0, (ad.get("late_dropped") or 0) - (bd.get("late_dropped") or 0))
             late_drops += max(0, (ad.get("ring_drops") or 0) - (bd.get("ring_drops") or 0))
             top = max(top, ad.get("max_ns") or 0)
@@ -97,9 +119,12 @@ def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
     # the window's largest lies in its highest bucket and is at most the largest since start
     # (exact when the window holds that one)
     late_max = min(buckets[-1][0], top or buckets[-1][0]) if buckets else None
+    stay = sorted(sojourn.items())
     return LinkWindow(packets=packets, late_p50_ms=ms(_quantile(buckets, 0.5)), late_p99_ms=ms(_quantile(buckets, 0.99)),
                       late_max_ms=ms(late_max), late_drops=late_drops,
-                      cpu_s=cpu if cpu_known else None, cpu_wait_s=wait if wait_known else None)
+                      cpu_s=cpu if cpu_known else None, cpu_wait_s=wait if wait_known else None,
+                      codel_drops=codel_drops, sojourn_p50_ms=ms(_quantile(stay, 0.5)),
+                      sojourn_p99_ms=ms(_quantile(stay, 0.99)))
 
 
 def one_way_delay_ms(condition: Condition) -> float:

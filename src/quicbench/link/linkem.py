@@ -43,6 +43,9 @@ def direction_config(d: Direction) -> dict[str, Any]:
         cfg["rate_overhead_bytes"] = d.rate_overhead_bytes
     if d.queue is not None:
         cfg["queue"] = d.queue.model_dump(exclude_none=True)
+    if d.codel is not None:
+        cfg["queue_discipline"] = "codel"
+        cfg["codel_target_ms"], cfg["codel_interval_ms"] = d.codel
     if d.spikes is not None:
         cfg["spikes"] = d.spikes.model_dump()
     if d.onoff is not None:

@@ -35,7 +35,7 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     # -- trial
-    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups; protocol is `protocol~client` when a plan compares clients); unique per trial", "trial"),
+    Column("key", "text", "", "`condition|workload|protocol|server|rN` (`warmup` for warm-ups; protocol is `protocol~client` when a plan compares clients and `protocol/tcp_cc` when it sweeps `tcp_cc`; server is `server/quic_cc` when the plan sets `quic_cc` for it); unique per trial", "trial"),
     Column("seq", "int", "", "position in the run's trial order", "trial"),
     Column("run_id", "text", "", "the run's id", "trial"),
     Column("condition", "text", "", "condition name", "trial"),
@@ -82,12 +82,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("early_data_pct", "float", "%", "of the trial's QUIC connections, the share whose 0-RTT data the "
            "server accepted (empty for TCP: Go's TLS has no client 0-RTT; empty unless resumption is asked)", "trial"),
     Column("body_stall_ms_p50", "float", "ms", "per request, the longest time its body stood still after the first byte "
-           "(qb-load's stall_ns); median over the trial's requests, ms", "trial"),
+           "(qb-load's stall_ns; a page load: between the browser's deliveries of its data, DevTools' "
+           "`Network.dataReceived`); median over the trial's requests, ms", "trial"),
     Column("body_stall_ms_max", "float", "ms", "the longest such stall of any request of the trial, ms", "trial"),
     Column("all_streams_idle_ms", "float", "ms", "the time every request in flight on a connection (at least two) "
            "stood still together, in gaps of at least half the base RTT (1 ms at least), summed over connections: "
            "head-of-line blocking (one lost TCP segment holds every h2 stream, QUIC only the streams it carried) "
            "and the sender's waits for acknowledgements together; empty for clients that do not report gaps",
+           "trial"),
+    Column("completion_spread_ms", "float", "ms", "p90 − p10 of the completion (last-byte) times of the trial's "
+           "successful requests (a page: its subresources, the document excluded), ms; empty with fewer than two",
            "trial"),
     Column("wall_s", "float", "s", "client process wall time, s", "trial"),
     Column("client_cpu_s", "float", "s", "client CPU seconds over the fetch window (the client's own report; else the process's)", "trial"),
@@ -102,7 +106,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("cpu_bound_by", "text", "", "who: `client`, `server`, `link` — those that ran ≥ 90 % of a core, then (the wait rule) those that waited ≥ 1 % of the transfer, longest wait first; `player` (a video: the player rule replaces `client`); comma-separated", "trial"),
     Column("near_ceiling", "bool", "", "goodput reached 80 % of what this protocol reaches on an unimpaired link in this kernel: the kernel, not the condition, set the pace (measured when the run executes inside User-Mode Linux, `--kernel uml`; empty otherwise)", "trial"),
     Column("link", "text", "", "link emulator used", "trial"),
-    Column("tcp_cc", "text", "", "TCP congestion control", "trial"),
+    Column("tcp_cc", "text", "", "TCP congestion control the trial ran with: the client's and the server's namespace default (net.ipv4.tcp_congestion_control, set before the trial and read back from the server node); for h1/h2 the sender's, for h3 only background TCP flows use it", "trial"),
+    Column("quic_cc", "text", "", "h3: the congestion controller of the server's QUIC sender — the plan's `quic_cc`, else the server's default, else its stack's fixed one (`caddy`: quic-go's `reno`); empty for h1/h2 and for servers that do not say", "trial"),
+    Column("quic_cc_seen", "text", "", "h3: the congestion controller the sender itself reported for the trial's connections (ngtcp2: its debug log, written with `qlog = true`); a trial where it differs from `quic_cc` fails; empty when the sender reports none", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
     Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),
@@ -118,16 +124,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("link_late_p99_ms", "float", "ms", "99th percentile of that lateness, ms", "link"),
     Column("link_late_max_ms", "float", "ms", "largest lateness, ms (its bucket's upper bound; exact when it is the largest since linkem started)", "link"),
     Column("link_late_drops", "int", "", "packets the link emulator dropped because it fell behind: its overload guard (more than 10 ms late) and receive-ring overflows", "link"),
+    Column("link_codel_drops", "int", "", "packets CoDel dropped at the bottleneck during the trial (condition field `queue_discipline = \"codel\"`; both directions, every router); 0 with a drop-tail queue ([link.md](link.md#codel))", "link"),
+    Column("link_sojourn_p50_ms", "float", "ms", "median sojourn time of the packets that left the bottleneck queue server→client during the trial: from arrival to the start of serialisation, queueing alone (upper bound of a histogram bucket at most 12.5 % wide); empty without a rate or trace", "link"),
+    Column("link_sojourn_p99_ms", "float", "ms", "99th percentile of that sojourn time, ms", "link"),
     Column("tcp_out_segs", "int", "", "TCP segments the server sent during the transfer (its namespace's Tcp OutSegs)", "recovery"),
     Column("tcp_retrans_segs", "int", "", "TCP segments the server retransmitted (Tcp RetransSegs)", "recovery"),
     Column("tcp_dsack_segs", "int", "", "retransmitted segments the client reported as duplicates (DSACK, TcpExt TCPDSACKRecvSegs): retransmissions of segments that were not lost", "recovery"),
     Column("tcp_reorder_events", "int", "", "times the server's TCP detected reordering and widened its threshold (TcpExt TCPSACKReorder + TCPTSReorder + TCPRenoReorder)", "recovery"),
     Column("tcp_loss_undos", "int", "", "loss recoveries the server undid as spurious (TcpExt TCPFullUndo + TCPPartialUndo + TCPDSACKUndo + TCPLossUndo)", "recovery"),
     Column("tcp_spurious_rtos", "int", "", "retransmission timeouts found spurious (F-RTO, TcpExt TCPSpuriousRTOs)", "recovery"),
-    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog = true, a server that writes qlog)", "recovery"),
+    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog = true, a server that writes qlog: caddy, ngtcp2, quinn)", "recovery"),
     Column("quic_lost", "int", "", "QUIC packets the server declared lost", "recovery"),
-    Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first)", "recovery"),
-    Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold", "recovery"),
+    Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first); empty for a sender whose qlog gives no trigger (ngtcp2)", "recovery"),
+    Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold; empty as above", "recovery"),
     Column("quic_lost_spurious", "int", "", "declared lost and later acknowledged by the client: not lost at all, a spurious loss declaration (quinn, whose qlog has no acknowledgements: received per the client's qlog; empty without it)", "recovery"),
     Column("quic_client_received", "int", "", "QUIC packets the client received (its qlog, qlog = true)", "recovery"),
     Column("quic_client_out_of_order", "int", "", "of those, received after a higher packet number of their space: reordered on the way", "recovery"),
@@ -161,6 +170,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("page_requests", "int", "", "requests the page made", "page"),
     Column("page_connections", "int", "", "connections the page used", "page"),
     Column("page_protocol", "text", "", "the navigation's protocol", "page"),
+    Column("page_html_download_ms", "float", "ms", "the page's HTML: response start → response end (DevTools' "
+           "\"Content Download\")", "page"),
+    Column("httpstat_connect_ms", "float", "ms", "httpstat-style fetch of the page's HTML on a new connection after "
+           "the load (qb-load; DNCS's httpstat phases): TCP connect; QUIC: the whole handshake", "page"),
+    Column("httpstat_tls_ms", "float", "ms", "that fetch's TLS handshake (empty for QUIC: one handshake with the "
+           "transport's)", "page"),
+    Column("httpstat_server_ms", "float", "ms", "that fetch's handshake done → first byte of the response "
+           "(httpstat's \"Server Processing\")", "page"),
+    Column("httpstat_transfer_ms", "float", "ms", "that fetch's first → last byte (httpstat's \"Content Transfer\")",
+           "page"),
+    Column("httpstat_total_ms", "float", "ms", "that fetch's request start → last byte (httpstat's total without "
+           "the DNS lookup: the lab has no DNS)", "page"),
+    Column("httpstat_protocol", "text", "", "the protocol that fetch negotiated", "page"),
     # -- video
     Column("video_player", "text", "", "player: `hls` (hls.js) or `dashjs`", "video"),
     Column("video_mode", "text", "", "`vod` or `live`", "video"),
@@ -183,9 +205,19 @@ COLUMNS: tuple[Column, ...] = (
     Column("segments_video", "int", "", "video segment requests that completed", "video"),
     Column("segments_audio", "int", "", "audio segment requests that completed", "video"),
     Column("segment_bytes", "int", "B", "bytes of completed media segments", "video"),
-    Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte", "video"),
+    Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte: the browser's network "
+           "record, request sent → response headers (DevTools' \"Waiting (TTFB)\")", "video"),
+    Column("segment_ttfb_ms_mean", "float", "ms", "mean of the same over the video segments", "video"),
     Column("segment_download_ms_median", "float", "ms", "median video segment download time", "video"),
-    Column("segment_kbps_mean", "float", "kbit/s", "mean video segment download rate", "video"),
+    Column("segment_kbps_mean", "float", "kbit/s", "mean encoded bitrate of the video segments downloaded "
+           "(bytes × 8 / segment_s), not a download rate", "video"),
+    Column("frag_latency_ms_mean", "float", "ms", "hls.js: mean fragment latency, the loader's request start → "
+           "first byte (`stats.loading.first − stats.loading.start`) over every media fragment: the hls.js demo's "
+           "fragAvgLatency, DNCS-HTTP3's \"Avg latency\" (empty for dash.js)", "video"),
+    Column("frag_latency_ms_median", "float", "ms", "hls.js: median of the same", "video"),
+    Column("frag_kbps_mean", "float", "kbit/s", "hls.js: mean per-fragment throughput, bytes × 8 / (buffering end "
+           "− first byte): the hls.js demo's fragAvgKbps, DNCS-HTTP3's \"Avg bitrate\" (empty for dash.js)",
+           "video"),
     Column("live_latency_s_mean", "float", "s", "live: mean of wall clock − program date time of the play position", "video"),
     Column("live_latency_s_median", "float", "s", "live: median latency to the live edge", "video"),
     Column("live_latency_s_max", "float", "s", "live: largest latency", "video"),

@@ -98,7 +98,10 @@ TRIAL_KEY_SEPARATOR = "|"
 
 DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
                     "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes",
-                    "queue", "spikes", "onoff", "trace")
+                    "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms", "spikes", "onoff", "trace")
+QueueDiscipline = Literal["fifo", "codel"]
+CODEL_TARGET_MS = 5.0        # RFC 8289's defaults
+CODEL_INTERVAL_MS = 100.0
 
 
 class Direction(_Strict):
@@ -117,6 +120,10 @@ class Direction(_Strict):
     # packet: 14 counts the Ethernet header as tbf/htb do, 38 Ethernet on the wire.
     rate_overhead_bytes: int = Field(0, ge=0, le=1000)
     queue: Queue | None = None
+    # how the bottleneck queue drops: drop-tail at its limit, or CoDel (RFC 8289) within it
+    queue_discipline: QueueDiscipline = "fifo"
+    codel_target_ms: float | None = Field(None, gt=0, le=10_000)
+    codel_interval_ms: float | None = Field(None, gt=0, le=10_000)
     spikes: Spikes | None = None
     onoff: OnOff | None = None
     trace: Path | None = None
@@ -160,7 +167,20 @@ class Direction(_Strict):
             raise ValueError("rate_overhead_bytes needs rate_mbit")
         if self.queue is not None and self.rate_mbit is None and self.trace is None:
             raise ValueError("queue needs rate_mbit or trace")
+        if self.queue_discipline == "codel" and self.rate_mbit is None and self.trace is None:
+            raise ValueError("queue_discipline 'codel' needs rate_mbit or trace (a bottleneck queue)")
+        for k in ("codel_target_ms", "codel_interval_ms"):
+            if getattr(self, k) is not None and self.queue_discipline != "codel":
+                raise ValueError(f"{k} needs queue_discipline = 'codel'")
         return self
+
+    @property
+    def codel(self) -> tuple[float, float] | None:
+        """CoDel's (target, interval) in ms when the queue discipline is CoDel."""
+        if self.queue_discipline != "codel":
+            return None
+        return (self.codel_target_ms if self.codel_target_ms is not None else CODEL_TARGET_MS,
+                self.codel_interval_ms if self.codel_interval_ms is not None else CODEL_INTERVAL_MS)
 
     @property
     def effective_loss(self) -> LossModel | None:
@@ -187,6 +207,10 @@ class Direction(_Strict):
             parts.append("GE loss")
         if self.rate_mbit:
             parts.append(f"{self.rate_mbit:g}Mbit/s")
+        if self.codel:
+            target, interval = self.codel
+            parts.append("codel" + (f" {target:g}/{interval:g}ms" if (target, interval) != (CODEL_TARGET_MS, CODEL_INTERVAL_MS)
+                                    else ""))
         if self.spikes:
             parts.append("spikes")
         if self.trace:

@@ -24,6 +24,7 @@ from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
 from quicbench.model.workload_kinds import KINDS, WorkloadKind
 
 PROTOCOLS = ("h1", "h2", "h3")
+BROWSERS = ("chromium", "firefox")    # what a plan's `browser` names (page and video workloads)
 CONNECTION_POLICIES = ("shared", "per-object")
 MAX_POOL = 1000              # connections of a pool:N policy (each is a handshake of its own)
 # Streams in flight on one h2 connection: Caddy's (Go's) 250; nginx and Apache are configured to
@@ -32,6 +33,7 @@ H2_MAX_STREAMS = 250
 LIVE_SOURCE_SEGMENTS = 4   # a live stream loops a VOD of this many segments (16 s at 4 s)
 Protocol = Literal["h1", "h2", "h3"]
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+CC_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")      # a congestion controller's name: cubic, bbr, reno, ...
 
 
 class _Strict(KnownKeys):
@@ -312,6 +314,9 @@ class Plan(_Strict):
     # compares clients (each protocol runs with every client that fetches it)
     client: str | list[str] = "qb-load"
     client_commands: dict[str, ClientCommand] = Field(default_factory=dict)
+    # the browser of page and video workloads (docs/browser.md): chromium (Debian's Chromium,
+    # Playwright) or firefox (Debian's Firefox ESR, puppeteer-core); a list compares browsers
+    browser: str | list[str] = "chromium"
     server_commands: dict[str, ServerCommand] = Field(default_factory=dict)
     workloads: list[Workload] = Field(min_length=1)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
@@ -322,7 +327,14 @@ class Plan(_Strict):
     warmup: int = Field(0, ge=0, le=10, description="unrecorded warm-up trials per condition")
     link: str = "auto"
     hops: Literal[1, 2] = 1
-    tcp_cc: str = "cubic"
+    # TCP congestion control of h1/h2 trials, set in the lab's nodes before each trial; a list
+    # sweeps it (cells h2/cubic, h2/bbr)
+    tcp_cc: str | list[str] = "cubic"
+    # the QUIC sender's congestion controller of h3 trials, for servers that can set it
+    # (Server.quic_ccs): a name or a list for every h3 server of the plan, or a table server ->
+    # name or list; each (server, quic_cc) is a server instance of its own (cells h3@ngtcp2/bbr).
+    # Unset: every server's default.
+    quic_cc: str | list[str] | dict[str, str | list[str]] | None = None
     offload: bool = Field(False, description="TSO/GSO/GRO on in the lab (GSO super-frames; link linkem)")
     calibrate: bool = Field(False, description="measure each condition (ping, iperf3) before its first trial")
     capture: bool = Field(False, description="tcpdump every trial in the client node; wire metrics")
@@ -332,11 +344,42 @@ class Plan(_Strict):
     statistics: Statistics = Field(default_factory=Statistics)
     keylog: bool = Field(False, description="the load client writes a TLS key log per trial")
 
+    @field_validator("tcp_cc")
+    @classmethod
+    def _tcp_cc(cls, v: str | list[str]) -> str | list[str]:
+        _cc_names(v, "tcp_cc")
+        return v
+
+    @field_validator("quic_cc")
+    @classmethod
+    def _quic_cc(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if not v:
+                raise ValueError("an empty table; name a server's congestion controller(s), "
+                                 "e.g. quic_cc = { ngtcp2 = [\"cubic\", \"bbr\"] }, or leave quic_cc out")
+            for server, names in v.items():
+                _cc_names(names, f"quic_cc.{server}")
+        elif v is not None:
+            _cc_names(v, "quic_cc")
+        return v
+
+    @property
+    def tcp_ccs(self) -> list[str]:
+        """The TCP congestion controls the plan's h1/h2 trials run with (more than one sweeps)."""
+        return [self.tcp_cc] if isinstance(self.tcp_cc, str) else list(self.tcp_cc)
+
+    def quic_cc_options(self, server: str) -> list[str | None]:
+        """The QUIC congestion controllers an h3 server runs with (None: its default)."""
+        v = self.quic_cc.get(server) if isinstance(self.quic_cc, dict) else self.quic_cc
+        if v is None:
+            return [None]
+        return [v] if isinstance(v, str) else list(v)
+
     @property
     def options(self) -> "TrialOptions":
         return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
                             capture_router=self.capture_router, qlog=self.qlog, keylog=self.keylog,
-                            tcp_cc=self.tcp_cc)
+                            tcp_cc=self.tcp_ccs[0])
 
     @model_validator(mode="after")
     def _check(self) -> "Plan":
@@ -344,6 +387,10 @@ class Plan(_Strict):
             raise ValueError(f"protocols: listed twice in {self.protocols}")
         if not self.client_names or len(set(self.client_names)) != len(self.client_names):
             raise ValueError(f"client: name one client or a list of different ones, got {self.client!r}")
+        bad = [b for b in self.browser_names if b not in BROWSERS]
+        if bad or not self.browser_names or len(set(self.browser_names)) != len(self.browser_names):
+            raise ValueError(f"browser: name one browser or a list of different ones; accepted: "
+                             f"{', '.join(BROWSERS)}, got {self.browser!r}")
         for name in [*self.client_names, *self.client_commands, *self.server_commands]:
             if not NAME_RE.match(name):
                 raise ValueError(f"client/server name {name!r}: use 1-32 characters of a-z, A-Z, 0-9, '-', '_', '.'")
@@ -379,15 +426,34 @@ class Plan(_Strict):
     def client_names(self) -> list[str]:
         return [self.client] if isinstance(self.client, str) else list(self.client)
 
+    @property
+    def browser_names(self) -> list[str]:
+        return [self.browser] if isinstance(self.browser, str) else list(self.browser)
+
     def clients_for(self, workload: Workload) -> list[str]:
-        """The kind's own client (a browser, the video player), else the plan's client(s)."""
-        own = workload.workload_kind.clients
+        """The kind's client for each of the plan's browsers (page loads, the video player), its
+        own client, else the plan's client(s)."""
+        kind = workload.workload_kind
+        if kind.browser_clients is not None:
+            return [kind.browser_clients[b] for b in self.browser_names]
+        own = kind.clients
         return list(own) if own is not None else self.client_names
 
+    @property
+    def compares_clients(self) -> bool:
+        """Some protocol runs with several clients (or browsers): trial keys name the client."""
+        return len(self.client_names) > 1 or len(self.browser_names) > 1
+
     def client_protocols(self, name: str) -> frozenset[str] | None:
-        """The protocols a client command offers (None: a driver, which says itself)."""
+        """The protocols a client fetches: a client command's ``protocols``, a driver's own
+        (None: a name no driver has; preflight refuses it)."""
         cmd = self.client_commands.get(name)
-        return frozenset(cmd.protocols) if cmd else None
+        if cmd:
+            return frozenset(cmd.protocols)
+        # the drivers' registry is a layer above the plan model: asked here, at expansion, only
+        # for the protocols each driver declares (a driver that fetches h3 only gets h3 trials)
+        from quicbench.clients import CLIENTS
+        return CLIENTS.get(name).protocols if name in CLIENTS else None
 
     def video_specs(self) -> list:
         """The distinct ladders the plan's video workloads play."""
@@ -429,6 +495,19 @@ class TrialOptions:
     tcp_cc: str = "cubic"       # background TCP flows without a cc of their own use the plan's
 
 
+def _cc_names(v: Any, field: str) -> None:
+    where = f"{field}: " if "." in field else ""     # the error already names a top-level field
+    names = [v] if isinstance(v, str) else v
+    if not isinstance(names, list) or not names:
+        raise ValueError(f"{where}name a congestion controller or a non-empty list of them, got {v!r}")
+    for n in names:
+        if not isinstance(n, str) or not CC_RE.match(n):
+            raise ValueError(f"{where}{n!r} is not a congestion controller's name (lower-case letters, digits "
+                             f"and '_', e.g. cubic, reno, bbr)")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}listed twice in {names}")
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     seq: int
@@ -440,12 +519,26 @@ class TrialSpec:
     warmup: bool = False
     client: str = "qb-load"
     compares_clients: bool = False    # the plan runs a protocol with several clients
+    # the QUIC sender's congestion controller asked of the server (h3; None: its default): the
+    # server runs as an instance of its own, ``server_instance``
+    quic_cc: str | None = None
+    # the TCP congestion control of the trial (h1/h2; None: the plan's one tcp_cc); named in the
+    # key when the plan sweeps it
+    tcp_cc: str | None = None
+    sweeps_tcp_cc: bool = False
+
+    @property
+    def server_instance(self) -> str:
+        """The running server this trial uses: the server, or server/quic_cc (ngtcp2/bbr)."""
+        return f"{self.server}/{self.quic_cc}" if self.quic_cc else self.server
 
     @property
     def key(self) -> str:
         tag = "warmup" if self.warmup else f"r{self.rep}"
-        proto = f"{self.protocol}~{self.client}" if self.compares_clients else self.protocol
-        return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server}|{tag}"
+        swept = self.sweeps_tcp_cc and self.tcp_cc and self.protocol != "h3"
+        proto = f"{self.protocol}/{self.tcp_cc}" if swept else self.protocol
+        proto = f"{proto}~{self.client}" if self.compares_clients else proto
+        return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server_instance}|{tag}"
 
 
 def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | None = None) -> list[TrialSpec]:
@@ -470,20 +563,30 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
             continue
         protos = [p for p in plan.protocols if keep("protocol", p)]
         workloads = [w for w in plan.workloads if keep("workload", w.label) and keep("size", w.size)]
-        servers = [(p, s) for p in protos for s in plan.server_options(p) if keep("server", s)]
+        # every (protocol, server, congestion control): h3 over each of its server's quic_cc,
+        # h1/h2 over each tcp_cc
+        servers = [(p, s, cc) for p in protos for s in plan.server_options(p) if keep("server", s)
+                   for cc in (plan.quic_cc_options(s) if p == "h3" else plan.tcp_ccs)
+                   if keep("quic_cc" if p == "h3" else "tcp_cc", str(cc))]
 
-        def stacks(w: Workload) -> list[tuple[str, str, str]]:
-            # every (protocol, server, client) of a workload; a client command runs only its protocols
+        def stacks(w: Workload) -> list[tuple[str, str, str | None, str]]:
+            # every (protocol, server, cc, client) of a workload; a client runs only its protocols
             names = [c for c in plan.clients_for(w) if keep("client", c)]
-            return [(p, s, c) for p, s in servers for c in names
+            return [(p, s, cc, c) for p, s, cc in servers for c in names
                     if plan.client_protocols(c) is None or p in plan.client_protocols(c)]
 
-        compares = len(plan.client_names) > 1
+        compares = plan.compares_clients
+        sweeps_tcp = len(plan.tcp_ccs) > 1
+
+        def spec(seq: int, w: Workload, p: str, s: str, cc: str | None, c: str, r: int, warmup: bool) -> TrialSpec:
+            return TrialSpec(seq, cond, w, p, s, r, warmup=warmup, client=c, compares_clients=compares,
+                             quic_cc=cc if p == "h3" else None,
+                             tcp_cc=plan.tcp_ccs[0] if p == "h3" else cc, sweeps_tcp_cc=sweeps_tcp)
+
         for _ in range(plan.warmup):
             for w in workloads[:1]:
-                for p, s, c in stacks(w):
-                    trials.append(TrialSpec(len(trials), cond, w, p, s, 0, warmup=True, client=c,
-                                            compares_clients=compares))
+                for p, s, cc, c in stacks(w):
+                    trials.append(spec(len(trials), w, p, s, cc, c, 0, True))
         cells = [(w, r) for w in workloads for r in range(1, reps + 1)]
         if plan.order == "randomized":
             rng.shuffle(cells)
@@ -491,8 +594,8 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
             order = stacks(w)
             if plan.order == "randomized":
                 rng.shuffle(order)
-            for p, s, c in order:
-                trials.append(TrialSpec(len(trials), cond, w, p, s, r, client=c, compares_clients=compares))
+            for p, s, cc, c in order:
+                trials.append(spec(len(trials), w, p, s, cc, c, r, False))
     return trials
 
 
@@ -501,7 +604,10 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
              "server": sorted({s for p in plan.protocols for s in plan.server_options(p)}),
              "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads}),
-             "client": sorted({c for w in plan.workloads for c in plan.clients_for(w)})}
+             "client": sorted({c for w in plan.workloads for c in plan.clients_for(w)}),
+             "tcp_cc": plan.tcp_ccs,
+             "quic_cc": sorted({str(cc) for p in plan.protocols if p == "h3" for s in plan.server_options(p)
+                                for cc in plan.quic_cc_options(s)})}
     for field, values in only.items():
         if field not in known:
             raise QuicbenchError(f"--only {field}=...: unknown field, accepted: {', '.join(known)}")

@@ -35,6 +35,8 @@ class WorkloadKind:
     protocols: ClassVar[frozenset[str]] = frozenset()   # the registry's shape; a kind runs over any
     title: ClassVar[str]                 # the report's section heading
     clients: ClassVar[tuple[str, ...] | None] = None    # default clients; None: the plan's `client`
+    # a kind run in a browser: the client of each of the plan's `browser` values (model.plan.BROWSERS)
+    browser_clients: ClassVar[dict[str, str] | None] = None
     browser_managed: ClassVar[bool] = False   # the browser manages connections and sessions
     metrics: ClassVar[tuple[Metric, ...]]     # the first is the headline: it decides "best"
     lead_word: ClassVar[str] = "fastest"      # "h3 was fastest" / "h3 was best"
@@ -131,8 +133,9 @@ class Objects(WorkloadKind):
 class Page(WorkloadKind):
     """A page load in a browser: Go-Quick's gallery (`count` images of `size`) or DNCS's realistic page."""
     name = "page"
-    title = "Page loads (Chromium): mean over successful loads; * = fastest load in its cell"
+    title = "Page loads: mean over successful loads; * = fastest load in its cell"
     clients = ("browser",)
+    browser_clients = {"chromium": "browser", "firefox": "firefox"}
     browser_managed = True
     metrics = (Metric("page_load_ms", "load ms", 0, False, "page load time"),
                Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
@@ -154,6 +157,9 @@ class Page(WorkloadKind):
             return bad
         if row.get("requests_ok") != row.get("requests"):
             return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
+        if row.get("httpstat_protocol") not in (None, spec.protocol):
+            return (f"protocol mismatch: requested {spec.protocol}, the httpstat fetch of the page used "
+                    f"{row['httpstat_protocol']}")
         return None
 
     @classmethod
@@ -169,9 +175,10 @@ class Page(WorkloadKind):
 class Video(WorkloadKind):
     """Adaptive streaming in a browser (docs/video.md): hls.js or dash.js, VOD or live."""
     name = "video"
-    title = ("Video playback (Chromium): mean over successful plays; QoE is Pensieve's QoE_lin per chunk; "
+    title = ("Video playback: mean over successful plays; QoE is Pensieve's QoE_lin per chunk; "
              "* = best QoE in its cell")
     clients = ("video",)
+    browser_clients = {"chromium": "video", "firefox": "firefox-video"}
     browser_managed = True
     lead_word = "best"
     metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),

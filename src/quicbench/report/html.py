@@ -14,6 +14,7 @@ from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
 from quicbench.stats import TESTS
 from quicbench.report import views
+from quicbench.report.hol import html_context as hol_context
 from quicbench.report.compare import compare_table
 from quicbench.report.figures import palette, render_figures
 from quicbench.report.figures.plotting import Plot
@@ -51,7 +52,9 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
         "calibration_details": views.calibration_details(data),
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
+        "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
+        "hol": hol_context(data),
     }
     return environment().get_template("report.html.j2").render(**ctx)
 

@@ -8,6 +8,7 @@ from quicbench.stats import TESTS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
+from quicbench.report.hol import markdown_section as hol_section
 
 ABOVE_NOTE = ("† the mean lies above the interval: the trials are very unequal, and their geometric mean (which the "
               "interval is for) is well below their arithmetic mean.")
@@ -53,10 +54,15 @@ def render_markdown(data: ReportData) -> str:
     pages = views.pages_table(data)
     if pages:
         out += ["## Page loads (browser)", "", pages.markdown(), ""]
+        phases = views.page_phases_table(data)
+        if phases:
+            out += ["### Connection phases of the page's HTML (httpstat's, as DNCS-HTTP3 measured them)", "",
+                    views.PAGE_PHASES_NOTE, "", phases.markdown(), ""]
     rec = views.recovery_table(data)
     if rec:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",
                 rec.markdown(), ""]
+    out += hol_section(data)
     out += ["## Honesty panel", ""]
     cpu = views.cpu_table(data)
     if cpu:

@@ -155,6 +155,38 @@ def pages_table(data: ReportData) -> SimpleTable:
     return t
 
 
+# DNCS's httpstat phases (seed 004) of the page's HTML, and the browser's own TTFB of it
+PAGE_PHASE_COLUMNS = (("httpstat_connect_ms", "TCP connect, QUIC: handshake (ms)"), ("httpstat_tls_ms", "TLS (ms)"),
+                      ("httpstat_server_ms", "server processing (ms)"),
+                      ("httpstat_transfer_ms", "content transfer (ms)"), ("httpstat_total_ms", "total (ms)"),
+                      ("page_ttfb_ms", "browser TTFB (ms)"))
+
+
+PAGE_PHASES_NOTE = ("httpstat's phases, as DNCS-HTTP3 reported them (seed 004): after each load, one fetch of the page's "
+                    "HTML on a new connection (qb-load; DNCS ran httpstat, i.e. curl), mean with 95 % CI. QUIC has no "
+                    "TLS phase of its own: its connect is the whole handshake. DNCS's curl had no HTTP/3, so the seed's "
+                    "phases for its HTTP/3 server are HTTP/2's over TCP. \"Browser TTFB\" is DevTools' \"Waiting\" "
+                    "of the page's HTML in the load itself.")
+
+
+def page_phases_table(data: ReportData) -> SimpleTable | None:
+    """DNCS's connection phases: per condition, workload and protocol, httpstat's phases of one
+    fetch of the page's HTML on a new connection (mean with CI); QUIC has no TLS phase of its own."""
+    if data.pages.empty or "httpstat_server_ms_mean" not in data.pages \
+            or not data.pages["httpstat_server_ms_mean"].notna().any():
+        return None
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in PAGE_PHASE_COLUMNS], "n"])
+    for _, r in data.pages.iterrows():
+        cells = []
+        for c, _ in PAGE_PHASE_COLUMNS:
+            if c == "httpstat_tls_ms" and str(r["protocol"]).split("~")[0].split("@")[0] == "h3":
+                cells.append("– (in the handshake)")
+            else:
+                cells.append(mean_ci(r.get(f"{c}_mean"), r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high")))
+        t.rows.append([r["condition"], r["workload"], r["protocol"], *cells, str(int(r["n"]))])
+    return t
+
+
 def video_table(data: ReportData) -> SimpleTable | None:
     """DNCS's video table: per condition, workload and protocol, QoE metrics with CIs, the best
     protocol per metric and its verdict."""

@@ -15,6 +15,7 @@ machine's limit is its CPU, which ``cpu_bound`` already flags.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable
 
 from quicbench.model.conditions import Condition
@@ -39,14 +40,14 @@ def ceiling_specs(todo: list[TrialSpec]) -> list[TrialSpec]:
     objects = [t for t in todo if t.workload.kind == "objects" and not t.warmup]
     if not objects:
         return []
-    best: dict[tuple[str, str, str], TrialSpec] = {}
+    best: dict[tuple[str, str, str, str], TrialSpec] = {}
     for t in objects:
-        k = (t.protocol, t.client, t.server)
+        k = (t.protocol, t.client, t.server_instance, t.tcp_cc or "")
         if k not in best or t.workload.payload_bytes > best[k].workload.payload_bytes:
             best[k] = t
     cond = unimpaired(len(objects[0].condition.hops))
-    return [TrialSpec(seq=0, condition=cond, workload=t.workload, protocol=t.protocol, server=t.server, rep=0,
-                      client=t.client) for _, t in sorted(best.items())]
+    # the same server instance (server/quic_cc) and TCP congestion control as the trials
+    return [replace(t, seq=0, condition=cond, rep=0, warmup=False) for _, t in sorted(best.items())]
 
 
 def measure(specs: list[TrialSpec], fetch: Callable[[TrialSpec, int], dict[str, Any]]) -> dict[str, Any]:

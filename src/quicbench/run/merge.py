@@ -35,7 +35,7 @@ from quicbench.model import columns
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
-from quicbench.store import RunLayout, RunStore, read_jsonl, read_meta, writer_in_other_kernel
+from quicbench.store import RunLayout, RunStore, read_jsonl_checked, read_meta, writer_in_other_kernel
 
 # what belongs to one run's lab and process, not to the merged result
 _PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
@@ -47,6 +47,7 @@ class Input:
     dir: Path
     meta: dict[str, Any]
     rows: list[dict[str, Any]]
+    torn: list[int] = field(default_factory=list)     # line numbers of trials.jsonl that are not a row
 
     @property
     def label(self) -> str:
@@ -66,6 +67,13 @@ class MergeResult:
     rerun: dict[str, int] = field(default_factory=dict)      # "I/N" -> missing trials of that shard
     mismatches: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    torn: list[str] = field(default_factory=list)            # "DIR/trials.jsonl:LINE" of every torn line
+    unfinished: list[str] = field(default_factory=list)      # inputs whose run did not end (status running/interrupted)
+
+    @property
+    def problems(self) -> bool:
+        """The merge wrote its output but it lacks something: exit 1."""
+        return bool(self.missing or self.torn or self.unfinished)
 
 
 def read_input(d: Path) -> Input:
@@ -78,7 +86,8 @@ def read_input(d: Path) -> Input:
     meta = read_meta(layout)
     if not isinstance(meta.get("plan"), dict):
         raise QuicbenchError(f"{d}: meta.json has no plan: cannot tell which plan its trials belong to")
-    return Input(d, meta, read_jsonl(layout.trials))
+    read = read_jsonl_checked(layout.trials)
+    return Input(d, meta, read.rows, read.torn)
 
 
 def _refuse_if_written(layout: RunLayout) -> None:
@@ -155,6 +164,7 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
     if not dirs:
         raise QuicbenchError("merge: name at least one run directory")
     dirs = [Path(d) for d in dirs]
+    out = Path(out).absolute()        # the run's id is its directory's name ('.' has none)
     seen: set[Path] = set()
     for d in dirs:
         if d.resolve() in seen:
@@ -245,7 +255,10 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
                   "status": inp.meta.get("status"), "host": (inp.meta.get("host") or {}).get("hostname"),
                   "quicbench_version": _quicbench_version(inp.meta), "rows": len(inp.rows),
                   "rows_kept": sum(1 for i, _ in kept if inputs[i] is inp)} for inp in inputs]
-    complete = not missing and all(inp.meta.get("status") == "complete" for inp in inputs)
+    torn = [f"{inp.dir / 'trials.jsonl'}:{n}" for inp in inputs for n in inp.torn]
+    unfinished = [f"{inp.label}: status {inp.meta.get('status') or 'unknown'}" for inp in inputs
+                  if inp.meta.get("status") != "complete"]
+    complete = not missing and not unfinished
     now = time.time()
     meta = {k: v for k, v in first.meta.items() if k not in _PER_RUN}
     # host: the facts every host shares (CPU model, kernel, ...), hostnames joined; each host's in full in hosts
@@ -260,6 +273,7 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
                 lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
                        "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),
+                       "torn_lines": torn, "unfinished_inputs": unfinished,
                        "mismatches": differ, "at": now})
     copies = []
     for (i, seq), new in new_seq.items():
@@ -272,4 +286,5 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
     RunStore.build(Path(out), RunMeta.model_validate(meta), rows_out, copies)
     return MergeResult(Path(out), rows=len(rows_out), trials=len(measured),
                        ok=sum(r.get("status") == "ok" for r in measured), inputs=described, duplicates=duplicates,
-                       missing=missing, rerun=rerun, mismatches=differ, hosts=sorted(hosts))
+                       missing=missing, rerun=rerun, mismatches=differ, hosts=sorted(hosts), torn=torn,
+                       unfinished=unfinished)

@@ -57,6 +57,7 @@ def summarize_requests(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) ->
         "transfer_ms_p50": _median(_ms(r.get("first_byte_ns"), r.get("last_byte_ns")) for r in reqs),
         **session_metrics(reqs),
         **stall_metrics(ok, stall_min_ms),
+        "completion_spread_ms": completion_spread_ms(ok),
     }
 
 
@@ -112,3 +113,26 @@ def stall_metrics(reqs: list[dict[str, Any]], stall_min_ms: float = 1.0) -> dict
     return {"body_stall_ms_p50": _median(r["stall_ns"] / 1e6 for r in stalled),
             "body_stall_ms_max": max(r["stall_ns"] for r in stalled) / 1e6,
             "all_streams_idle_ms": blocked_ns / 1e6 if by_conn else None}
+
+
+def completion_spread_ms(reqs: list[dict[str, Any]]) -> float | None:
+    """p90 − p10 of the completion (last-byte) times of a trial's successful requests, ms, from
+    the first of them (a page's subresources: its document, which they all wait for, excluded);
+    None with fewer than two. When a loss holds every stream of a connection (TCP) the objects
+    finish later together; when it holds only the streams it hit (QUIC) the others can finish
+    early and the spread widens: a shape, read beside the trial's total time."""
+    ends = [r["last_byte_ns"] for r in reqs if not r.get("error") and r.get("last_byte_ns") is not None
+            and r.get("type") != "Document"]
+    if len(ends) < 2:
+        return None
+    first = min(ends)
+    rel = sorted(e - first for e in ends)
+    return (_quantile(rel, 0.9) - _quantile(rel, 0.1)) / 1e6
+
+
+def _quantile(xs: list[int], q: float) -> float:
+    """Linear interpolation between the closest ranks of sorted xs (numpy's default)."""
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])

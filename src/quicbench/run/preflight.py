@@ -50,6 +50,9 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
             if w.kind == "objects" and w.resumption not in client.resumption_modes:
                 raise QuicbenchError(f"{source}: workloads: resumption = '{w.resumption}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(client.resumption_modes)}")
+            problem = client.workload_problem(w)
+            if problem:
+                raise QuicbenchError(f"{source}: workloads: {problem} (client {name}, workload {w.label})")
             policies = client.connection_policies
             if w.kind == "objects" and w.connection_kind not in policies:
                 raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
@@ -83,9 +86,14 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
             if problem:
                 raise QuicbenchError(f"{source}: conditions.{c.name}: {problem}")
     cc = available_cc()
-    if cc and plan.tcp_cc not in cc:
-        raise QuicbenchError(f"{source}: tcp_cc: '{plan.tcp_cc}' is not available in this kernel; "
-                             f"accepted: {', '.join(cc)}")
+    for tcp_cc in plan.tcp_ccs:
+        if cc and tcp_cc not in cc:
+            raise QuicbenchError(f"{source}: tcp_cc: '{tcp_cc}' is not available in this kernel; "
+                                 f"accepted: {', '.join(cc)}")
+    if len(plan.tcp_ccs) > 1 and not set(plan.protocols) & {"h1", "h2"}:
+        raise QuicbenchError(f"{source}: tcp_cc: a list sweeps the h1/h2 trials and the plan has none; "
+                             f"name one, e.g. tcp_cc = \"{plan.tcp_ccs[0]}\"")
+    check_quic_cc(plan, source)
     for c in plan.conditions:
         if c.rebind_at_s:
             _check_rebinding(plan, c, source)
@@ -104,12 +112,66 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if "netns" not in BACKENDS:
         raise QuicbenchError("no lab backend 'netns' registered")
     if installed:
+        _check_codecs(plan, source)
         drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
         drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
         for d in dict.fromkeys(drivers):
             ok, why = d.available()
             if not ok:
                 raise QuicbenchError(why)
+
+
+def _check_codecs(plan: Plan, source: str) -> None:
+    """Every video workload's codec must be one its browsers play on this host."""
+    for w in plan.workloads:
+        if w.kind != "video":
+            continue
+        for browser, name in zip(plan.browser_names, plan.clients_for(w)):
+            playable = getattr(client_class(name, plan.client_commands), "playable_codecs", lambda: None)()
+            if playable is None or w.codec in playable[0]:
+                continue
+            codecs, fix = playable
+            raise QuicbenchError(f"{source}: browser: {browser} cannot play workloads.codec = '{w.codec}' ({w.label}) "
+                                 f"on this host; it plays: {', '.join(codecs) or 'none'}; fix: {fix}, or use "
+                                 f"browser = \"chromium\"")
+
+
+def quic_cc_accepted(plan: Plan) -> str:
+    """'ngtcp2: cubic, reno, bbr; caddy: none (its sender is reno)' for the plan's h3 servers."""
+    parts = []
+    for srv in dict.fromkeys(plan.server_options("h3")):
+        cls = server_class(srv, plan.server_commands)
+        if cls.quic_ccs:
+            parts.append(f"{srv}: {', '.join(cls.quic_ccs)}")
+        else:
+            fixed = f" (its sender is {cls.quic_cc_builtin}, fixed)" if cls.quic_cc_builtin else ""
+            parts.append(f"{srv}: none{fixed}")
+    return "; ".join(parts)
+
+
+def check_quic_cc(plan: Plan, source: str = "plan") -> None:
+    """Every quic_cc the plan asks of an h3 server is one that server's sender can be set to."""
+    if plan.quic_cc is None:
+        return
+    h3_servers = plan.server_options("h3") if "h3" in plan.protocols else []
+    if not h3_servers:
+        raise QuicbenchError(f"{source}: quic_cc: the plan has no h3 trials; add h3 to protocols or leave "
+                             f"quic_cc out")
+    if isinstance(plan.quic_cc, dict):
+        for srv in plan.quic_cc:
+            if srv not in h3_servers:
+                raise QuicbenchError(f"{source}: quic_cc.{srv}: '{srv}' is not an h3 server of this plan; "
+                                     f"accepted: {', '.join(h3_servers)} (servers.h3)")
+    for srv in h3_servers:
+        cls = server_class(srv, plan.server_commands)
+        for cc in plan.quic_cc_options(srv):
+            if cc is not None and cc not in cls.quic_ccs:
+                field = f"quic_cc.{srv}" if isinstance(plan.quic_cc, dict) else "quic_cc"
+                fix = (f"ask {srv} for one of those" if cls.quic_ccs else
+                       f"ask it only of the servers that can, e.g. quic_cc = {{ ngtcp2 = [\"{cc}\"] }} "
+                       f"({srv} keeps its own)")
+                raise QuicbenchError(f"{source}: {field}: {srv} cannot set its QUIC sender to '{cc}'; accepted per "
+                                     f"server: {quic_cc_accepted(plan)}; {fix}")
 
 
 def _check_rebinding(plan: Plan, c, source: str) -> None:

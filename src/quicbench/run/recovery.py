@@ -8,11 +8,14 @@ namespace) read before and after the transfer. The server is the sender of a dow
 lab's namespace nothing else sends TCP during a trial (background TCP flows do: their trials
 get no TCP counts).
 
-QUIC: the server's qlog (Caddy 2.9+ writes one per connection when QLOGDIR is set, the
-``quinn`` server with --qlog-dir: the plan's ``qlog = true``). A packet declared lost
+QUIC: the server's qlog (Caddy 2.9+ writes one per connection when QLOGDIR is set, ngtcp2 and
+``quinn`` with ``--qlog-dir``: the plan's ``qlog = true``). A packet declared lost
 (``recovery:packet_lost``, with its trigger: reordering threshold, time threshold) and later
-acknowledged by the peer was a spurious loss. qlog costs the server CPU: it is off unless asked
-for, and the CPU rule judges those trials with it on.
+acknowledged by the peer was a spurious loss. quic-go's qlog (0.3 and the newer ``quic:`` names)
+gives the trigger; ngtcp2's (qlog 0.3) does not, so its losses are counted but not split by
+trigger (those columns stay empty). Neither names its congestion controller (ngtcp2's debug log
+does: servers/ngtcp2.py). qlog costs the server CPU: it is off unless asked for, and the CPU
+rule judges those trials with it on.
 
 quinn's qlog (quinn-proto 0.11) says less than quic-go's, and the reader makes up for it from
 what it does log:
@@ -211,8 +214,8 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
         spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
-            "time": triggers.count("time_threshold"), "spurious": spurious, "received": received,
-            "out_of_order": out_of_order}
+            "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),
+            "spurious": spurious, "received": received, "out_of_order": out_of_order}
 
 
 def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dict[str, int | None]:
@@ -238,8 +241,12 @@ def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict
             if peer != f and peer.is_file():
                 peers[f] = peer
     t = _sum_counts(files, peers)
-    return {"quic_packets_sent": t["sent"], "quic_lost": t["lost"], "quic_lost_reordering": t["reordering"],
-            "quic_lost_time": t["time"], "quic_lost_spurious": t["spurious"], "quic_qlog_connections": len(files)}
+    # a sender whose qlog gives no trigger (ngtcp2) has no split by trigger: empty, not 0
+    split = t["untriggered"] == 0
+    return {"quic_packets_sent": t["sent"], "quic_lost": t["lost"],
+            "quic_lost_reordering": t["reordering"] if split else None,
+            "quic_lost_time": t["time"] if split else None, "quic_lost_spurious": t["spurious"],
+            "quic_qlog_connections": len(files)}
 
 
 def quic_client_columns(qlog_dir: Path) -> dict[str, Any]:

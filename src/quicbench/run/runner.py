@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import platform
+import shlex
 import signal
 import threading
 import time
@@ -122,6 +123,9 @@ class Runner:
                 if n > 1:
                     described["lab"] |= {"labs": n, "jobs": self.jobs}
                 self.store.update_meta(**described)
+                for drv, why in (described["link"].get("auto_passed_over") or {}).items():
+                    self.console.print(f"[yellow]link auto: not {drv}: {why}; "
+                                       f"using {described['link']['name']}[/]", highlight=False)
                 if plan.calibrate:
                     # every condition measured first, in the first lab, while no trial runs
                     for cond in {spec.condition.name: spec.condition for spec in todo}.values():
@@ -162,8 +166,21 @@ class Runner:
             except EnvironmentFault:
                 pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
             self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
-                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}'[/]")
+                               f"'quicbench run {self.resume_hint} --resume {self.store.dir}{self._testbed_flags()}'[/]",
+                               highlight=False, soft_wrap=True)
             raise
+
+
+    def _testbed_flags(self) -> str:
+        """The flags of the testbed this run ran on, for the resume hint (a resume takes them from
+        meta.json anyway and refuses others: printed so that nobody wonders)."""
+        flags = []
+        if self.backend != "netns":
+            flags += ["--backend", self.backend] + (["--inventory", str(self.inventory)] if self.inventory else [])
+        kernel = (self.store.read_meta().get("host") or {}).get("kernel_driver")
+        if kernel and kernel != "host":
+            flags += ["--kernel", str(kernel)]
+        return "".join(f" {shlex.quote(f)}" for f in flags)
 
 
 def fresh_seqs(todo: list[TrialSpec], rows: list[dict[str, Any]], planned: list[TrialSpec] = ()) -> list[TrialSpec]:

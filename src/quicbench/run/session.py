@@ -12,7 +12,7 @@ import faulthandler
 import platform
 import secrets
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from quicbench.clients import Target
 from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model.plan import Condition, Plan, TrialSpec
+from quicbench.proc import run
 from quicbench.registry import driver_stack
 from quicbench.run import ceiling as ceiling_
 from quicbench.run.trial import base_row, run_trial
@@ -64,16 +65,18 @@ class LabSession:
         self.tls: TlsMaterial | None = None
         self.ports: dict[str, int] = {}
         self.condition: Condition | None = None
+        self.tcp_cc: str | None = None        # the TCP congestion control the nodes run now
 
     # -- life cycle ------------------------------------------------------------------
     def up(self) -> None:
         plan, todo = self.ctx.plan, self.todo
-        self.lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_cc,
+        self.lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_ccs[0],
                                     link=plan.link, offload=plan.offload, condition=todo[0].condition,
                                     run_dir=str(self.ctx.store.dir.resolve()), backend=self.ctx.backend,
                                     inventory=self.ctx.inventory, **needed_binaries(plan, todo)))
         self.lab.up(conditions=list(plan.conditions))
         self.condition = todo[0].condition
+        self.tcp_cc = plan.tcp_ccs[0]
 
     def start(self, tls: TlsMaterial) -> None:
         """Servers (each on its port; lab k > 1 keeps its configs and logs in servers/<name>.lab<k>)
@@ -82,9 +85,13 @@ class LabSession:
         plan, store = self.ctx.plan, self.ctx.store
         self.tls = tls
         self.ports = server_ports(self.todo)
+        instances = {t.server_instance: (t.server, t.quic_cc) for t in self.todo}
         for name, port in self.ports.items():
-            d = store.layout.server(name if self.index == 0 else f"{name}.lab{self.index + 1}")
-            srv = server_class(name, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port)
+            server, quic_cc = instances[name]
+            dirname = name.replace("/", "+")      # ngtcp2/bbr keeps its files in servers/ngtcp2+bbr
+            d = store.layout.server(dirname if self.index == 0 else f"{dirname}.lab{self.index + 1}")
+            srv = server_class(server, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port,
+                                                             quic_cc=quic_cc)
             if plan.options.qlog:
                 srv.enable_qlog()     # the server's loss declarations (run/recovery.py), where it can
             srv.start()
@@ -129,11 +136,12 @@ class LabSession:
                  "offload": lab.spec.offload, "addresses": lab.state["addresses"],
                  **({"inventory": lab.spec.inventory} if lab.spec.inventory else {}),
                  **({"hosts": hosts} if hosts else {})},
-            link=lab.link.describe(),
+            link={**lab.link.describe(), **({"auto_passed_over": dict(lab.link_passed_over)}
+                                           if lab.spec.link == "auto" and lab.link_passed_over else {})},
             content={"root": str(self.ctx.content.root), "key": self.ctx.content.root.name},
             tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
             versions={**{f"client_{n}": c.version() for n, c in self.ctx.clients.items()},
-                      **{f"server_{n}": type(s).version() for n, s in self.servers.items()}},
+                      **{f"server_{type(s).name}": type(s).version() for s in self.servers.values()}},
             server_ports=self.ports)
 
     # -- conditions ------------------------------------------------------------------
@@ -141,6 +149,23 @@ class LabSession:
         if condition != self.condition:
             self.lab.set_condition(condition)
             self.condition = condition
+
+    def set_tcp_cc(self, cc: str | None) -> None:
+        """The trial's TCP congestion control as the client's and the server's namespace default
+        (net.ipv4.tcp_congestion_control is per network namespace). A connection takes the
+        default when it is made (an accepted one too, unless its listener set one itself), so the
+        servers keep running; the value is read back from the server node."""
+        if cc is None or cc == self.tcp_cc:
+            return
+        try:
+            for node in ("client", "server"):
+                run(self.lab.cmd(node, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cc}"]))
+            now = run(self.lab.cmd("server", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"])).stdout.strip()
+        except QuicbenchError as e:
+            raise EnvironmentFault(f"tcp_cc: cannot set {cc} in the lab's nodes: {e}") from None
+        if now != cc:
+            raise EnvironmentFault(f"tcp_cc: set {cc} in the server node, it runs {now or 'unknown'}")
+        self.tcp_cc = now
 
     def calibrate(self, condition: Condition, console: Console) -> None:
         """Measure the condition once per run (kept across resumes) and warn when it is off."""
@@ -171,7 +196,8 @@ class LabSession:
         self.set_condition(specs[0].condition)
 
         def fetch(spec, attempt):
-            d = store.layout.ceiling(f"{spec.protocol}-{spec.client}-{spec.server}-{attempt + 1}")
+            d = store.layout.ceiling(f"{spec.protocol}-{spec.client}-{spec.server_instance.replace('/', '+')}"
+                                    f"{'-' + spec.tcp_cc if spec.sweeps_tcp_cc and spec.tcp_cc else ''}-{attempt + 1}")
             d.mkdir(parents=True, exist_ok=True)
             return self.fetch(spec, trial_dir=d)
 
@@ -221,18 +247,20 @@ class LabSession:
     def fetch(self, spec: TrialSpec, trial_dir: Path | None = None) -> dict[str, Any]:
         """One trial on this lab as it is (no fault handling): its row, ok or failed."""
         ctx, lab = self.ctx, self.lab
-        srv = self.servers[spec.server]
+        srv = self.servers[spec.server_instance]
         client = ctx.clients[spec.client]
         row: dict[str, Any]
+        self.set_tcp_cc(spec.tcp_cc)
         watch = _LinkWatch(lab)
         try:
             if srv.proc is None or srv.proc.poll() is not None:
                 srv.start()   # a crashed server is restarted; the previous trial recorded the crash
             target = Target(lab=lab, hostname=self.tls.hostname, address=lab.address("server"),
-                            port=self.ports[spec.server], tls=self.tls, content=ctx.content)
+                            port=self.ports[spec.server_instance], tls=self.tls, content=ctx.content)
             watch.start()
+            options = replace(ctx.plan.options, tcp_cc=self.tcp_cc or ctx.plan.options.tcp_cc)
             row = run_trial(spec, target, client, srv.pid, trial_dir or ctx.store.trial_dir(spec.seq),
-                            ctx.plan.trial_timeout_s, ctx.plan.options, server_qlog_dir=srv.qlog_dir)
+                            ctx.plan.trial_timeout_s, options, server_qlog_dir=srv.qlog_dir, sender=srv)
             row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):
@@ -241,7 +269,7 @@ class LabSession:
         finally:
             watch.stop()
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
-        row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=lab.spec.tcp_cc, hops=lab.spec.hops,
+        row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc, hops=lab.spec.hops,
                    host=platform.node(), near_ceiling=ceiling_.near_ceiling(row, ctx.ceiling), **lab.row_hosts())
         return row
 
@@ -268,8 +296,9 @@ def close_sessions(sessions: list[LabSession]) -> None:
 
 
 def server_ports(trials: list[TrialSpec]) -> dict[str, int]:
-    """Each server of the trials on its own port: 443, 1443, 2443, ..."""
-    return {name: 443 + 1000 * i for i, name in enumerate(sorted({t.server for t in trials}))}
+    """Each server instance of the trials (a server, or server/quic_cc) on its own port: 443, 1443,
+    2443, ..."""
+    return {name: 443 + 1000 * i for i, name in enumerate(sorted({t.server_instance for t in trials}))}
 
 
 def live_video_keys(trials: list[TrialSpec]) -> set[str]:

@@ -34,9 +34,11 @@ def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
 
 def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int | None,
               trial_dir: Path, timeout_s: float, options: TrialOptions | None = None,
-              server_qlog_dir: Path | None = None) -> dict[str, Any]:
+              server_qlog_dir: Path | None = None, sender: Any = None) -> dict[str, Any]:
     """Run one trial and return its row (status ok or failed with the reason). The server's
-    qlogs (server_qlog_dir, when it writes them) are moved into the trial's directory."""
+    qlogs (server_qlog_dir, when it writes them) are moved into the trial's directory. An h3
+    trial's row names its sender's congestion controller (``sender``: the server driver), and
+    fails if the sender reported another one."""
     w = spec.workload
     row = base_row(spec, client.name)
     options = options or TrialOptions()
@@ -79,7 +81,13 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
             finish_pcap(c.pcap, options.capture_keep)
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
     row.update(recovery.tcp_columns(tcp0, tcp1))
-    row.update(recovery.quic_columns(recovery.take_server_qlogs(server_qlog_dir, trial_dir), trial_dir / "qlog"))
+    server_qlogs = recovery.take_server_qlogs(server_qlog_dir, trial_dir)
+    row.update(recovery.quic_columns(server_qlogs, trial_dir / "qlog"))
+    cc_error = None
+    if sender is not None and spec.protocol == "h3":
+        row["quic_cc"] = sender.sender_cc
+        row["quic_cc_seen"] = sender.reported_cc(server_qlogs, trial_dir)
+        cc_error = cc_mismatch(row["quic_cc"], row["quic_cc_seen"], type(sender).name)
     row.update(recovery.quic_client_columns(trial_dir / "qlog"))
     if w.kind == "video":
         # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
@@ -94,6 +102,8 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     elif rebinding and not row.get("rebound") and error is None:
         error = (f"rebind_at_s = {spec.condition.rebind_at_s:g}: the transfer ended before the rebinding "
                  f"(make it last longer, or rebind sooner)")
+    if error is None:
+        error = cc_error
     if error is None:
         error = verify(row, spec)
     row["status"] = "failed" if error else "ok"
@@ -128,7 +138,8 @@ def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1
         out.update(link_cpu_s=window.cpu_s, link_cpu_wait_s=window.cpu_wait_s, link_packets=window.packets,
                    link_late_p50_ms=window.late_p50_ms, link_late_p99_ms=window.late_p99_ms,
                    link_late_max_ms=window.late_max_ms, link_late_drops=window.late_drops,
-                   link_late=link_late(window, spec.condition))
+                   link_late=link_late(window, spec.condition), link_codel_drops=window.codel_drops,
+                   link_sojourn_p50_ms=window.sojourn_p50_ms, link_sojourn_p99_ms=window.sojourn_p99_ms)
     for who in ("client", "server", "link"):
         cpu = out.get(f"{who}_cpu_s")
         out[f"{who}_cpu_pct"] = 100 * cpu / duration if cpu is not None and duration else None
@@ -182,6 +193,15 @@ def handshake_rtts(handshake_ms: float | None, base_rtt_ms: float) -> float | No
     if handshake_ms is None or base_rtt_ms < MIN_RTT_FOR_RTT_COUNT_MS:
         return None
     return handshake_ms / base_rtt_ms
+
+
+def cc_mismatch(asked: str | None, seen: str | None, server: str) -> str | None:
+    """Why a trial's sender did not run the congestion controller its row names (None: it did, or
+    it reported none)."""
+    if seen is None or asked is None or seen == asked:
+        return None
+    return (f"quic_cc: the row says {asked}, but {server}'s sender reported {seen} for this trial's "
+            f"connections (server-cc.log in the trial's directory)")
 
 
 def verify(row: dict[str, Any], spec: TrialSpec) -> str | None:

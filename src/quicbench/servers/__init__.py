@@ -8,10 +8,11 @@ from quicbench.servers.base import NO_CACHE_HEADERS, Server
 from quicbench.servers.caddy import Caddy26Server, CaddyServer
 from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.nginx import NginxServer
+from quicbench.servers.ngtcp2 import Ngtcp2Server
 from quicbench.servers.quinn import QuinnServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
-                                                     ApachePreforkServer, QuinnServer, CommandServer])
+                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, CommandServer])
 
 
 def server_class(name: str, commands: dict | None = None) -> type[Server]:

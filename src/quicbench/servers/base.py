@@ -64,13 +64,19 @@ class Server(ABC):
     # the executables the server node needs (a lab on other hosts checks them there): the binary
     binaries: ClassVar[tuple[str, ...]] = ()
     package: ClassVar[str | None] = None          # the Debian package that provides the binary
-    # the environment variable that makes the server write a qlog per QUIC connection into a
-    # directory (None: it cannot): run/recovery.py counts its loss declarations from them
+    # how the server is made to write a qlog per QUIC connection into a directory: an environment
+    # variable (quic-go's QLOGDIR) or a command-line option that takes the directory (ngtcp2's
+    # --qlog-dir, which argv() adds with qlog_args()); neither: it cannot. run/recovery.py counts
+    # the sender's loss declarations from them
     qlog_env: ClassVar[str | None] = None
-    version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
-    # the congestion controllers the server's QUIC sender can be set to, first = its default;
-    # empty: it cannot be set
+    qlog_option: ClassVar[str | None] = None
+    # the congestion controllers the server's QUIC sender can be set to (the plan's quic_cc),
+    # first = its default; empty: it cannot be set
     quic_ccs: ClassVar[tuple[str, ...]] = ()
+    # the congestion controller a sender that cannot be set uses (its stack's, e.g. quic-go's
+    # NewReno), for rows; None: not known
+    quic_cc_builtin: ClassVar[str | None] = None
+    version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
 
@@ -86,7 +92,7 @@ class Server(ABC):
         self.content = content
         self.tls = tls
         self.port = port
-        self.quic_cc = quic_cc     # one of quic_ccs (None: the server's default)
+        self.quic_cc = quic_cc     # one of quic_ccs (checked by the plan's preflight); None: the default
         self.proc: subprocess.Popen | None = None
         self.qlog_dir: Path | None = None      # set by enable_qlog()
 
@@ -132,11 +138,29 @@ class Server(ABC):
     def enable_qlog(self) -> bool:
         """Write a qlog per QUIC connection into workdir/qlog from the next start on, if the
         server can (False: it cannot)."""
-        if not self.qlog_env:
+        if not (self.qlog_env or self.qlog_option):
             return False
         self.qlog_dir = self.workdir / "qlog"
         self.qlog_dir.mkdir(parents=True, exist_ok=True)
         return True
+
+    def qlog_args(self) -> list[str]:
+        """The command-line option that asks for qlog (a driver with qlog_option adds it in argv())."""
+        if self.qlog_dir is None or not self.qlog_option:
+            return []
+        return [self.qlog_option, str(self.qlog_dir)]
+
+    @property
+    def sender_cc(self) -> str | None:
+        """The congestion controller this server's QUIC sender runs: the one asked for, else its
+        default (settable), else its stack's own (quic_cc_builtin)."""
+        return self.quic_cc or (self.quic_ccs[0] if self.quic_ccs else self.quic_cc_builtin)
+
+    def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
+        """The congestion controller the sender reported for a trial's connections (its qlogs, now
+        in trial_dir, or its own log), None when it reports none. The trial fails if it is not
+        ``sender_cc``."""
+        return None
 
     # -- shared lifecycle -------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
 from quicbench.clients.browser.page_metrics import expected_resources, interpret
 from quicbench.errors import QuicbenchError
@@ -124,7 +125,9 @@ class BrowserClient(Client):
 
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
-        run = run_browser_child(req, CHILD, "page.json", "browser load", ("page.json", "page.har", "requests.jsonl"),
+        run = run_browser_child(req, CHILD, "page.json", "browser load",
+                                ("page.json", "page.har", "requests.jsonl", httpstat.REQUESTS_FILE,
+                                 httpstat.SUMMARY_FILE),
                                 lambda profile: self.child_args(target, protocol, workload, trial_dir,
                                                                 req.timeout_s, profile))
         if isinstance(run, ClientResult):
@@ -132,6 +135,13 @@ class BrowserClient(Client):
         page = run.out
         expected = expected_resources(target, workload)
         requests, extra, error = interpret(page, protocol, expected)
+        if error is None:
+            # DNCS's connection phases came from httpstat (curl) fetching the page's HTML, not from
+            # the browser: the same fetch, on a new connection, once the browser has gone
+            phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,
+                                                min(req.timeout_s, httpstat.DEADLINE_S))
+            extra.update(phases)
+            error = why
         summary = write_requests_and_summary(trial_dir, requests, page, {
             "url": page.get("url"), "chromium": page.get("browser_version"), "flags": page.get("flags"),
             "har_entries": page.get("har_entries")})
@@ -257,12 +267,17 @@ def _kill_load(pid: int | None, profile: Path) -> None:
 
 
 def browser_pids(profile: Path) -> list[int]:
-    """Processes of the browser that uses this profile (found by its --user-data-dir)."""
+    """Processes of the load that uses this profile, this process excepted: the browser's (found
+    by Chromium's --user-data-dir) and every process that inherited the load's TMPDIR (run_child
+    sets it for the child; Firefox's content, socket and decoder processes name no profile)."""
     marker = f"--user-data-dir={profile}".encode()
+    env_marker = f"\0TMPDIR={profile / 'tmp'}\0".encode()
     out = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and marker in (d / "cmdline").read_bytes():
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            if marker in (d / "cmdline").read_bytes() or env_marker in b"\0" + (d / "environ").read_bytes() + b"\0":
                 out.append(int(d.name))
         except OSError:
             continue

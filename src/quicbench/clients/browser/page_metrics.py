@@ -102,6 +102,7 @@ def page_metrics(nav: dict | None, paint: dict, records: list[dict]) -> dict[str
         m["load_event_ms"] = d("startTime", "loadEventStart")
         m["page_load_ms"] = m["load_event_ms"]
         m["page_protocol"] = norm_proto(nav.get("nextHopProtocol"))
+        m["page_html_download_ms"] = d("responseStart", "responseEnd")   # DevTools' "Content Download"
         ssl = nav.get("secureConnectionStart") or 0
         if nav.get("connectEnd", 0) > nav.get("connectStart", 0):       # else: no new connection
             m["page_handshake_ms"] = d("connectStart", "connectEnd")

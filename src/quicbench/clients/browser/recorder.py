@@ -65,6 +65,30 @@ def tree_cpu() -> tuple[float, float, float]:
     return user, sys_, wait
 
 
+MAX_DATA_EVENTS = 100_000     # per request: a 1 GB body in 10 KB chunks
+MAX_GAPS = 4096               # as qb-load keeps them
+GAP_MIN_NS = 1_000_000
+
+
+def body_gaps(first_byte_ns: int | None, data_ns: list[int | None]) -> dict[str, Any]:
+    """qb-load's stall_ns and gaps_ns from the times Chromium delivered a body's data (DevTools'
+    Network.dataReceived): the longest gap between the first byte and a delivery or between two
+    deliveries, and every gap of 1 ms or more; {} without a first byte or a delivery. Chromium
+    reports data as its network service hands it on, in chunks: short gaps merge and a gap can
+    differ from the wire's by a chunk's wait, so, as qb-load's, gaps are judged against half the
+    base RTT."""
+    at = sorted(t for t in data_ns if t is not None and first_byte_ns is not None and t >= first_byte_ns)
+    if first_byte_ns is None or not at:
+        return {}
+    points = [first_byte_ns, *at]
+    gaps = [(a, b) for a, b in zip(points, points[1:]) if b > a]
+    long = [[a, b] for a, b in gaps if b - a >= GAP_MIN_NS]
+    out: dict[str, Any] = {"stall_ns": max((b - a for a, b in gaps), default=0), "gaps_ns": long[:MAX_GAPS]}
+    if len(long) > MAX_GAPS:
+        out["gaps_truncated"] = True
+    return out
+
+
 class _Recorder:
     """Collects the DevTools protocol's Network events of one page."""
 
@@ -98,7 +122,10 @@ class _Recorder:
 
     def data(self, p: dict) -> None:
         if p["requestId"] in self.reqs:
-            self.reqs[p["requestId"]]["data_bytes"] += p.get("dataLength", 0)
+            r = self.reqs[p["requestId"]]
+            r["data_bytes"] += p.get("dataLength", 0)
+            if p.get("timestamp") is not None and len(r.setdefault("data_at", [])) < MAX_DATA_EVENTS:
+                r["data_at"].append(p["timestamp"])
 
     def finished(self, p: dict) -> None:
         if p["requestId"] in self.reqs:
@@ -146,6 +173,8 @@ class _Recorder:
             if error is None and "finished" not in r:
                 error = "unfinished"
             first = at("receiveHeadersStart") or at("receiveHeadersEnd")
+            last = ns(r.get("finished"))
+            stall = body_gaps(first, [ns(t) for t in r.get("data_at", ())]) if error is None and last else {}
             ssl_start, ssl_end = at("sslStart"), at("sslEnd")
             out.append({
                 "path": urlsplit(r["url"]).path, "url": r["url"], "type": r.get("type"),
@@ -157,7 +186,8 @@ class _Recorder:
                 "tls_done_ns": None if reused else (at("connectEnd") if quic or ssl_end is None else ssl_end),
                 "send_ns": at("sendStart"),
                 "first_byte_ns": first,
-                "last_byte_ns": ns(r.get("finished")),
+                "last_byte_ns": last,
+                **stall,
                 "bytes": r["data_bytes"] if not error else 0,
                 "wire_bytes": r.get("encoded"),
                 "status": status, "proto": proto, "raw_protocol": raw, "quic": quic,

@@ -23,7 +23,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from quicbench.clients.base import ClientResult, FetchRequest, Target
-from quicbench.clients.browser.driver import BrowserClient, chromium_flags, run_browser_child, write_requests_and_summary
+from quicbench.clients.browser.driver import (BrowserClient, ChildRun, chromium_flags, run_browser_child,
+                                             write_requests_and_summary)
 from quicbench.clients.browser.recorder import (_descendants, _Recorder, _settle, _write_prefs, child_main,
                                                 record_network, tree_cpu)
 from quicbench.clients.browser.video_metrics import (END_SLACK_S, compute, frames_presented, player_cpu,
@@ -33,6 +34,8 @@ CHILD = "import sys; from quicbench.clients.browser.video import main; sys.exit(
 MSE_TYPE = 'video/mp4; codecs="avc1.64001f"'
 STARTUP_LIMIT_S = 30.0        # no first frame after this long: the trial fails
 STALL_LIMIT_S = 20.0          # a stall longer than this "never ends": the trial fails
+# a download the player cancelled itself: Chromium's net::ERR_ABORTED, Firefox's NS_BINDING_ABORTED
+ABORTED = ("ERR_ABORTED", "NS_BINDING_ABORTED")
 
 
 def player_url(target: Target, workload) -> str:
@@ -50,6 +53,12 @@ def workload_video_key(workload) -> str:
 
 class VideoClient(BrowserClient):
     name = "video"
+
+    @classmethod
+    def playable_codecs(cls) -> tuple[tuple[str, ...], str] | None:
+        """The ladder codecs this browser plays here and the fix for the others; None: not known
+        before it starts (Debian's Chromium plays every codec of model.video.CODECS)."""
+        return None
 
     @classmethod
     def version(cls) -> dict[str, str]:
@@ -83,8 +92,16 @@ class VideoClient(BrowserClient):
                                 ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"), make_args)
         if isinstance(run, ClientResult):
             return run
+        return self.result_of(run, trial_dir, protocol, vinfo, workload, interpret_video,
+                              {"chromium": run.out.get("browser_version"), "flags": run.out.get("flags")})
+
+    @staticmethod
+    def result_of(run: ChildRun, trial_dir: Path, protocol: str, vinfo: dict, workload, interpret,
+                  browser: dict[str, Any]) -> ClientResult:
+        """A playback child's video.json -> the trial's result: metrics, video_metrics.json,
+        p1203.json, requests.jsonl, summary.json (browser: the browser's fields in it)."""
         out = run.out
-        requests, extra, error = interpret_video(out, protocol, vinfo, workload)
+        requests, extra, error = interpret(out, protocol, vinfo, workload)
         if out.get("metrics_detail"):
             detail = out.pop("metrics_detail")
             (trial_dir / "p1203.json").write_text(json.dumps(detail["p1203"], indent=1))
@@ -92,8 +109,7 @@ class VideoClient(BrowserClient):
                 {k: detail[k] for k in ("row", "segments", "stalls", "switches", "chunks", "timeline",
                                                       "stall_spans")}, indent=1))
         summary = write_requests_and_summary(trial_dir, requests, out, {
-            "url": out.get("url"), "chromium": out.get("browser_version"), "flags": out.get("flags"),
-            "players": (out.get("qblog") or {}).get("versions")})
+            "url": out.get("url"), **browser, "players": (out.get("qblog") or {}).get("versions")})
         return ClientResult(requests=requests, summary=summary, process_cpu_s=run.cpu, wall_s=run.wall,
                             returncode=run.returncode, error=error, extra=extra)
 
@@ -121,7 +137,8 @@ def interpret_video(out: dict, protocol: str, vinfo: dict, workload) -> tuple[li
         problems.append(out["error"])
     # the requests still in flight when playback was stopped (the next segment, a playlist
     # refresh) and those a player cancelled itself (an abandoned download) are not failures
-    finished = [r for r in requests if r.get("error") not in ("unfinished",) and "ERR_ABORTED" not in (r.get("error") or "")]
+    finished = [r for r in requests if r.get("error") not in ("unfinished",)
+                and not any(a in (r.get("error") or "") for a in ABORTED)]
     mismatches = [f"{r['path']}: {r.get('proto') or r.get('raw_protocol') or 'none'}" for r in requests
                   if r.get("proto") is not None and r["proto"] != protocol]
     extra: dict[str, Any] = {}
@@ -187,21 +204,32 @@ _STATE_JS = """() => { const l = window.qbLog; if (!l) return null;
           now: performance.timeOrigin + performance.now()}; }"""
 
 
+# Firefox's process types as the CPU columns name Chromium's: the content process ("tab") runs the
+# page (the player's JavaScript, MSE) as Chromium's renderer does; Firefox decodes video in its
+# RDD process ("firefox:rdd"), which Chromium does in the renderer (docs/video.md, Firefox)
+FIREFOX_KINDS = {"tab": "renderer", "gpu": "gpu-process"}
+
+
 def process_kind(pid: int) -> str | None:
     """What a process of the browser's tree is: Chromium's `--type` (renderer, gpu-process,
-    utility:<sub-type>, zygote, ...), `browser` for Chromium's main process, `driver` for the
-    rest (this child, Playwright's driver); None when it is gone."""
+    utility:<sub-type>, zygote, ...), Firefox's `-contentproc` type (FIREFOX_KINDS), `browser` for
+    the browser's main process, `driver` for the rest (this child, Playwright's driver, the
+    Firefox bridge); None when it is gone."""
     try:     # Chromium rewrites its helpers' command lines into one string: split at spaces too
         argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").split()
     except OSError:
         return None
+    if b"-contentproc" in argv:     # Firefox's child processes end their command line with their type
+        ptype = argv[-1].decode(errors="replace")
+        return FIREFOX_KINDS.get(ptype, f"firefox:{ptype}")
     kind = next((a[7:].decode() for a in argv if a.startswith(b"--type=")), None)
     if kind == "utility":
         sub = next((a.split(b"=", 1)[1].decode() for a in argv if a.startswith(b"--utility-sub-type=")), "")
         return f"utility:{sub.rsplit('.', 1)[-1] or '?'}"
     if kind:
         return kind
-    return "browser" if argv and "chrom" in Path(argv[0].decode(errors="replace")).name else "driver"
+    name = Path(argv[0].decode(errors="replace")).name if argv else ""
+    return "browser" if "chrom" in name or "firefox" in name else "driver"
 
 
 def sched_snapshot() -> dict[tuple[int, int], tuple[str, str, float, float]]:

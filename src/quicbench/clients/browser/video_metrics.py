@@ -184,6 +184,37 @@ def segments(records: list[dict], streams: dict[int, dict], segment_s: float) ->
     return out
 
 
+def hls_fragment_stats(log: dict) -> dict[str, float | None]:
+    """hls.js's own fragment figures, as the hls.js demo page computes them (demo/main.js, the
+    `stats` it shows: fragAvgLatency, fragAvgKbps), which is where DNCS-HTTP3's hls.js player read
+    its "Avg latency" and "Avg bitrate" (docs/video.md, "DNCS-HTTP3's metrics"):
+
+    * latency per fragment: `stats.loading.first - stats.loading.start`, the loader's start of the
+      request to the response's first byte (XHR readyState HEADERS_RECEIVED) as the player's
+      JavaScript sees it; mean and median over every media fragment hls.js loaded (video and
+      audio, FRAG_LOADED);
+    * throughput per fragment: `8 * bytes / (stats.buffering.end - stats.loading.first)` in
+      kbit/s (bits per ms), the first byte to the fragment's end of buffering (download, demuxing
+      and appending); mean over the fragments that were buffered.
+
+    Empty for dash.js (its firstByteDate is the first progress event, and the start date when the
+    body came whole in one: not the same figure) and for logs without hls.js fragments."""
+    out: dict[str, float | None] = {"frag_latency_ms_mean": None, "frag_latency_ms_median": None,
+                                    "frag_kbps_mean": None}
+    if log.get("player") != "hls":
+        return out
+    frags = [f for f in log.get("frags") or [] if f.get("req") is not None and f.get("first") is not None]
+    lat = [f["first"] - f["req"] for f in frags if f["first"] >= f["req"]]
+    if lat:
+        out["frag_latency_ms_mean"] = round(statistics.fmean(lat), 3)
+        out["frag_latency_ms_median"] = round(statistics.median(lat), 3)
+    kbps = [8 * f["bytes"] / (f["buffered"] - f["first"]) for f in frags
+            if f.get("buffered") is not None and f.get("bytes") and f["buffered"] > f["first"]]
+    if kbps:
+        out["frag_kbps_mean"] = round(statistics.fmean(kbps), 1)
+    return out
+
+
 def level_on_screen(log: dict, by_level: dict[int, dict], t_play: float) -> Callable[[dict, float], int | None]:
     """How to tell the level on screen at a sample: the rung of the video's decoded height
     (videoHeight, what the viewer saw: the players' switch events come when the new level is
@@ -314,6 +345,9 @@ def compute(log: dict, records: list[dict], streams: dict[int, dict], segment_s:
     for key in ("ttfb_ms", "download_ms"):
         vals = [s[key] for s in vsegs if s[key] is not None]
         row[f"segment_{key}_median"] = round(statistics.median(vals), 3) if vals else None
+    ttfbs = [s["ttfb_ms"] for s in vsegs if s["ttfb_ms"] is not None]
+    row["segment_ttfb_ms_mean"] = round(statistics.fmean(ttfbs), 3) if ttfbs else None
+    row.update(hls_fragment_stats(log))
     row["segment_kbps_mean"] = round(statistics.fmean(s["kbps"] for s in vsegs), 1) if vsegs else None
     # frames: the last sample's counters (CPU health, not QoE: a busy client drops frames)
     last = next((s for s in reversed(samples) if s.get("decoded") is not None), None)
