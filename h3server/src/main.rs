@@ -74,8 +74,9 @@ const CHUNK: usize = 64 << 10;
 enum Cc {
     /// quinn's default: CUBIC (RFC 9438)
     Cubic,
-    /// NewReno (RFC 9002's reference controller)
-    Newreno,
+    /// NewReno, RFC 9002's reference controller (named as quicbench names ngtcp2's and quic-go's)
+    #[value(alias = "newreno")]
+    Reno,
     /// quinn's BBR (version 1, marked experimental by quinn)
     Bbr,
 }
@@ -84,7 +85,7 @@ impl Cc {
     fn name(self) -> &'static str {
         match self {
             Cc::Cubic => "cubic",
-            Cc::Newreno => "newreno",
+            Cc::Reno => "reno",
             Cc::Bbr => "bbr",
         }
     }
@@ -187,7 +188,7 @@ fn transport(cc: Cc, qlog: Option<quinn::QlogStream>) -> TransportConfig {
         .max_concurrent_bidi_streams(VarInt::from_u32(MAX_STREAMS));
     match cc {
         Cc::Cubic => t.congestion_controller_factory(Arc::new(CubicConfig::default())),
-        Cc::Newreno => t.congestion_controller_factory(Arc::new(NewRenoConfig::default())),
+        Cc::Reno => t.congestion_controller_factory(Arc::new(NewRenoConfig::default())),
         Cc::Bbr => t.congestion_controller_factory(Arc::new(BbrConfig::default())),
     };
     t.qlog_stream(qlog);
@@ -200,7 +201,7 @@ fn running_cc(conn: &quinn::Connection) -> &'static str {
     if any.is::<Cubic>() {
         "cubic"
     } else if any.is::<NewReno>() {
-        "newreno"
+        "reno"
     } else if any.is::<Bbr>() {
         "bbr"
     } else {

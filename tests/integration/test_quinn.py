@@ -45,7 +45,7 @@ def _pgrep(pattern: str) -> list[str]:
 
 def test_registered_for_h3_only_with_its_congestion_controllers():
     assert SERVERS["quinn"] is QuinnServer
-    assert QuinnServer.protocols == {"h3"} and QuinnServer.quic_ccs == ("cubic", "newreno", "bbr")
+    assert QuinnServer.protocols == {"h3"} and QuinnServer.quic_ccs == ("cubic", "reno", "bbr")
 
 
 @pytest.mark.parametrize("cc", QuinnServer.quic_ccs)
@@ -57,7 +57,7 @@ def test_h3_over_a_lossy_path_with_the_cc_asked_for(lab_env, cc):
     trial = wd / "trial" / cc
     with srv:
         row = run_trial(spec, _target(lab, content, tls, 443), LoadClient(), srv.pid, trial, 60,
-                        TrialOptions(qlog=True), server_qlog_dir=srv.qlog_dir)
+                        TrialOptions(qlog=True), server_qlog_dir=srv.qlog_dir, sender=srv)
     assert _pgrep(str(srv.workdir)) == [], "the server left processes behind"
     assert row["status"] == "ok", row["error"]
     # every request over HTTP/3, whole and intact
@@ -65,10 +65,13 @@ def test_h3_over_a_lossy_path_with_the_cc_asked_for(lab_env, cc):
     assert len(reqs) == 3 and {r["proto"] for r in reqs} == {"h3"}
     assert all(r["status"] == 200 and r["bytes"] == 1_000_000 and r["sha256_ok"] for r in reqs)
     assert row["protocols"] == "h3:3" and row["bytes"] == 3_000_000
-    # the server says, per connection, which controller quinn runs: the one asked for
+    # the server says, per connection, which controller quinn runs: the one asked for, and the
+    # row has it from there (the trial would fail otherwise)
     log = (srv.workdir / "quinn.log").read_text()
     conns = [l for l in log.splitlines() if l.startswith("connection ") and "congestion control" in l]
     assert conns and all(l.endswith(f"congestion control {cc}") for l in conns), log
+    assert row["quic_cc"] == row["quic_cc_seen"] == cc
+    assert (trial / "server-cc.log").read_text().splitlines() == conns
     # ... and so does each connection's qlog, kept with the trial
     qlogs = sorted((trial / "qlog-server").glob("*_server.sqlog"))
     assert len(qlogs) == row["quic_qlog_connections"] == len(conns)
@@ -92,7 +95,7 @@ def test_an_unknown_cc_stops_the_start_naming_the_accepted_ones(lab_env):
     srv = QuinnServer(lab, wd / "srv" / "bad", content, tls, port=1443, quic_cc="vegas")
     with pytest.raises(QuicbenchError) as e:
         srv.start()
-    assert "exited at start (code 2)" in str(e.value) and "cubic, newreno, bbr" in str(e.value)
+    assert "exited at start (code 2)" in str(e.value) and "cubic, reno, bbr" in str(e.value)
     assert _pgrep(str(srv.workdir)) == []
 
 

@@ -38,9 +38,26 @@ def test_argv_passes_listen_tls_root_cc_and_qlog(tmp_path):
     assert _arg(_server(tmp_path, quic_cc="bbr").argv(), "--cc") == ["bbr"]
 
 
+def test_the_cc_reported_is_the_log_line_of_the_trials_connections(tmp_path):
+    srv = _server(tmp_path, quic_cc="reno")
+    srv.workdir.mkdir()
+    (srv.workdir / "quinn.log").write_text(
+        "quicbench-h3server 0.1.0 (quinn 0.11.12) listening on 198.18.1.2:1443 (udp), congestion control reno\n"
+        "connection aa01 from 198.18.0.1:5000: congestion control reno\n"
+        "connection bb02 from 198.18.0.1:5001: congestion control cubic\n"     # another trial's
+        "connection aa01 from 198.18.0.1:5000 ended: closed\n")
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    assert srv.reported_cc([trial / "aa01_server.sqlog"], trial) == "reno"
+    assert (trial / "server-cc.log").read_text() == "connection aa01 from 198.18.0.1:5000: congestion control reno\n"
+    assert srv.reported_cc([trial / "aa01_server.sqlog", trial / "bb02_server.sqlog"], trial) == "cubic,reno"
+    assert srv.reported_cc([trial / "cc03_server.sqlog"], trial) is None
+    assert srv.reported_cc([], trial) is None
+
+
 def test_other_servers_have_no_quic_cc_to_set(tmp_path):
     assert SERVERS["caddy"].quic_ccs == () and SERVERS["nginx"].quic_ccs == ()
-    assert _server(tmp_path).quic_cc is None
+    assert _server(tmp_path).quic_cc is None and _server(tmp_path).sender_cc == "cubic"
 
 
 def test_the_stack_named_is_the_one_pinned():
@@ -59,4 +76,5 @@ def test_the_stack_named_is_the_one_pinned():
 def test_doctor_lists_it_with_its_stack():
     from quicbench.cli.doctor import checks
     row = next(c for c in checks() if c[0] == "server quinn")
-    assert row[1] is True and re.match(r"quicbench-h3server \S+, quinn 0\.11\.\d+, quinn-proto .*; h3$", row[2])
+    assert row[1] is True and re.match(r"quicbench-h3server \S+, quinn 0\.11\.\d+, quinn-proto .*; h3; quic_cc: cubic, reno, bbr$",
+                                         row[2])

@@ -134,7 +134,7 @@ def test_quinn_triggers_are_recomputed_and_spurious_losses_come_from_the_client(
     client.mkdir()
     write_sqlog(client / "abcd_client.sqlog", [_pkt(20.0 + n, "transport:packet_received", n)
                                                for n in range(10) if n not in (5, 8)])
-    assert quic_counts(f) == {"sent": 10, "lost": 4, "reordering": 2, "time": 2, "spurious": None,
+    assert quic_counts(f) == {"sent": 10, "lost": 4, "reordering": 2, "time": 2, "untriggered": 0, "spurious": None,
                               "received": 2, "out_of_order": 0}
     assert quic_counts(f, client / "abcd_client.sqlog")["spurious"] == 2      # 2 and 7 arrived
     cols = quic_columns([f], client)

@@ -3,11 +3,13 @@
 ``make setup`` builds h3server/ (pinned crates, Cargo.lock committed) into build/bin as
 ``quicbench-h3server``. It serves h3 only: one UDP listener, no TCP. The sender's loss detection
 and congestion control are quinn's, so the row's ``server_stack`` names quinn, quinn-proto, h3
-and rustls with their versions. Its congestion controller is set per run (``quic_cc``: cubic,
-quinn's default; newreno; bbr), and the server says per connection which one it runs, in its
-log and in its qlog's description. With a plan's ``qlog = true`` it writes one qlog per
-connection (``--qlog-dir``), which run/recovery.py reads (quinn's qlog logs no acknowledgements:
-see there for what is counted and how).
+and rustls with their versions. Its congestion controller is set per run (the plan's
+``quic_cc``: cubic, quinn's default; reno, quinn's NewReno; bbr), and the server says per
+connection which one quinn runs for it, read back from quinn, in a log line (and the one asked
+for in its qlog's description). With a plan's ``qlog = true`` it writes one qlog per connection
+(``--qlog-dir``), which run/recovery.py reads (quinn's qlog logs no acknowledgements: see there
+for what is counted and how), and each trial's ``quic_cc_seen`` comes from the log lines of the
+trial's connections.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from quicbench.errors import QuicbenchError
@@ -22,6 +25,8 @@ from quicbench.paths import bin_dir
 from quicbench.servers.base import Server, listen_address
 
 VERSION_RE = re.compile(r"^quicbench-h3server (\S+) \((.*)\)\s*$")
+# one line per connection in the server's log: the controller quinn runs for it
+CC_LINE = re.compile(r"^connection ([0-9a-f]+) from \S+: congestion control (\S+)$")
 
 
 class QuinnServer(Server):
@@ -29,7 +34,10 @@ class QuinnServer(Server):
     protocols = frozenset({"h3"})
     binary = "quicbench-h3server"
     version_args = ("--version",)
-    quic_ccs = ("cubic", "newreno", "bbr")   # quinn-proto 0.11's controllers; cubic is its default
+    qlog_option = "--qlog-dir"
+    # quinn-proto 0.11's controllers, cubic its default; 'reno' is its NewReno (as ngtcp2's and
+    # quic-go's are named here)
+    quic_ccs = ("cubic", "reno", "bbr")
     install_hint = "run 'make setup' (builds h3server/ into build/bin)"
 
     @classmethod
@@ -47,18 +55,26 @@ class QuinnServer(Server):
     def argv(self) -> list[str]:
         argv = [self.executable(), "--listen", listen_address(self.lab.address("server"), self.port),
                 "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--root", str(self.content.root),
-                "--cc", self.quic_cc or self.quic_ccs[0]]
+                "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
         for d in self.content.live_dirs:      # quicbench's own live/<key> links point there
             argv += ["--allow-dir", str(d)]
-        if self.qlog_dir is not None:
-            argv += ["--qlog-dir", str(self.qlog_dir)]
         return argv
 
-    def enable_qlog(self) -> bool:
-        """quinn's qlog, one file per connection, asked for by argument (not by environment)."""
-        self.qlog_dir = self.workdir / "qlog"
-        self.qlog_dir.mkdir(parents=True, exist_ok=True)
-        return True
+    def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
+        """The congestion controller quinn ran for the trial's connections: the server's log line
+        of each (read back from quinn), found by the original destination connection ID that
+        names its qlog (``<odcid>_server.sqlog``). The lines are kept in trial_dir/server-cc.log.
+        None without qlogs or lines; several controllers (never expected) are all named."""
+        log = self.workdir / f"{self.name}.log"
+        conns = {p.name.split("_", 1)[0] for p in qlogs}
+        if not conns or not log.is_file():
+            return None
+        found = [(line, m.group(2)) for line in log.read_text(errors="replace").splitlines()
+                 if (m := CC_LINE.match(line)) and m.group(1) in conns]
+        if not found:
+            return None
+        (trial_dir / "server-cc.log").write_text("".join(line + "\n" for line, _ in found))
+        return ",".join(sorted({cc for _, cc in found}))
 
     @classmethod
     def version(cls) -> dict[str, str]:
