@@ -31,6 +31,7 @@ servers = { h3 = ["caddy", "ngtcp2"] }
 quic_cc = { ngtcp2 = ["cubic", "bbr"] }
 tcp_cc = ["cubic", "bbr"]
 qlog = true
+verify_cc = true
 repetitions = 1
 order = "sequential"
 trial_timeout_s = 30

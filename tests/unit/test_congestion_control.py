@@ -151,11 +151,14 @@ Sent packet: local=[10.0.0.1]:443 remote=[10.0.0.2]:5555 ecn=0x2 1200 bytes
 def test_ngtcp2s_log_names_the_senders_congestion_controller(tmp_path, conns, want):
     from quicbench.servers.ngtcp2 import Ngtcp2Server
     srv = Ngtcp2Server.__new__(Ngtcp2Server)
-    srv.workdir, srv.qlog_dir = tmp_path, tmp_path / "qlog"
+    srv.workdir, srv.qlog_dir, srv.cc_log = tmp_path, tmp_path / "qlog", False
     srv.stack_log.write_text(NGTCP2_LOG)
     trial = tmp_path / "trial"
     trial.mkdir()
-    assert srv.reported_cc([trial / f"{c}.sqlog" for c in conns], trial) == want
+    qlogs = [trial / f"{c}.sqlog" for c in conns]
+    assert srv.reported_cc(qlogs, trial) is None                   # the log is read only with verify_cc
+    srv.cc_log = True
+    assert srv.reported_cc(qlogs, trial) == want
     assert srv.stack_log.read_text() == ""          # emptied for the next trial
     if want:
         assert all(f"0x{c}" in (trial / "server-cc.log").read_text() for c in conns)

@@ -108,7 +108,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("link", "text", "", "link emulator used", "trial"),
     Column("tcp_cc", "text", "", "TCP congestion control the trial ran with: the client's and the server's namespace default (net.ipv4.tcp_congestion_control, set before the trial and read back from the server node); for h1/h2 the sender's, for h3 only background TCP flows use it", "trial"),
     Column("quic_cc", "text", "", "h3: the congestion controller of the server's QUIC sender — the plan's `quic_cc`, else the server's default, else its stack's fixed one (`caddy`: quic-go's `reno`); empty for h1/h2 and for servers that do not say", "trial"),
-    Column("quic_cc_seen", "text", "", "h3: the congestion controller the sender itself reported for the trial's connections (ngtcp2: its debug log, written with `qlog = true`; quinn: its log line per connection, read back from quinn, with `qlog = true`); a trial where it differs from `quic_cc` fails; empty when the sender reports none", "trial"),
+    Column("quic_cc_seen", "text", "", "h3: the congestion controller the sender itself reported for the trial's connections (ngtcp2: its debug log, written with `verify_cc = true`; quinn: its log line per connection, read back from quinn, with `qlog = true`); a trial where it differs from `quic_cc` fails; empty when the sender reports none", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
     Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
     Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),

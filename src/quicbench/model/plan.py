@@ -341,6 +341,9 @@ class Plan(_Strict):
     capture_keep: Literal["compressed", "raw", "delete"] = "compressed"
     capture_router: bool = Field(False, description="also capture at the router (kept, not analysed)")
     qlog: bool = Field(False, description="the load client writes a qlog per HTTP/3 connection")
+    verify_cc: bool = Field(False, description="QUIC senders log the congestion controller they run and each h3 "
+                                               "trial's quic_cc is checked against it (the server's qlog is on too; "
+                                               "ngtcp2's per-acknowledgement log costs server CPU)")
     statistics: Statistics = Field(default_factory=Statistics)
     keylog: bool = Field(False, description="the load client writes a TLS key log per trial")
 

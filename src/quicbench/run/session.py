@@ -92,8 +92,9 @@ class LabSession:
             d = store.layout.server(dirname if self.index == 0 else f"{dirname}.lab{self.index + 1}")
             srv = server_class(server, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port,
                                                              quic_cc=quic_cc)
-            if plan.options.qlog:
+            if plan.options.qlog or plan.verify_cc:
                 srv.enable_qlog()     # the server's loss declarations (run/recovery.py), where it can
+            srv.cc_log = plan.verify_cc   # its connection IDs come from the qlogs
             srv.start()
             self.servers[name] = srv
         if self.index == 0:

@@ -95,6 +95,9 @@ class Server(ABC):
         self.quic_cc = quic_cc     # one of quic_ccs (checked by the plan's preflight); None: the default
         self.proc: subprocess.Popen | None = None
         self.qlog_dir: Path | None = None      # set by enable_qlog()
+        # the plan's verify_cc: the sender logs the congestion controller it runs, where that costs
+        # something (ngtcp2's per-acknowledgement log); reported_cc reads it
+        self.cc_log = False
 
     # -- what a driver writes ---------------------------------------------------------
     @abstractmethod

@@ -15,9 +15,11 @@ qlog 0.3 JSON-SEQ) has ``transport:packet_sent``, ``transport:packet_received``,
 ``recovery:packet_lost`` (no trigger) and ``recovery:metrics_updated``, but names no congestion
 controller. Its own debug log does, on every acknowledgement (``cca`` lines: ``bbr enter
 Startup``, cubic's ``N bytes acked, slow start`` / ``cubic-ca``, reno's ``pkn=N acked, slow
-start``), so with qlog on the server also writes that log (without packet dumps) and each
-trial's sender congestion controller is read from it. The log costs CPU as qlog does; both are
-off unless the plan asks for ``qlog = true``.
+start``), so with the plan's ``verify_cc = true`` the server also writes that log (without
+packet dumps; its qlog is on too: the connection IDs come from it) and each trial's sender
+congestion controller is read from it. A line per acknowledgement costs the sender CPU (about
+4x a quiet sender on loopback), so it is off unless asked for: a measurement run leaves it off and
+a short run with it shows that the stack honours the choice.
 """
 
 from __future__ import annotations
@@ -104,8 +106,8 @@ class Ngtcp2Server(Server):
         return self.workdir / f"{self.name}.log"
 
     def argv(self) -> list[str]:
-        # with qlog on, its debug log (no packet or body dumps) names the congestion controller
-        verbosity = ["--no-quic-dump", "--no-http-dump"] if self.qlog_dir is not None else ["-q"]
+        # with verify_cc, its debug log (no packet or body dumps) names the congestion controller
+        verbosity = ["--no-quic-dump", "--no-http-dump"] if self.cc_log else ["-q"]
         return [self.executable(), *verbosity, "-d", str(self.content.root), f"--cc={self.sender_cc}",
                 *self.qlog_args(), self.lab.address("server"), str(self.port), str(self.tls.key), str(self.tls.cert)]
 
@@ -113,7 +115,7 @@ class Ngtcp2Server(Server):
         """The congestion controller named by the debug log's ``cca`` lines of the trial's
         connections (their server connection IDs are the qlog files' names). The lines are kept
         in trial_dir/server-cc.log; the log is emptied for the next trial (the server appends)."""
-        if self.qlog_dir is None or not self.stack_log.is_file():
+        if not self.cc_log or self.qlog_dir is None or not self.stack_log.is_file():
             return None
         conns = {p.stem.lower() for p in qlogs}
         text = self.stack_log.read_text(errors="replace")
