@@ -15,7 +15,6 @@ name = "recovery"
 protocols = ["h1", "h3"]
 repetitions = 2
 warmup = 0
-qlog = true
 [[workloads]]
 size = "2MB"
 count = 1
@@ -31,6 +30,10 @@ name = "loss"
 delay_ms = 10
 loss_pct = 2
 rate_mbit = 50
+[[conditions]]
+name = "clean"
+delay_ms = 10
+rate_mbit = 50
 """
 
 
@@ -42,7 +45,7 @@ def test_loss_declarations_and_spurious_ones_are_counted(tmp_path, no_leftovers)
     run = next((tmp_path / "runs").iterdir())
     rows = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
     ok = [r for r in rows if r["status"] == "ok"]
-    assert len(ok) == 8, [r.get("error") for r in rows]
+    assert len(ok) == 12, [r.get("error") for r in rows]
     by = {(r["condition"], r["protocol"]): [] for r in ok}
     for r in ok:
         by[(r["condition"], r["protocol"])].append(r)
@@ -67,3 +70,10 @@ def test_loss_declarations_and_spurious_ones_are_counted(tmp_path, no_leftovers)
         assert r["quic_client_out_of_order"] == 0      # loss alone reorders nothing
     for r in by[("loss", "h1")]:
         assert r["tcp_retrans_segs"] >= 0.005 * r["tcp_out_segs"]
+    # qlog = "auto" (the default): qlog where the path loses or reorders packets, so every lossy h3
+    # row above has its counts; on the clean path the server ran without it (restarted between)
+    for r in by[("clean", "h3")]:
+        assert r.get("quic_packets_sent") is None and r.get("quic_client_received") is None, r
+        assert not (run / "trials" / f"{r['seq']:05d}" / "qlog-server").exists()
+    for r in by[("clean", "h1")]:
+        assert r["tcp_out_segs"] > 1000                # TCP's counters need no qlog

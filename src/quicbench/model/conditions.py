@@ -355,6 +355,13 @@ class Condition(_Strict):
                 "rtt_ms": self.base_rtt_ms}
 
     @property
+    def impairs_packets(self) -> bool:
+        """The path itself loses, duplicates, corrupts or reorders packets (a queue that overflows
+        does not count: every bottleneck does that)."""
+        return any(d.effective_loss is not None or d.duplicate_pct or d.corrupt_pct or d.jitter_ms
+                   for h in self.hops for d in (h.up, h.down))
+
+    @property
     def base_rtt_ms(self) -> float:
         return sum(h.up.delay_ms + h.down.delay_ms for h in self.hops)
 

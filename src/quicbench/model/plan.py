@@ -340,7 +340,9 @@ class Plan(_Strict):
     capture: bool = Field(False, description="tcpdump every trial in the client node; wire metrics")
     capture_keep: Literal["compressed", "raw", "delete"] = "compressed"
     capture_router: bool = Field(False, description="also capture at the router (kept, not analysed)")
-    qlog: bool = Field(False, description="the load client writes a qlog per HTTP/3 connection")
+    qlog: bool | Literal["auto"] = Field(
+        "auto", description="qlog of every HTTP/3 connection, at the client and at servers that write it (their "
+                            "loss declarations); auto: in conditions that lose, duplicate, corrupt or reorder packets")
     verify_cc: bool = Field(False, description="QUIC senders log the congestion controller they run and each h3 "
                                                "trial's quic_cc is checked against it (the server's qlog is on too; "
                                                "ngtcp2's per-acknowledgement log costs server CPU)")
@@ -378,10 +380,16 @@ class Plan(_Strict):
             return [None]
         return [v] if isinstance(v, str) else list(v)
 
+    def qlog_for(self, condition: Condition) -> bool:
+        """Whether trials under this condition are qlogged (auto: where the path loses,
+        duplicates, corrupts or reorders packets, so that every lossy h3 row has its
+        loss-recovery counts; on a clean path qlog would only cost the endpoints CPU)."""
+        return condition.impairs_packets if self.qlog == "auto" else bool(self.qlog)
+
     @property
     def options(self) -> "TrialOptions":
         return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
-                            capture_router=self.capture_router, qlog=self.qlog, keylog=self.keylog,
+                            capture_router=self.capture_router, qlog=self.qlog is True, keylog=self.keylog,
                             tcp_cc=self.tcp_ccs[0])
 
     @model_validator(mode="after")

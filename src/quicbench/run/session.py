@@ -92,7 +92,7 @@ class LabSession:
             d = store.layout.server(dirname if self.index == 0 else f"{dirname}.lab{self.index + 1}")
             srv = server_class(server, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port,
                                                              quic_cc=quic_cc)
-            if plan.options.qlog or plan.verify_cc:
+            if self.server_qlog(self.condition):
                 srv.enable_qlog()     # the server's loss declarations (run/recovery.py), where it can
             srv.cc_log = plan.verify_cc   # its connection IDs come from the qlogs
             srv.start()
@@ -150,6 +150,24 @@ class LabSession:
         if condition != self.condition:
             self.lab.set_condition(condition)
             self.condition = condition
+            self.set_server_qlog(self.server_qlog(condition))
+
+    def server_qlog(self, condition: Condition | None) -> bool:
+        plan = self.ctx.plan
+        return plan.verify_cc or (condition is not None and plan.qlog_for(condition))
+
+    def set_server_qlog(self, on: bool) -> None:
+        """Servers write qlog under the conditions that want it (plan.qlog_for): one that must
+        start or stop is restarted (a server reads QLOGDIR or its qlog option at start only)."""
+        for srv in self.servers.values():
+            if (srv.qlog_dir is not None) == on or not (srv.qlog_env or srv.qlog_option):
+                continue
+            srv.stop()
+            if on:
+                srv.enable_qlog()
+            else:
+                srv.qlog_dir = None
+            srv.start()
 
     def set_tcp_cc(self, cc: str | None) -> None:
         """The trial's TCP congestion control as the client's and the server's namespace default
@@ -259,7 +277,8 @@ class LabSession:
             target = Target(lab=lab, hostname=self.tls.hostname, address=lab.address("server"),
                             port=self.ports[spec.server_instance], tls=self.tls, content=ctx.content)
             watch.start()
-            options = replace(ctx.plan.options, tcp_cc=self.tcp_cc or ctx.plan.options.tcp_cc)
+            options = replace(ctx.plan.options, tcp_cc=self.tcp_cc or ctx.plan.options.tcp_cc,
+                              qlog=ctx.plan.qlog_for(spec.condition))
             row = run_trial(spec, target, client, srv.pid, trial_dir or ctx.store.trial_dir(spec.seq),
                             ctx.plan.trial_timeout_s, options, server_qlog_dir=srv.qlog_dir, sender=srv)
             row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
