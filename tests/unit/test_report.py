@@ -92,7 +92,7 @@ class Table1Parser(HTMLParser):
                         "best": "best-cell" in cls, "text": {}}
         elif tag == "td" and "verdict" in cls:
             self.in_verdict, self.verdicts[(self.workload, self.condition)] = True, ""
-        elif tag == "td" and "seed" in cls:
+        elif tag == "td" and "ref" in cls:
             self.in_seed = (self.workload, self.condition, a["data-protocol"])
             self.seed[self.in_seed] = ""
         elif tag == "span" and self.cur is not None and cls and cls[0] in ("mean", "ci", "n"):
@@ -233,9 +233,9 @@ def test_html_table1_agrees_with_summary_csv(goquick):
 
 
 def test_seed_table1_shown_beside_ours(goquick):
-    seed = pd.read_csv(REPO / "src" / "quicbench" / "data" / "seed000_table1.csv")
+    seed = pd.read_csv(REPO / "src" / "quicbench" / "data" / "studies" / "go-quick" / "reference.csv", comment="#")
     assert len(seed) == 45 and set(seed["protocol"]) == {"h1", "h2", "h3"}
-    pick = seed.set_index(["size", "seed_condition", "protocol"])["goodput_mbps"]
+    pick = seed.set_index(["size", "condition", "protocol"])["value"]
     assert pick[("1MB", "0_0.0", "h2")] == 509.67 and pick[("10KB", "100_4.0", "h3")] == 0.46
     assert pick[("100KB", "12.5_0.5", "h1")] == 25.22
     t1 = parse_table1(goquick[1].read_text())

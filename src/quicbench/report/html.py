@@ -44,7 +44,6 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
     ctx = {
         **_common(), "m": data, "plots": plots, "plan_name": plan.get("name") or data.run.run_id,
         "plan_desc": plan.get("description") or "", "test_name": TESTS[data.method.test],
-        "seed_source": data.seed_source,
         "diff_tables": [((a, b), views.diff_table(data, a, b)) for (a, b) in data.diffs],
         "phases_table": views.phases_table(data), "cpu_table": views.cpu_table(data),
         "cpu_bound_table": views.cpu_bound_table(data), "host_table": views.host_table(data), "failure_table": views.failure_reason_table(data),
@@ -52,6 +51,8 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "calibration_details": views.calibration_details(data),
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
+        "claims_tables": views.claims_tables(data), "page_verdicts": views.verdict_table(data, "page"),
+        "video_verdicts": views.verdict_table(data, "video"),
     }
     return environment().get_template("report.html.j2").render(**ctx)
 
