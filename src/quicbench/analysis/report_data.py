@@ -20,11 +20,9 @@ from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.studies import REFERENCE_COLUMNS, Bests, StudyData, View, build_studies, figure_views
 from quicbench.stats import MIN_N
 from quicbench.stats import finite as _f
-from quicbench.analysis.tables import (DIFFERENCE_METRICS, METRICS, OPTIONAL_METRICS, Method, best_protocols,
-                                       cell_summary, higher_is_better, optional_metrics, pairwise)
+from quicbench.analysis.tables import METRICS, OPTIONAL_METRICS, Method, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
 from quicbench.analysis.video import median_startup_timelines
-from quicbench.model.units import size_label
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 # connection phases in httpstat's order (seed 004)

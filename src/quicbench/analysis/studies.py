@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import FASTER_THAN_ALL, Method, best_protocols, higher_is_better, pairwise
+from quicbench.analysis.tables import Method, best_protocols, higher_is_better, pairwise
 from quicbench.errors import QuicbenchError
 from quicbench.model.study import (CONDITION_PARAMS, Check, Figure, Study, Table, Way, builtin_studies,
                                    find_study)
@@ -319,12 +319,14 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                     rank = ranking(means, higher) if used is not None else ""
                     best, verdict, p_best = (bests.verdict(m, attrs[used]["kind"], c, used) if used
                                              else (None, None, None))
+                    # compared on the protocols the reference ranks
                     ref_rank = row["ref_rank"]
+                    common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)
                     row[way.name] = {"workload": used, "cells": cells, "rank": rank, "best": best,
                                      "verdict": verdict, "p": p_best,
-                                     "differs": bool(rank) and bool(ref_rank) and rank != ref_rank,
-                                     "best_differs": bool(rank) and bool(ref_rank) and
-                                     rank.split(" ")[0] != ref_rank.split(" ")[0]}
+                                     "differs": bool(common) and bool(ref_rank) and common != ref_rank,
+                                     "best_differs": bool(common) and bool(ref_rank) and
+                                     common.split(" ")[0] != ref_rank.split(" ")[0]}
                 rows.append(row)
         if rows:
             groups.append({"group": g, "title": table.group_title.format(group=g, label=label),
@@ -336,14 +338,16 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
             "groups": groups}
 
 
-def _filter_ok(vals: dict[str, Any], check: Check) -> bool:
+def _filter_ok(vals: dict[str, Any], check: Check, study: Study) -> bool:
+    """The condition is one the check is about (within the study's match tolerance)."""
     for p, want in check.conditions.items():
         have = vals.get(p)
+        tol = study.match.tolerance.get(p, DEFAULT_TOLERANCE)
         if want == "nonzero":
             if not _num(have):
                 return False
         elif not any((bool(have) == bool(v)) if p == "spikes" else
-                     (_num(have) is not None and abs(_num(have) - float(v)) <= DEFAULT_TOLERANCE) for v in want):
+                     (_num(have) is not None and abs(_num(have) - float(v)) <= tol) for v in want):
             return False
     return True
 
@@ -368,7 +372,7 @@ def claims(run: RunData, study: Study, refs: pd.DataFrame, method: Method) -> li
             kinds = {run.kind_of(w) for w in wls}
             d = pd.concat([pairwise(run, ck.a, ck.b, method, ck.metric, kind=k) for k in kinds], ignore_index=True)
             d = d[d["workload"].isin(wls)]
-            d = d[[conds.get(c) is not None and _filter_ok(conds[c], ck) for c in d["condition"]]]
+            d = d[[conds.get(c) is not None and _filter_ok(conds[c], ck, study) for c in d["condition"]]]
             cells = []
             tally = {"agrees": 0, "contradicts": 0, "equivalent": 0, "undecided": 0}
             for _, r in d.iterrows():

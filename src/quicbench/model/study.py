@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import re
 import tomllib
@@ -427,10 +426,3 @@ def builtin_studies() -> list[Study]:
     """Every study found by name, in search order (for [applies] when a plan names none)."""
     return [find_study(n) for n in available()]
 
-
-def finite_or_none(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None

@@ -16,7 +16,7 @@ from typing import Any
 
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
-from quicbench.analysis.tables import DIFFERENCE_METRICS, higher_is_better
+from quicbench.analysis.tables import higher_is_better
 from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
 
