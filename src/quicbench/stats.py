@@ -362,7 +362,8 @@ def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alp
         return TestResult("welch-diff", int(xa.size), int(xb.size), None, None, alpha, N_TOO_SMALL,
                           margin=0.0, margin_abs=margin_abs)
     w = welch_difference(xa, xb)
-    p = w.p_two_sided()
+    # two identical constant samples: no test to make (no p, so no place in a Holm family)
+    p = None if w.se == 0 and w.d == 0 else w.p_two_sided()
     if w.se > 0:
         half = float(_st.t.ppf(0.5 + CONFIDENCE / 2, w.df)) * w.se
         lo, hi = w.d - half, w.d + half

@@ -470,3 +470,89 @@ def test_columns_table_and_docs_agree():
     derived = {"row_index", "superseded", "used", "client_cpu_s_per_gb", "server_cpu_s_per_gb", "cpu_s_per_gb",
                "wait_ms", "delay_ms", "loss_pct", "rate_mbit"}
     assert {c.name for c in columns.COLUMNS} == documented - derived
+
+
+# -- kinds: a video-only and a page-only run ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def video(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("runs") / "video-run", "video")
+    return d, write_report(d)
+
+
+def _cells(md: str, heading: str) -> list[list[str]]:
+    """The body rows of the Markdown table under a heading."""
+    body = md.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    return [[c.strip() for c in l.split("|")[1:-1]] for l in body.splitlines()
+            if l.startswith("| ") and not l.startswith("| condition")]
+
+
+def test_video_only_run_has_no_goodput_tables_and_its_own_metrics(video):
+    d, html = video
+    text = html.read_text()
+    md = report_markdown(d)
+    # rows of a video carry a goodput (the player's download rate): never a Table 1, heatmap or
+    # goodput figure, never "1 × 100KB"
+    for absent in ('id="table1"', 'id="heatmaps"', 'id="vs-condition"', 'id="relative"', "× 100KB", "Mbit/s</th>"):
+        assert absent not in text, absent
+    assert "## Table 1" not in md and "% difference in mean goodput" not in md and "Object downloads" not in md
+    assert 'id="video"' in text and 'id="video-verdicts"' in text
+    for col in ("startup (s)", "stalled (s)", "played bitrate (kbit/s)", "live latency (s)", "QoE_lin per chunk"):
+        assert col in md
+    # the LAN had no stall at all: nothing to compare, and said so
+    verdicts = _cells(md, "### Video: the best protocol per metric")
+    lan_stall = [r for r in verdicts if r[0] == "lan" and r[2] == "stalled (s)"]
+    assert len(lan_stall) == 2 and all(r[4] == "the same in every trial" for r in lan_stall)
+
+
+def test_video_verdicts_match_scipy_on_each_metric_scale(video):
+    """Startup on the ratio of geometric means (Welch on logs), stall time on the difference of means
+    (Welch on the values), each metric's comparisons one Holm family; recomputed from the rows."""
+    d, _ = video
+    rows = read_rows(d)
+    md = report_markdown(d)
+    verdicts = {(r[0], r[1], r[2]): r for r in _cells(md, "### Video: the best protocol per metric")}
+    for metric, label, log in (("startup_s", "startup (s)", True), ("stall_total_s", "stalled (s)", False)):
+        raw, best = {}, {}
+        for (c, w), g in rows.groupby(["condition", "workload"]):
+            means = g.groupby("protocol")[metric].mean()
+            b = means.idxmin()
+            best[(c, w)] = b
+            x = g[g["protocol"] == b][metric]
+            for p in means.index:
+                if p == b:
+                    continue
+                y = g[g["protocol"] == p][metric]
+                if not log and x.nunique() == 1 and y.nunique() == 1 and x.iloc[0] == y.iloc[0]:
+                    continue                       # identical constants: no test, not in the family
+                raw[(c, w, p)] = st.ttest_ind(np.log(x) if log else x, np.log(y) if log else y,
+                                              equal_var=False).pvalue
+        keys = sorted(raw, key=raw.get)
+        holm, running = {}, 0.0
+        for i, k in enumerate(keys):
+            running = max(running, min(1.0, (len(keys) - i) * raw[k]))
+            holm[k] = running
+        for (c, w, p), adj in holm.items():
+            r = verdicts[(c, w, label)]
+            assert r[3] == best[(c, w)]
+            part = next(x for x in r[5].split("; ") if x.startswith(f"vs {p}:"))
+            assert part.startswith(f"vs {p}: different") == (adj < 0.01), (c, w, p, adj, part)
+            if not log:
+                assert "diff " in part          # the difference of means, not a ratio
+    assert any("different" in r[5] for r in verdicts.values())      # the fixture exercises a decision
+
+
+def test_page_only_run_has_no_goodput_tables_and_a_verdict_per_metric(browser):
+    d, html = browser
+    text = html.read_text()
+    md = report_markdown(d)
+    assert 'id="table1"' not in text and 'id="heatmaps"' not in text and "## Table 1" not in md
+    assert "% difference in mean goodput" not in md
+    assert 'id="pages"' in text and 'id="page-verdicts"' in text
+    verdicts = _cells(md, "### Page loads: the best protocol per metric")
+    metrics = {r[2] for r in verdicts}
+    assert {"load (ms)", "DOMContentLoaded (ms)", "TTFB (ms)", "page weight (MB)", "requests"} <= metrics
+    rows = read_rows(d)
+    for r in verdicts:
+        if r[2] == "DOMContentLoaded (ms)":
+            g = rows[rows["condition"] == r[0]]
+            assert r[3] == g.groupby("protocol")["dom_content_loaded_ms"].mean().idxmin()

@@ -333,9 +333,10 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
 
 
 def _kind_table(cells: list[dict[str, Any]], kind: str, cond_code: dict[str, str], wl_code: dict[str, str],
-                proto_code: dict[str, str]) -> list[str]:
+                proto_code: dict[str, str], compact: bool = False) -> list[str]:
     metrics = KIND_METRICS[kind]
-    header = ["cond", "workload", "proto", "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
+    names = ["C", "W", "P"] if compact else ["cond", "workload", "proto"]   # compact: the cells are codes
+    header = [*names, "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
     rows = []
     for r in cells:
         vals = []
@@ -363,16 +364,17 @@ def render(data: dict[str, Any], width: int = 80) -> str:
     wls = list(dict.fromkeys(r["workload"] for r in cells))
     protos = list(dict.fromkeys(r["protocol"] for r in cells))
     # shorten names, most verbose first, until every table fits the width
-    options = [({}, {}, {})]
-    options.append(({}, _codes(wls, "W"), {}))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), {}))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P")))
-    for cond_code, wl_code, proto_code in options:
+    options = [({}, {}, {}, False)]
+    options.append(({}, _codes(wls, "W"), {}, False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), {}, False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), True))
+    for cond_code, wl_code, proto_code, compact in options:
         tables = {}
         for kind in KINDS.names():
             kc = [r for r in cells if r["kind"] == kind]
             if kc:
-                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code)
+                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code, compact)
         if all(len(line) <= width for t in tables.values() for line in t):
             break
     out: list[str] = []
