@@ -556,3 +556,34 @@ def test_page_only_run_has_no_goodput_tables_and_a_verdict_per_metric(browser):
         if r[2] == "DOMContentLoaded (ms)":
             g = rows[rows["condition"] == r[0]]
             assert r[3] == g.groupby("protocol")["dom_content_loaded_ms"].mean().idxmin()
+
+
+def test_a_users_own_kind_gets_its_own_table_not_table1(tmp_path, monkeypatch):
+    """A kind registered by a user (tests/fixtures/extension/toy_kind.py's shape): its declared
+    metric in a table of its own with a verdict, never in Table 1 (which is object downloads')."""
+    from quicbench.model.workload_kinds import KINDS, Metric, WorkloadKind
+
+    class FirstByte(WorkloadKind):
+        name = "first-byte"
+        title = "First byte: time to the first byte of one object"
+        metrics = (Metric("ttfb_ms", "TTFB ms", 1, False, "time to first byte"),)
+
+    monkeypatch.setitem(KINDS._drivers, "first-byte", FirstByte)
+    rows = []
+    for rep in range(1, 5):
+        for p, ttfb in (("h1", 3.0), ("h3", 9.0)):
+            base = {"condition": "c", "protocol": p, "rep": rep, "status": "ok", "bytes": 10_000, "size_bytes": 10_000,
+                    "count": 1, "parallel": 1}
+            rows.append({**base, "key": f"c|fb|{p}|r{rep}", "workload": "first-byte:10KB", "kind": "first-byte",
+                         "ttfb_ms": ttfb + rep / 10, "goodput_mbps": 20.0 + rep})
+            rows.append({**base, "key": f"c|obj|{p}|r{rep}", "workload": "1x10KB/p1", "kind": "objects",
+                         "goodput_mbps": 30.0 + rep + (5 if p == "h1" else 0)})
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "k", "plan": {"name": "kinds"}}))
+    md = report_markdown(tmp_path)
+    table1 = md.split("## Table 1", 1)[1].split("\n## ", 1)[0]
+    assert "### 1 × 10KB" in table1 and "first-byte" not in table1
+    assert "## First byte: time to the first byte of one object" in md
+    (row,) = _cells(md, "### first-byte: the best protocol per metric")
+    assert row[2] == "time to first byte (ms)" and row[3] == "h1" and row[4].startswith("ahead of all")
+    assert 'id="kind-first-byte"' in write_report(tmp_path).read_text()

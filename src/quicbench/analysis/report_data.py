@@ -91,6 +91,7 @@ class ReportData:
     n_tests_table1: int                              # tests behind Table 1's verdicts
     studies: list[StudyData] = field(default_factory=list)          # the studies the run is set beside
     views: list[View] = field(default_factory=list)                 # declared figures (studies' and defaults)
+    other_kinds: dict[str, pd.DataFrame] = field(default_factory=dict)   # kind -> its cells + verdicts (a user's kind)
     pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdicts)
     video: pd.DataFrame = field(default_factory=pd.DataFrame)       # video playback (summary rows + verdicts)
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
@@ -388,6 +389,32 @@ def video_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> pd.DataFra
     return _with_verdicts(run, video, VIDEO_METRICS, "video", bests).reset_index(drop=True)
 
 
+# the kinds with tables of their own in the report; any other (a user's kind) gets a generic one
+OWN_TABLES = ("objects", "page", "video")
+
+
+def kind_metrics(kind: str) -> tuple[tuple[str, str], ...]:
+    """(metric, label) of a kind's declared metrics (model/workload_kinds.py)."""
+    from quicbench.model.workload_kinds import KINDS
+    if kind not in KINDS:
+        return ()
+    return tuple((m.name, METRIC_LABELS.get(m.name, m.header)) for m in KINDS.get(kind).metrics)
+
+
+def other_kind_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> dict[str, pd.DataFrame]:
+    """Per kind without a table of its own: its cells with a verdict per declared metric."""
+    out: dict[str, pd.DataFrame] = {}
+    if summary.empty:
+        return out
+    kinds = summary["workload"].map(run.kind_of)
+    for kind in dict.fromkeys(kinds):
+        if kind in OWN_TABLES or not kind_metrics(kind):
+            continue
+        out[kind] = _with_verdicts(run, summary[kinds == kind].copy(), kind_metrics(kind), kind,
+                                   bests).reset_index(drop=True)
+    return out
+
+
 def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
     """Each mean goodput of an object workload (and its CI bounds) as % of the same protocol's best
     object workload in the same condition; protocols without a positive best are left out."""
@@ -436,6 +463,7 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
         n_tests_table1=int(objects["p_vs_best"].notna().sum()) if not objects.empty else 0,
         studies=study_data, views=figure_views(study_data),
         pages=page_loads(run, summary, bests), video=video_cells(run, summary, bests),
+        other_kinds=other_kind_cells(run, summary, bests),
         video_timelines=median_startup_timelines(run) if not summary.empty else {},
         relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],

@@ -216,12 +216,18 @@ def match_references(run: RunData, study: Study, why: str = "named") -> pd.DataF
 
 
 # -- tables -----------------------------------------------------------------------------------------
-def ranking(means: dict[str, float | None], higher: bool = True) -> str:
+def ranking(means: dict[str, float | None], higher: bool = True, ties: bool = False) -> str:
     """'h1 > h2 > h3' (highest first) or, when lower is better, 'h1 < h2 < h3' (lowest first):
-    the best first either way; protocols without a value left out."""
+    the best first either way; protocols without a value left out. ties: identical values are
+    joined by '=' (a document's printed numbers; never our means, which only a test can call equal)."""
     have = [(p, v) for p, v in means.items() if v is not None]
     order = sorted(have, key=lambda pv: -pv[1] if higher else pv[1])
-    return (" > " if higher else " < ").join(p for p, _ in order)
+    out = ""
+    for i, (p, v) in enumerate(order):
+        if i:
+            out += " = " if ties and v == order[i - 1][1] else (" > " if higher else " < ")
+        out += p
+    return out
 
 
 class Bests:
@@ -305,7 +311,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                 if all(v is None for v in ref.values()) and table.rows == "condition":
                     continue
                 row: dict[str, Any] = {"condition": c, "metric": m, "label": metric_labels.get(m, m),
-                                       "ref": ref, "ref_text": ref_text, "ref_rank": ranking(ref, higher),
+                                       "ref": ref, "ref_text": ref_text, "ref_rank": ranking(ref, higher, ties=True),
                                        "where": "; ".join(dict.fromkeys(gm["where"])),
                                        "notes": "; ".join(n for n in dict.fromkeys(gm["note"]) if n)}
                 for way in ways:
@@ -319,8 +325,8 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                     rank = ranking(means, higher) if used is not None else ""
                     best, verdict, p_best = (bests.verdict(m, attrs[used]["kind"], c, used) if used
                                              else (None, None, None))
-                    # compared on the protocols the reference ranks
-                    ref_rank = row["ref_rank"]
+                    # compared on the protocols the reference ranks (not where its numbers tie)
+                    ref_rank = "" if " = " in row["ref_rank"] else row["ref_rank"]
                     common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)
                     row[way.name] = {"workload": used, "cells": cells, "rank": rank, "best": best,
                                      "verdict": verdict, "p": p_best,

@@ -12,6 +12,7 @@ import jinja2
 from quicbench import __version__
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
+from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import TESTS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
@@ -53,6 +54,8 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
         "claims_tables": views.claims_tables(data), "page_verdicts": views.verdict_table(data, "page"),
         "video_verdicts": views.verdict_table(data, "video"),
+        "kind_tables": [(KINDS.get(k).title, k, views.kind_table(data, k), views.verdict_table(data, k))
+                        for k in data.other_kinds],
     }
     return environment().get_template("report.html.j2").render(**ctx)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
-from quicbench.stats import TESTS
+from quicbench.model.workload_kinds import KINDS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
@@ -62,6 +62,11 @@ def render_markdown(data: ReportData) -> str:
     if pages:
         out += ["## Page loads (browser)", "", pages.markdown(), "",
                 "### Page loads: the best protocol per metric", "", views.verdict_table(data, "page").markdown(), ""]
+    for kind in data.other_kinds:
+        t = views.kind_table(data, kind)
+        if t:
+            out += [f"## {KINDS.get(kind).title}", "", t.markdown(), "",
+                    f"### {kind}: the best protocol per metric", "", views.verdict_table(data, kind).markdown(), ""]
     rec = views.recovery_table(data)
     if rec:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",

@@ -6,7 +6,7 @@ import pandas as pd
 
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
-from quicbench.analysis.report_data import PAGE_METRICS, VIDEO_METRICS, ReportData
+from quicbench.analysis.report_data import PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
 def _wl(data: ReportData, w: str) -> str:
@@ -178,10 +178,26 @@ def video_table(data: ReportData) -> SimpleTable | None:
     return t
 
 
+def kind_table(data: ReportData, kind: str) -> SimpleTable | None:
+    """A kind without a table of its own (a user's): its declared metrics with CIs per cell."""
+    frame = data.other_kinds.get(kind)
+    if frame is None or frame.empty:
+        return None
+    metrics = kind_metrics(kind)
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in metrics], "n"])
+    for _, r in frame.iterrows():
+        t.rows.append([r["condition"], r["workload"], r["protocol"],
+                       *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
+                       str(int(r["n"]))])
+    return t
+
+
 def verdict_table(data: ReportData, kind: str) -> SimpleTable | None:
-    """Per page or video cell and metric: the best protocol, the cell's verdict and each comparison
-    (ratio of geometric means, or difference of means for stall time and QoE, with its 95 % CI)."""
-    frame, metrics = (data.pages, PAGE_METRICS) if kind == "page" else (data.video, VIDEO_METRICS)
+    """Per page, video (or other kind's) cell and metric: the best protocol, the cell's verdict and
+    each comparison (ratio of geometric means, or difference of means for stall time and QoE, with
+    its 95 % CI)."""
+    frame, metrics = {"page": (data.pages, PAGE_METRICS), "video": (data.video, VIDEO_METRICS)}.get(
+        kind, (data.other_kinds.get(kind, pd.DataFrame()), kind_metrics(kind)))
     if frame.empty:
         return None
     t = SimpleTable(["condition", "workload", "metric", "best", "verdict", "best vs each other"])
