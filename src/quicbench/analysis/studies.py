@@ -300,14 +300,16 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
             for m in (metrics if table.rows == "metric" else metrics[:1]):
                 gm = gc[gc["metric"] == m]
                 higher = higher_is_better(m)
+                # the reference in the metric's unit when it converts, else as printed (with its unit)
                 ref = {p: None for p in run.protocols}
                 ref_text = {p: "–" for p in run.protocols}
                 for p in run.protocols:
                     hit = gm[gm["protocol"] == p]
                     if len(hit):
                         h = hit.iloc[0]
-                        ref[p] = finite(h["value_metric"]) if finite(h["value_metric"]) is not None else finite(h["value"])
-                        ref_text[p] = h["value_text"]
+                        converted = finite(h["value_metric"])
+                        ref[p] = converted if converted is not None else finite(h["value"])
+                        ref_text[p] = f"{converted:.5g}" if converted is not None else h["value_text"]
                 if all(v is None for v in ref.values()) and table.rows == "condition":
                     continue
                 row: dict[str, Any] = {"condition": c, "metric": m, "label": metric_labels.get(m, m),
@@ -315,20 +317,23 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                                        "where": "; ".join(dict.fromkeys(gm["where"])),
                                        "notes": "; ".join(n for n in dict.fromkeys(gm["note"]) if n)}
                 for way in ways:
-                    cells, means = {}, {}
-                    used = None
+                    cells, means, used = {}, {}, {}
                     for p in run.protocols:
                         w = _way_workload(way, p, wls, attrs)
-                        used = used or w
+                        if w is not None:
+                            used[p] = w
                         cells[p] = _cell(s, c, w, p, m)
                         means[p] = cells[p]["mean"] if cells[p] else None
-                    rank = ranking(means, higher) if used is not None else ""
-                    best, verdict, p_best = (bests.verdict(m, attrs[used]["kind"], c, used) if used
+                    rank = ranking(means, higher) if used else ""
+                    # a verdict compares protocols on one workload; a way that takes each protocol
+                    # from another workload (protocols = {...}) ranks them but tests nothing
+                    one = next(iter(used.values())) if len(set(used.values())) == 1 else None
+                    best, verdict, p_best = (bests.verdict(m, attrs[one]["kind"], c, one) if one
                                              else (None, None, None))
                     # compared on the protocols the reference ranks (not where its numbers tie)
                     ref_rank = "" if " = " in row["ref_rank"] else row["ref_rank"]
                     common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)
-                    row[way.name] = {"workload": used, "cells": cells, "rank": rank, "best": best,
+                    row[way.name] = {"workload": one, "workloads": used, "cells": cells, "rank": rank, "best": best,
                                      "verdict": verdict, "p": p_best,
                                      "differs": bool(common) and bool(ref_rank) and common != ref_rank,
                                      "best_differs": bool(common) and bool(ref_rank) and

@@ -241,7 +241,7 @@ def reference_tables(data: ReportData) -> list[tuple[dict, list[tuple[str, Simpl
                 t = SimpleTable(heads)
                 for r in g["rows"]:
                     row = [r["condition"]] + ([r["label"]] if by_metric else [])
-                    row += [num(r["ref"][p], 5) if r["ref"][p] is not None else r["ref_text"][p] for p in protos]
+                    row += [r["ref_text"][p] for p in protos]
                     row.append(r["ref_rank"] or "–")
                     for k in g["ways"]:
                         cells = r[k]["cells"]
