@@ -228,3 +228,14 @@ def test_plan_study_key(tmp_path):
     base = plan_from_dict({"workloads": [{"size": "1MB"}]})
     assert plan_fingerprint(base) == plan_fingerprint(plan_from_dict({"workloads": [{"size": "1MB"}],
                                                                       "study": "go-quick"}))
+
+
+def test_report_command_takes_a_study(tmp_path):
+    from conftest import run_qb
+    d = synthetic_run(tmp_path / "run", study=None)
+    r = run_qb("report", str(d), "--format", "md", "--study", str(TOY))
+    assert r.returncode == 0, r.stderr
+    assert "## Toy paper's Table 2 beside ours" in r.stdout
+    bad = run_qb("report", str(d), "--study", "no-such-study")
+    assert bad.returncode == 2 and "--study: unknown study 'no-such-study', accepted:" in bad.stderr
+    assert not (d / "report.html").exists()
