@@ -278,7 +278,9 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                       label: str, metric_labels: dict[str, str]) -> dict[str, Any] | None:
     """The reference per protocol with its ranking beside ours per way (the run's workloads with
     the way's attributes), with our ranking and the best protocol's verdict, per group and row."""
-    refs = refs[refs["metric"].isin(table.metrics)]
+    # the table's metrics, and (one row each, ours empty) the quantities quicbench has no metric for
+    refs = refs[refs["metric"].isin(table.metrics) | (refs["metric"].isna() & refs["quantity"].isin(table.quantities))]
+    refs = refs.assign(row_key=refs["metric"].where(refs["metric"].notna(), refs["quantity"]))
     if refs.empty or summary.empty:
         return None
     s = summary.set_index(["condition", "workload", "protocol"])
@@ -291,14 +293,14 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
         if not ways:
             continue
         rows = []
-        metrics = [m for m in table.metrics if m in set(gr["metric"])]
+        metrics = [m for m in [*table.metrics, *table.quantities] if m in set(gr["row_key"])]
         for c in run.condition_order:
             gc = gr[gr["condition"] == c]
             if gc.empty:
                 continue
             wls = list(dict.fromkeys(gc["workload"]))
             for m in (metrics if table.rows == "metric" else metrics[:1]):
-                gm = gc[gc["metric"] == m]
+                gm = gc[gc["row_key"] == m]
                 higher = higher_is_better(m)
                 # the reference in the metric's unit when it converts, else as printed (with its unit)
                 ref = {p: None for p in run.protocols}
@@ -322,14 +324,14 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                         w = _way_workload(way, p, wls, attrs)
                         if w is not None:
                             used[p] = w
-                        cells[p] = _cell(s, c, w, p, m)
+                        cells[p] = _cell(s, c, w, p, m) if m in table.metrics else None
                         means[p] = cells[p]["mean"] if cells[p] else None
-                    rank = ranking(means, higher) if used else ""
+                    rank = ranking(means, higher) if used and m in table.metrics else ""
                     # a verdict compares protocols on one workload; a way that takes each protocol
                     # from another workload (protocols = {...}) ranks them but tests nothing
                     one = next(iter(used.values())) if len(set(used.values())) == 1 else None
-                    best, verdict, p_best = (bests.verdict(m, attrs[one]["kind"], c, one) if one
-                                             else (None, None, None))
+                    best, verdict, p_best = (bests.verdict(m, attrs[one]["kind"], c, one)
+                                             if one and m in table.metrics else (None, None, None))
                     # compared on the protocols the reference ranks (not where its numbers tie)
                     ref_rank = "" if " = " in row["ref_rank"] else row["ref_rank"]
                     common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)

@@ -185,7 +185,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("segment_bytes", "int", "B", "bytes of completed media segments", "video"),
     Column("segment_ttfb_ms_median", "float", "ms", "median video segment time to first byte", "video"),
     Column("segment_download_ms_median", "float", "ms", "median video segment download time", "video"),
-    Column("segment_kbps_mean", "float", "kbit/s", "mean video segment download rate", "video"),
+    Column("segment_kbps_mean", "float", "kbit/s", "mean bitrate of the video segments fetched (bytes × 8 / segment duration; not a download rate)", "video"),
     Column("live_latency_s_mean", "float", "s", "live: mean of wall clock − program date time of the play position", "video"),
     Column("live_latency_s_median", "float", "s", "live: median latency to the live edge", "video"),
     Column("live_latency_s_max", "float", "s", "live: largest latency", "video"),

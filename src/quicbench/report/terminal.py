@@ -159,7 +159,7 @@ def _viewer(metric: str, best: Any, c: str, w: str, ok: Any) -> dict[str, Any]:
     comparisons; constant when every trial of the cell had the same value (no stall at all)."""
     b = best.loc[(c, w)]
     higher = higher_is_better(metric)
-    means = {p: finite(g[metric].mean()) for p, g in ok.groupby("protocol", sort=False) if g[metric].notna().any()}
+    means = {p: finite(g[metric].mean()) for p, g in ok.groupby("protocol") if g[metric].notna().any()}
     x = ok[metric].dropna()
     return {"metric": metric, "higher_is_better": higher, "best": b["cell_best"], "means": means,
             "constant": len(x) > 1 and x.nunique() == 1, "value": finite(x.iloc[0]) if len(x) else None,
@@ -210,7 +210,7 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
             ahead = o["ahead_pct"]
             by = "?" if ahead is None else (f"{ahead:.0f} %" if ahead >= 1 else f"{ahead:.1f} %")
             if o.get("ratio") is None and o.get("difference") is not None:
-                by = f"{abs(o['difference']):.2f}"       # a metric that can be 0 or negative: its own unit
+                by = f"{abs(o['difference']):.2g}"       # a metric that can be 0 or negative: its own unit
             other = protocol_name(o["protocol"])
             ratio = _ratio(o, best)
             more = f"{better} {what} than" if i == 0 else f"{better} than"
