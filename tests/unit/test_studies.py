@@ -239,3 +239,35 @@ def test_report_command_takes_a_study(tmp_path):
     bad = run_qb("report", str(d), "--study", "no-such-study")
     assert bad.returncode == 2 and "--study: unknown study 'no-such-study', accepted:" in bad.stderr
     assert not (d / "report.html").exists()
+
+
+def test_dncs_page_table_beside_a_page_run(tmp_path):
+    """DNCS-HTTP3's page table (study dncs-http3) beside a synthetic page-only run on the LAN: the
+    seed's printed units converted (10.1 MB, 3.96 sec), its identical weights ranked as ties, and a
+    condition with a rate that drops not matched (the seed had no emulated impairment)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for c in ("dncs_lan", "abr_spikes"):
+        for p, load in (("h1", 700.0), ("h2", 600.0), ("h3", 800.0)):
+            for rep in range(1, 5):
+                rows.append({"key": f"{c}|page:realistic|{p}|r{rep}", "condition": c, "workload": "page:realistic",
+                             "kind": "page", "protocol": p, "rep": rep, "status": "ok",
+                             "page_load_ms": load * float(rng.lognormal(0, 0.05)), "page_ttfb_ms": 2.0 + rep / 10,
+                             "dom_content_loaded_ms": load / 2, "page_weight_bytes": 10_240_000 + rep,
+                             "page_requests": 125})
+    heads = {"dncs_lan": {"delay_ms": 0.5, "loss_pct": 0.0, "rate_mbit": None, "jitter_ms": 0.0, "spikes": False},
+             "abr_spikes": {"delay_ms": 20.0, "loss_pct": 0.0, "rate_mbit": 8.0, "jitter_ms": 0.0, "spikes": True}}
+    plan = {"name": "dncs-pages", "study": "dncs-http3", "workloads": [{"kind": "page", "page": "realistic"}]}
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "p", "plan": plan, "conditions": heads}))
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = build_report_data(load_run(tmp_path))
+    (sd,) = data.studies
+    assert set(sd.refs["condition"]) == {"dncs_lan"} and set(sd.refs["ref_kind"]) == {"page"}
+    (table,) = [t for t in sd.tables if t.get("id") == "dncs-page"]
+    rows_by = {r["metric"]: r for r in table["groups"][0]["rows"]}
+    assert list(rows_by) == ["page_weight_bytes", "page_ttfb_ms", "page_load_ms", "page_requests"]
+    assert rows_by["page_load_ms"]["ref"] == {"h1": pytest.approx(2490), "h2": pytest.approx(2570),
+                                              "h3": pytest.approx(3960)}
+    assert rows_by["page_weight_bytes"]["ref_rank"] == "h1 = h2 = h3"
+    assert not rows_by["page_weight_bytes"]["ours"]["differs"]          # ties are not a ranking to differ from
+    assert rows_by["page_load_ms"]["ours"]["rank"] == "h2 < h1 < h3" and rows_by["page_load_ms"]["ours"]["differs"]
