@@ -232,8 +232,9 @@ class Table(_Strict):
     note: str = ""
     metric: str | None = None                  # reference_columns
     metrics: list[str] = Field(default_factory=list)   # reference_vs_ours
-    quantities: list[str] = Field(default_factory=list,  # reference_vs_ours, rows = "metric": quantities
-                                  description="the document's quantities quicbench has no metric for")  # shown too
+    # reference_vs_ours with rows = "metric": the document's quantities quicbench has no metric for,
+    # shown with ours empty
+    quantities: list[str] = Field(default_factory=list)
     rows: Literal["condition", "metric"] = "condition"
     group_by: Literal["size", "quantity", "kind", "none"] = "none"
     group_title: str = "{group}"
