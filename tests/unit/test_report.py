@@ -496,6 +496,8 @@ def test_video_only_run_has_no_goodput_tables_and_its_own_metrics(video):
         assert absent not in text, absent
     assert "## Table 1" not in md and "% difference in mean goodput" not in md and "Object downloads" not in md
     assert 'id="video"' in text and 'id="video-verdicts"' in text
+    for m in ("startup_s", "stall_total_s", "mean_bitrate_kbps", "qoe_lin"):     # its own figures
+        assert f'id="video-{m}"' in text
     for col in ("startup (s)", "stalled (s)", "played bitrate (kbit/s)", "live latency (s)", "QoE_lin per chunk"):
         assert col in md
     # the LAN had no stall at all: nothing to compare, and said so

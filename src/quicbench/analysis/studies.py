@@ -440,6 +440,12 @@ DEFAULT_FIGURES: tuple[Figure, ...] = (
            caption="Means of each metric as one condition parameter is swept with the others held fixed, with 95 % "
                    "confidence intervals: of the geometric mean for transfer time and goodput (never below zero), "
                    "Student-t for overhead. {slices}."),
+    Figure(kind="metric_vs_condition", id="video-{metric}", section="video", heading="Video",
+           title="{label} vs condition", metrics=["startup_s", "stall_total_s", "mean_bitrate_kbps", "qoe_lin"],
+           workload_kinds=["video"], log=False, place="kind",
+           caption="Mean per protocol with its 95 % confidence interval (of the geometric mean for startup and "
+                   "bitrate; Student-t for stall time and QoE, which can be 0 or negative), one panel per video "
+                   "workload."),
     Figure(kind="timeseries", id="timeseries", section="sweeps", heading="Metrics vs swept parameters",
            title="Throughput time series: {workload}",
            caption="Server→client wire throughput per capture interval (Ethernet frames, headers included) for "
@@ -524,10 +530,10 @@ def figure_views(studies: list[StudyData]) -> list[View]:
         for f in sd.study.figures:
             refs = sd.refs[sd.refs["metric"].isin(f.metrics)] if f.reference else sd.refs.iloc[0:0]
             views.append(View(f, sd.study.name, refs, f.xlabel if sd.all_named and f.xlabel else "condition",
-                              PLACE[f.kind]))
+                              f.place or PLACE[f.kind]))
     taken = {(v.figure.kind, v.figure.metrics[0] if v.figure.metrics else "") for v in views}
     for f in DEFAULT_FIGURES:
         if (f.kind, f.metrics[0] if f.metrics else "") not in taken:
-            views.append(View(f, None, pd.DataFrame(columns=REFERENCE_COLUMNS), "condition", PLACE[f.kind]))
+            views.append(View(f, None, pd.DataFrame(columns=REFERENCE_COLUMNS), "condition", f.place or PLACE[f.kind]))
     return views
 

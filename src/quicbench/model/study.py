@@ -275,6 +275,9 @@ class Figure(_Strict):
     reference_note: str = ""                   # a caption sentence when they are drawn
     xlabel: str = ""                           # the condition axis when every condition matches condition_name
     log: bool = True
+    # where it goes: main (before the heatmaps), views (after them), or kind (in the section of its
+    # workload kind: section "video" or "pages"); default by kind of figure
+    place: Literal["main", "views", "kind"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> "Figure":

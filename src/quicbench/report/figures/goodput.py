@@ -24,24 +24,28 @@ def _condition_axis(ax, conditions: list[str], xlabel: str = "condition") -> Non
     ax.set_xlabel(xlabel if conditions else "condition")
 
 
-def _axis_label(metric: str, log: bool) -> str:
-    label = METRIC_LABELS.get(metric, metric)
+def _axis_label(label: str, log: bool) -> str:
+    """'goodput (Mbit/s)' -> 'goodput (Mbit/s, log scale)' on a log axis."""
     return label[:-1] + ", log scale)" if log and label.endswith(")") else label + (" (log scale)" if log else "")
 
 
-def metric_vs_condition_view(data: ReportData, view: View) -> Drawing | None:
-    """A declared metric_vs_condition figure: its first metric for the workloads of its kinds, with
-    the study's matching reference values when it asks for them."""
+def metric_vs_condition_view(data: ReportData, view: View) -> list[Drawing]:
+    """A declared metric_vs_condition figure: one drawing per metric, for the workloads of its
+    kinds, with the study's matching reference values when it asks for them."""
     f = view.figure
-    metric = f.metrics[0]
-    refs = view.refs[view.refs["metric"] == metric] if f.reference else None
-    ref = None
-    if refs is not None and not refs.empty and refs["value_metric"].notna().any():
-        ref = refs[refs["value_metric"].notna()]
+    out = []
     workloads = [w for w in data.run.workloads if data.run.kind_of(w) in f.workload_kinds]
-    return metric_vs_condition(data, metric, _axis_label(metric, f.log), ref=ref, workloads=workloads, log=f.log,
-                               notes=("reference",) if ref is not None else (), xlabel=view.xlabel,
-                               ref_label=f.reference_label or "reference")
+    for metric in f.metrics:
+        refs = view.refs[view.refs["metric"] == metric] if f.reference else None
+        ref = refs[refs["value_metric"].notna()] if refs is not None and refs["value_metric"].notna().any() else None
+        label = f.metric_labels.get(metric) or METRIC_LABELS.get(metric, metric)
+        d = metric_vs_condition(data, metric, _axis_label(label, f.log), ref=ref, workloads=workloads, log=f.log,
+                                notes=("reference",) if ref is not None else (), xlabel=view.xlabel,
+                                ref_label=f.reference_label or "reference")
+        if d is not None:
+            d.fields.update(metric=metric, label=label[0].upper() + label[1:])
+            out.append(d)
+    return out
 
 
 def page_loads(data: ReportData) -> Drawing | None:
