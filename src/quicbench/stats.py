@@ -242,6 +242,13 @@ class TestResult:
     p_equiv_raw: float | None = None
     margin: float = 0.10
     reps_to_decide: int | None = None   # inconclusive: repetitions per side that would likely decide
+    # the difference scale (compare_difference): mean a - mean b with its 95 % CI; margin is then
+    # absolute (in the metric's unit), or None when no equivalence margin is declared
+    difference: float | None = None
+    diff_low: float | None = None
+    diff_high: float | None = None
+    margin_abs: float | None = None
+    no_variation: bool = False          # both samples constant: a t-test has nothing to go on
 
     @property
     def significant(self) -> bool:
@@ -250,7 +257,9 @@ class TestResult:
     @property
     def higher(self) -> bool | None:
         """a above b (a 'different' verdict's direction)."""
-        return None if self.ratio is None else self.ratio > 1
+        if self.ratio is not None:
+            return self.ratio > 1
+        return None if self.difference is None else self.difference > 0
 
     def with_p(self, p: float | None, p_equiv: float | None = None) -> "TestResult":
         """The same result judged with other (e.g. Holm-adjusted) p-values."""
@@ -270,17 +279,23 @@ def _verdict(p: float | None, p_equiv: float | None, alpha: float) -> str:
     return INCONCLUSIVE
 
 
-def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float, cap: int = 1000) -> int | None:
+def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float | None, cap: int = 1000,
+                   delta: float | None = None) -> int | None:
     """Repetitions per side that would likely (80 % power) decide an inconclusive comparison, at
     the observed variance: enough to show the observed difference, or enough to show
     equivalence if the observed ratio lies well inside the margin; the smaller of the two.
-    Normal approximation; None when neither is within reach (cap)."""
+    Normal approximation; None when neither is within reach (cap). delta: the equivalence bound
+    on lw's scale (default ln(1 + margin); None with no margin: no equivalence test)."""
+    if lw.se == 0:
+        return None
     var1 = lw.se ** 2 / (1 / n_a + 1 / n_b)          # the per-observation variance of a log value
     z_a2, z_a, z_b = _st.norm.ppf(1 - alpha / 2), _st.norm.ppf(1 - alpha), _st.norm.ppf(0.8)
     need = []
     if lw.d != 0:
         need.append(2 * var1 * (z_a2 + z_b) ** 2 / lw.d ** 2)
-    room = math.log1p(margin) - abs(lw.d)
+    if delta is None and margin is not None:
+        delta = math.log1p(margin)
+    room = (delta - abs(lw.d)) if delta is not None else 0.0
     if room > 0:
         need.append(2 * var1 * (z_a + z_b) ** 2 / room ** 2)
     n = math.ceil(min(need)) if need else None
@@ -320,6 +335,51 @@ def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DE
         need = reps_to_decide(lw, int(xa.size), int(xb.size), alpha, margin)
     return TestResult(test, int(xa.size), int(xb.size), stat, p, alpha, verdict, ratio, lo, hi, p, p_equiv,
                       p_equiv, margin, need)
+
+
+def welch_difference(a: np.ndarray, b: np.ndarray) -> LogWelch:
+    """Welch's t on the values: the difference of the means (mean a - mean b), its standard error
+    and Welch-Satterthwaite degrees of freedom (LogWelch's fields on the value scale)."""
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    d = float(a.mean() - b.mean())
+    if se == 0:
+        return LogWelch(d, 0.0, float(a.size + b.size - 2))
+    df = (va + vb) ** 2 / ((va ** 2 / (a.size - 1) if va else 0.0) + (vb ** 2 / (b.size - 1) if vb else 0.0))
+    return LogWelch(d, se, df)
+
+
+def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alpha: float = ALPHA,
+                       min_n: int = MIN_N, margin_abs: float | None = None) -> TestResult:
+    """Compare samples whose values can be 0 or negative (stall time, QoE), where a geometric mean
+    is undefined: the difference of the means a - b with its 95 % CI (Welch-Satterthwaite), Welch's
+    two-sided t-test, and, when an equivalence margin is declared in the metric's unit, two
+    one-sided tests of |a - b| < margin_abs. Two samples without any variation (every stall time
+    0) give no verdict beyond inconclusive unless their means differ: a t-test has no variance to
+    work with (no_variation is set, so the report can say 'the same in every trial')."""
+    xa, xb = clean(a), clean(b)
+    if xa.size < min_n or xb.size < min_n:
+        return TestResult("welch-diff", int(xa.size), int(xb.size), None, None, alpha, N_TOO_SMALL,
+                          margin=0.0, margin_abs=margin_abs)
+    w = welch_difference(xa, xb)
+    # two identical constant samples: no test to make (no p, so no place in a Holm family)
+    p = None if w.se == 0 and w.d == 0 else w.p_two_sided()
+    if w.se > 0:
+        half = float(_st.t.ppf(0.5 + CONFIDENCE / 2, w.df)) * w.se
+        lo, hi = w.d - half, w.d + half
+    else:
+        lo = hi = w.d
+    p_equiv = None
+    if margin_abs is not None and w.se > 0:
+        p_low = float(_st.t.sf((w.d + margin_abs) / w.se, w.df))     # H0: d <= -margin
+        p_high = float(_st.t.cdf((w.d - margin_abs) / w.se, w.df))   # H0: d >= +margin
+        p_equiv = max(p_low, p_high)
+    verdict = _verdict(p, p_equiv, alpha)
+    need = reps_to_decide(w, int(xa.size), int(xb.size), alpha, None, delta=margin_abs) \
+        if verdict == INCONCLUSIVE else None
+    return TestResult("welch-diff", int(xa.size), int(xb.size), w.t, p, alpha, verdict, p_raw=p, p_equiv=p_equiv,
+                      p_equiv_raw=p_equiv, margin=0.0, reps_to_decide=need, difference=w.d, diff_low=lo,
+                      diff_high=hi, margin_abs=margin_abs, no_variation=w.se == 0)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
@@ -404,11 +464,16 @@ def _p_text(p: float | None) -> str:
 
 
 def comparison_phrase(other: str, verdict: str | None, ratio: float | None, lo: float | None, hi: float | None,
-                      p: float | None, reps: float | None) -> str:
+                      p: float | None, reps: float | None, difference: float | None = None,
+                      diff_low: float | None = None, diff_high: float | None = None) -> str:
     """One comparison in words for a table cell: 'vs h1: different, 1.32 [1.10, 1.58], p 0.003'
-    (the ratio is the row's protocol over other)."""
+    (the ratio is the row's protocol over other); on the difference scale 'vs h1: different,
+    diff +0.8 [+0.3, +1.3], p 0.003' (the row's protocol minus other)."""
     r = "" if ratio is None else (f"{ratio:.3g} [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None
                                   else f"{ratio:.3g}")
+    if ratio is None and difference is not None:
+        r = f"diff {difference:+.3g}" + (f" [{diff_low:+.3g}, {diff_high:+.3g}]"
+                                         if diff_low is not None and diff_high is not None else "")
     bits = [f"vs {other}: {verdict}"] + ([r] if r else [])
     if verdict == DIFFERENT and p is not None:
         bits.append(_p_text(p))

@@ -92,7 +92,7 @@ class Table1Parser(HTMLParser):
                         "best": "best-cell" in cls, "text": {}}
         elif tag == "td" and "verdict" in cls:
             self.in_verdict, self.verdicts[(self.workload, self.condition)] = True, ""
-        elif tag == "td" and "seed" in cls:
+        elif tag == "td" and "ref" in cls:
             self.in_seed = (self.workload, self.condition, a["data-protocol"])
             self.seed[self.in_seed] = ""
         elif tag == "span" and self.cur is not None and cls and cls[0] in ("mean", "ci", "n"):
@@ -233,9 +233,9 @@ def test_html_table1_agrees_with_summary_csv(goquick):
 
 
 def test_seed_table1_shown_beside_ours(goquick):
-    seed = pd.read_csv(REPO / "src" / "quicbench" / "data" / "seed000_table1.csv")
+    seed = pd.read_csv(REPO / "src" / "quicbench" / "data" / "studies" / "go-quick" / "reference.csv", comment="#")
     assert len(seed) == 45 and set(seed["protocol"]) == {"h1", "h2", "h3"}
-    pick = seed.set_index(["size", "seed_condition", "protocol"])["goodput_mbps"]
+    pick = seed.set_index(["size", "condition", "protocol"])["value"]
     assert pick[("1MB", "0_0.0", "h2")] == 509.67 and pick[("10KB", "100_4.0", "h3")] == 0.46
     assert pick[("100KB", "12.5_0.5", "h1")] == 25.22
     t1 = parse_table1(goquick[1].read_text())
@@ -600,3 +600,120 @@ def test_head_of_line_needs_several_objects(holrun, tmp_path):
     (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert not head_of_line(load_run(d))
     assert "Head-of-line blocking" not in report_markdown(d)
+# -- kinds: a video-only and a page-only run ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def video(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("runs") / "video-run", "video")
+    return d, write_report(d)
+
+
+def _cells(md: str, heading: str) -> list[list[str]]:
+    """The body rows of the Markdown table under a heading."""
+    body = md.split(f"\n{heading}\n", 1)[1].split("\n#", 1)[0]
+    return [[c.strip() for c in l.split("|")[1:-1]] for l in body.splitlines()
+            if l.startswith("| ") and not l.startswith("| condition")]
+
+
+def test_video_only_run_has_no_goodput_tables_and_its_own_metrics(video):
+    d, html = video
+    text = html.read_text()
+    md = report_markdown(d)
+    # rows of a video carry a goodput (the player's download rate): never a Table 1, heatmap or
+    # goodput figure, never "1 × 100KB"
+    for absent in ('id="table1"', 'id="heatmaps"', 'id="vs-condition"', 'id="relative"', "× 100KB", "Mbit/s</th>"):
+        assert absent not in text, absent
+    assert "## Table 1" not in md and "% difference in mean goodput" not in md and "Object downloads" not in md
+    assert 'id="video"' in text and 'id="video-verdicts"' in text
+    for m in ("startup_s", "stall_total_s", "mean_bitrate_kbps", "qoe_lin"):     # its own figures
+        assert f'id="video-{m}"' in text
+    for col in ("startup (s)", "stalled (s)", "played bitrate (kbit/s)", "live latency (s)", "QoE_lin per chunk"):
+        assert col in md
+    # the LAN had no stall at all: nothing to compare, and said so
+    verdicts = _cells(md, "### Video: the best protocol per metric")
+    lan_stall = [r for r in verdicts if r[0] == "lan" and r[2] == "stalled (s)"]
+    assert len(lan_stall) == 2 and all(r[4] == "the same in every trial" for r in lan_stall)
+
+
+def test_video_verdicts_match_scipy_on_each_metric_scale(video):
+    """Startup on the ratio of geometric means (Welch on logs), stall time on the difference of means
+    (Welch on the values), each metric's comparisons one Holm family; recomputed from the rows."""
+    d, _ = video
+    rows = read_rows(d)
+    md = report_markdown(d)
+    verdicts = {(r[0], r[1], r[2]): r for r in _cells(md, "### Video: the best protocol per metric")}
+    for metric, label, log in (("startup_s", "startup (s)", True), ("stall_total_s", "stalled (s)", False)):
+        raw, best = {}, {}
+        for (c, w), g in rows.groupby(["condition", "workload"]):
+            means = g.groupby("protocol")[metric].mean()
+            b = means.idxmin()
+            best[(c, w)] = b
+            x = g[g["protocol"] == b][metric]
+            for p in means.index:
+                if p == b:
+                    continue
+                y = g[g["protocol"] == p][metric]
+                if not log and x.nunique() == 1 and y.nunique() == 1 and x.iloc[0] == y.iloc[0]:
+                    continue                       # identical constants: no test, not in the family
+                raw[(c, w, p)] = st.ttest_ind(np.log(x) if log else x, np.log(y) if log else y,
+                                              equal_var=False).pvalue
+        keys = sorted(raw, key=raw.get)
+        holm, running = {}, 0.0
+        for i, k in enumerate(keys):
+            running = max(running, min(1.0, (len(keys) - i) * raw[k]))
+            holm[k] = running
+        for (c, w, p), adj in holm.items():
+            r = verdicts[(c, w, label)]
+            assert r[3] == best[(c, w)]
+            part = next(x for x in r[5].split("; ") if x.startswith(f"vs {p}:"))
+            assert part.startswith(f"vs {p}: different") == (adj < 0.01), (c, w, p, adj, part)
+            if not log:
+                assert "diff " in part          # the difference of means, not a ratio
+    assert any("different" in r[5] for r in verdicts.values())      # the fixture exercises a decision
+
+
+def test_page_only_run_has_no_goodput_tables_and_a_verdict_per_metric(browser):
+    d, html = browser
+    text = html.read_text()
+    md = report_markdown(d)
+    assert 'id="table1"' not in text and 'id="heatmaps"' not in text and "## Table 1" not in md
+    assert "% difference in mean goodput" not in md
+    assert 'id="pages"' in text and 'id="page-verdicts"' in text
+    verdicts = _cells(md, "### Page loads: the best protocol per metric")
+    metrics = {r[2] for r in verdicts}
+    assert {"load (ms)", "DOMContentLoaded (ms)", "TTFB (ms)", "page weight (MB)", "requests"} <= metrics
+    rows = read_rows(d)
+    for r in verdicts:
+        if r[2] == "DOMContentLoaded (ms)":
+            g = rows[rows["condition"] == r[0]]
+            assert r[3] == g.groupby("protocol")["dom_content_loaded_ms"].mean().idxmin()
+
+
+def test_a_users_own_kind_gets_its_own_table_not_table1(tmp_path, monkeypatch):
+    """A kind registered by a user (tests/fixtures/extension/toy_kind.py's shape): its declared
+    metric in a table of its own with a verdict, never in Table 1 (which is object downloads')."""
+    from quicbench.model.workload_kinds import KINDS, Metric, WorkloadKind
+
+    class FirstByte(WorkloadKind):
+        name = "first-byte"
+        title = "First byte: time to the first byte of one object"
+        metrics = (Metric("ttfb_ms", "TTFB ms", 1, False, "time to first byte"),)
+
+    monkeypatch.setitem(KINDS._drivers, "first-byte", FirstByte)
+    rows = []
+    for rep in range(1, 5):
+        for p, ttfb in (("h1", 3.0), ("h3", 9.0)):
+            base = {"condition": "c", "protocol": p, "rep": rep, "status": "ok", "bytes": 10_000, "size_bytes": 10_000,
+                    "count": 1, "parallel": 1}
+            rows.append({**base, "key": f"c|fb|{p}|r{rep}", "workload": "first-byte:10KB", "kind": "first-byte",
+                         "ttfb_ms": ttfb + rep / 10, "goodput_mbps": 20.0 + rep})
+            rows.append({**base, "key": f"c|obj|{p}|r{rep}", "workload": "1x10KB/p1", "kind": "objects",
+                         "goodput_mbps": 30.0 + rep + (5 if p == "h1" else 0)})
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "k", "plan": {"name": "kinds"}}))
+    md = report_markdown(tmp_path)
+    table1 = md.split("## Table 1", 1)[1].split("\n## ", 1)[0]
+    assert "### 1 × 10KB" in table1 and "first-byte" not in table1
+    assert "## First byte: time to the first byte of one object" in md
+    (row,) = _cells(md, "### first-byte: the best protocol per metric")
+    assert row[2] == "time to first byte (ms)" and row[3] == "h1" and row[4].startswith("ahead of all")
+    assert 'id="kind-first-byte"' in write_report(tmp_path).read_text()

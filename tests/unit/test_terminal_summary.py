@@ -206,3 +206,38 @@ def test_unknown_spurious_counts_are_left_out_not_counted_as_zero():
     s = summary_data(run)["sentences"][0]
     assert "declared lost 8.0 % of its packets." in s and "spurious" not in s
     assert loss_recovery(run)["spurious_of_lost_pct"].isna().all()
+def test_video_only_run_speaks_of_the_viewer(tmp_path):
+    """A video-only run (rows carry a goodput too): the terminal's table has the viewer's columns and
+    no download table; one sentence per condition says the start-up, stalls, played bitrate and live
+    latency with their verdicts, and that the LAN never stalled."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+    from make_fixture import make_run
+    from quicbench.analysis import load_run
+    run = load_run(make_run(tmp_path / "video", "video"))
+    data = summary_data(run)
+    text = render(data, width=80)
+    assert all(len(l) <= 80 for l in text.splitlines())
+    assert "Video playback" in text and "Object downloads" not in text
+    header = next(l for l in text.splitlines() if "ok/n" in l)       # the one table's header
+    assert "Mbit/s" not in header and "time s" not in header
+    for col in ("QoE", "start s", "stall s", "kbit/s", "live s"):
+        assert col in header
+    assert len(data["sentences"]) == 2 and {v["kind"] for v in data["verdicts"]} == {"video"}
+    lan, spikes = data["sentences"]
+    for s in (lan, spikes):
+        assert "for the viewer: start-up" in s and "played bitrate" in s and "live latency" in s
+        assert "goodput" not in s and "≈" not in s
+    assert "no protocol stalled in any trial" in lan
+    assert "stall time HTTP/1.1" in spikes and " − " in spikes        # stall time: a difference, not a ratio
+    viewer = {m["metric"]: m for m in data["verdicts"][0]["viewer"]}
+    assert set(viewer) >= {"startup_s", "stall_total_s", "mean_bitrate_kbps"}
+
+
+def test_page_only_run_has_no_download_table():
+    rows = [row("clean", "page:realistic", p, rep, page=ms + rep)
+            for rep in range(1, 4) for p, ms in (("h1", 950), ("h2", 900), ("h3", 700))]
+    for r in rows:
+        r["goodput_mbps"] = 80.0          # a browser row may carry one; it is not the page's metric
+    text = render(summary_data(run_of(rows)), width=80)
+    assert "Page loads" in text and "Object downloads" not in text and "Mbit/s" not in text

@@ -15,22 +15,19 @@ from quicbench import stats
 from quicbench.analysis import honesty
 from quicbench.analysis.recovery import RECOVERY_COLUMNS, loss_recovery
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
-from quicbench.analysis.condition_params import parse_delay_loss, swept
+from quicbench.analysis.condition_params import swept
 from quicbench.analysis.hol import HolData, head_of_line
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
-from quicbench.analysis.seed import SOURCE as SEED_SOURCE
-from quicbench.analysis.seed import seed_best, seed_matches
+from quicbench.analysis.studies import REFERENCE_COLUMNS, Bests, StudyData, View, build_studies, figure_views
 from quicbench.stats import MIN_N
 from quicbench.stats import finite as _f
-from quicbench.analysis.tables import Method, best_protocols, cell_summary, optional_metrics, pairwise
+from quicbench.analysis.tables import METRICS, OPTIONAL_METRICS, Method, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
 from quicbench.analysis.video import median_startup_timelines
-from quicbench.model.units import size_label
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 # connection phases in httpstat's order (seed 004)
 PHASES = ("connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50")
-SEED_COLUMNS = ["condition", "workload", "protocol", "seed_condition", "seed_goodput_mbps"]
 RELATIVE_COLUMNS = ["condition", "workload", "protocol", "pct_of_best", "pct_ci_low", "pct_ci_high"]
 
 
@@ -82,9 +79,7 @@ class ReportData:
     run: RunData
     method: Method
     summary: pd.DataFrame                            # summary.csv: one row per condition x workload x protocol
-    table1: list[dict[str, Any]]                     # per workload: rows of conditions, one cell per protocol
-    seed: pd.DataFrame                               # seed 000's goodput beside our cells (SEED_COLUMNS)
-    methods: list[dict[str, Any]]                    # Table 1 the seed's way: seed | per-object | shared
+    table1: list[dict[str, Any]]                     # per object workload: rows of conditions, one cell per protocol
     diffs: dict[tuple[str, str], pd.DataFrame]       # (a, b) -> pairwise(): % difference and verdict per cell
     cpu: pd.DataFrame                                # CPU s/GB per protocol x workload
     cpu_bound: pd.DataFrame                          # CPU-bound trials per cell
@@ -95,28 +90,45 @@ class ReportData:
     counts: dict[str, int]                           # rows, trials, ok, failed, used, warmup, superseded, cpu_bound
     missing: list[str]                               # what the report cannot show or claim, and why
     n_tests_table1: int                              # tests behind Table 1's verdicts
-    pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdict)
+    studies: list[StudyData] = field(default_factory=list)          # the studies the run is set beside
+    views: list[View] = field(default_factory=list)                 # declared figures (studies' and defaults)
+    other_kinds: dict[str, pd.DataFrame] = field(default_factory=dict)   # kind -> its cells + verdicts (a user's kind)
+    pages: pd.DataFrame = field(default_factory=pd.DataFrame)       # browser page loads (summary rows + verdicts)
     video: pd.DataFrame = field(default_factory=pd.DataFrame)       # video playback (summary rows + verdicts)
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
     hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
     recovery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RECOVERY_COLUMNS))  # loss declarations
     hol: HolData = field(default_factory=HolData)   # head-of-line blocking: stalls per cell, h3 vs h2
-    relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # Fig. 12
-    sweeps: Sweeps = field(default_factory=dict)     # CVart: parameter -> slices swept with the rest fixed
+    relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # relative_to_best
+    sweeps: Sweeps = field(default_factory=dict)     # parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
     swept: list[str] = field(default_factory=list)   # numeric parameters (delay, loss, rate) that are swept
     heatmap_layout: Layout = field(default_factory=lambda: Layout("list"))
     timeseries: TimeSeries | None = None             # median-goodput trial's throughput series
-    delay_loss_names: bool = False                   # every condition is named delay_loss (Go-Quick)
-    seed_source: str = SEED_SOURCE
 
     @property
     def method_text(self) -> str:
-        return self.method.text(self.n_tests_table1)
+        return self.method.text(self.n_tests_table1 if self.table1 else None)
 
     @property
-    def is_goquick(self) -> bool:
-        return not self.seed.empty
+    def table1_reference(self) -> StudyData | None:
+        """The study whose reference values Table 1 shows beside ours (its reference_columns table
+        is for goodput), when one has values that match."""
+        for sd in self.studies:
+            if sd.columns is not None and sd.columns.metric == "goodput_mbps" and \
+                    (sd.refs["metric"] == "goodput_mbps").any():
+                return sd
+        return None
+
+    @property
+    def references(self) -> pd.DataFrame:
+        """Every matched reference value of every study."""
+        frames = [sd.refs for sd in self.studies if not sd.refs.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=REFERENCE_COLUMNS)
+
+    @property
+    def object_workloads(self) -> list[str]:
+        return [w for w in self.run.workloads if self.run.kind_of(w) == "objects"]
 
     @property
     def any_mean_above_ci(self) -> bool:
@@ -125,7 +137,13 @@ class ReportData:
 
     @property
     def has_phases(self) -> bool:
-        return has_phases(self.summary)
+        s = self.summary
+        return not s.empty and has_phases(s[s["workload"].isin(self.object_workloads)])
+
+    def view_sections(self, place: str) -> list[tuple[str, str]]:
+        """(section, heading) of the declared figures that go in `place` (main: before the heatmaps,
+        views: after them), in declaration order."""
+        return list(dict.fromkeys((v.figure.section, v.figure.heading) for v in self.views if v.place == place))
 
     def workload_title(self, workload: str) -> str:
         return workload_title(self.run.workload_info, workload)
@@ -144,13 +162,17 @@ def _above(mean: Any, high: Any) -> bool:
     return m is not None and h is not None and m > h
 
 
-def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> list[dict[str, Any]]:
-    """Table 1 per workload: rows = conditions, one cell per protocol, best protocol and verdict."""
+def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> list[dict[str, Any]]:
+    """Table 1 per object workload: rows = conditions, one cell per protocol, best protocol and
+    verdict; with a study's reference goodput beside them ("ref" per cell, "ref_best" per row)."""
     s = summary.set_index(["condition", "workload", "protocol"])
-    sd = seed.set_index(["condition", "workload", "protocol"])["seed_goodput_mbps"] if not seed.empty else {}
-    sbest = seed_best(seed)
+    rd = ref.refs[ref.refs["metric"] == "goodput_mbps"] if ref is not None else pd.DataFrame(columns=REFERENCE_COLUMNS)
+    rv = rd.set_index(["condition", "workload", "protocol"])["value_metric"] if not rd.empty else {}
+    rbest = reference_best(rd)
     out = []
     for w in run.workloads:
+        if run.kind_of(w) != "objects":
+            continue      # page loads and videos have their own tables, never a goodput verdict
         rows = []
         for c in run.condition_order:
             cells = []
@@ -159,7 +181,7 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
                 k = (c, w, p)
                 if k not in s.index:
                     cells.append({"protocol": p, "n": 0, "n_trials": 0, "mean": None, "present": False,
-                                  "seed": _f(sd.get(k)) if len(sd) else None})
+                                  "ref": _f(rv.get(k)) if len(rv) else None})
                     continue
                 r = s.loc[k]
                 meta = {"best": r["cell_best"], "verdict": r["cell_verdict"], "p": _f(r["cell_p"])}
@@ -173,18 +195,29 @@ def build_table1(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> lis
                               "ratio_vs_best_ci_high": _f(r["ratio_vs_best_ci_high"]),
                               "verdict_vs_best": r["verdict_vs_best"] if isinstance(r["verdict_vs_best"], str) else None,
                               "reps_to_decide": _f(r["reps_to_decide"]),
-                              "seed": _f(sd.get(k)) if len(sd) else None})
+                              "ref": _f(rv.get(k)) if len(rv) else None})
             if not any(cell["present"] for cell in cells):
                 continue
             rows.append({"condition": c, "desc": run.condition_desc(c), "cells": cells, **meta,
                          "comparisons": comparisons_text(meta.get("best"), cells),
-                         "seed_best": sbest.get((c, w)),
-                         "seed_agrees": sbest.get((c, w)) == meta.get("best") if (c, w) in sbest and meta.get("best")
+                         "ref_best": rbest.get((c, w)),
+                         "ref_agrees": rbest.get((c, w)) == meta.get("best") if (c, w) in rbest and meta.get("best")
                          else None})
         if rows:
             out.append({"workload": w, "title": workload_title(run.workload_info, w), "rows": rows,
-                        "protocols": run.protocols, "has_seed": any(r["seed_best"] for r in rows)})
+                        "protocols": run.protocols, "has_ref": any(r["ref_best"] for r in rows),
+                        "ref_label": ref.study.label if ref is not None else ""})
     return out
+
+
+def reference_best(refs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(condition, workload) -> the protocol the reference found best (highest goodput)."""
+    refs = refs[refs["value_metric"].notna()] if not refs.empty else refs
+    if refs.empty:
+        return {}
+    vals = refs.assign(v=refs["value_metric"].astype(float))
+    idx = vals.groupby(["condition", "workload"])["v"].idxmax()
+    return {k: vals.at[i, "protocol"] for k, i in idx.items()}
 
 
 def comparisons_text(best: str | None, cells: list[dict[str, Any]]) -> str:
@@ -195,65 +228,6 @@ def comparisons_text(best: str | None, cells: list[dict[str, Any]]) -> str:
                                c.get("reps_to_decide"))
              for c in cells if c.get("present") and not c.get("is_best") and c.get("verdict_vs_best")]
     return "; ".join(parts) if best else ""
-
-
-def ranking(means: dict[str, float | None]) -> str:
-    """'h1 > h2 > h3': protocols by mean goodput, highest first (protocols without data left out)."""
-    have = [(p, v) for p, v in means.items() if v is not None]
-    return " > ".join(p for p, _ in sorted(have, key=lambda pv: -pv[1]))
-
-
-def build_methods_table(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame) -> list[dict[str, Any]]:
-    """Seed 000's Table 1 beside ours with the seed's method (one connection per object, as
-    getFiles) and ours with shared connections: per object size and condition, each one's
-    goodput per protocol and ranking, and whether our ranking differs from the seed's."""
-    if seed.empty or summary.empty:
-        return []
-    info = run.workload_info
-    s = summary.set_index(["condition", "workload", "protocol"])
-    sd = seed.set_index(["condition", "workload", "protocol"])["seed_goodput_mbps"]
-    out = []
-    for size in sorted(info["size_bytes"].dropna().unique(), reverse=True):
-        by_policy: dict[str, str] = {}
-        for w in run.workloads:
-            if info.at[w, "size_bytes"] == size and info.at[w, "kind"] == "objects":
-                kind = str(info.at[w, "connection_policy"]).split(":", 1)[0]
-                by_policy.setdefault(kind, w)
-        if "per-object" not in by_policy and "shared" not in by_policy:
-            continue
-        rows = []
-        for c in run.condition_order:
-            any_w = next(iter(by_policy.values()))
-            seed_means = {p: _f(sd.get((c, w, p))) for p in run.protocols for w in [any_w]}
-            if all(v is None for v in seed_means.values()):
-                continue
-            row: dict[str, Any] = {"condition": c, "seed": seed_means, "seed_rank": ranking(seed_means)}
-            for kind in ("per-object", "shared"):
-                w = by_policy.get(kind)
-                cells = {}
-                for p in run.protocols:
-                    k = (c, w, p)
-                    if w is None or k not in s.index:
-                        cells[p] = None
-                        continue
-                    r = s.loc[k]
-                    cells[p] = {"mean": _f(r["goodput_mbps_mean"]), "ci_low": _f(r["goodput_mbps_ci_low"]),
-                                "ci_high": _f(r["goodput_mbps_ci_high"]), "n": int(r["n"]),
-                                "n_cpu_bound": int(r["n_cpu_bound"])}
-                means = {p: (v or {}).get("mean") for p, v in cells.items()}
-                rank = ranking(means) if w is not None else ""
-                verdict = None
-                if w is not None:
-                    best_rows = [s.loc[(c, w, p)] for p in run.protocols if (c, w, p) in s.index]
-                    verdict = str(best_rows[0]["cell_verdict"]) if best_rows else None
-                row[kind] = {"workload": w, "cells": cells, "rank": rank, "verdict": verdict,
-                             "differs": bool(rank) and rank != row["seed_rank"],
-                             "best_differs": bool(rank) and rank.split(" > ")[0] != row["seed_rank"].split(" > ")[0]}
-            rows.append(row)
-        if rows:
-            out.append({"size": size_label(int(size)), "protocols": run.protocols, "rows": rows,
-                        "policies": [k for k in ("per-object", "shared") if k in by_policy]})
-    return out
 
 
 def counts(run: RunData) -> dict[str, int]:
@@ -280,7 +254,8 @@ def _expected_trials(run: RunData) -> int | None:
         return None
 
 
-def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calibration: pd.DataFrame) -> list[str]:
+def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData], study_notes: list[str],
+                  calibration: pd.DataFrame) -> list[str]:
     """What this report cannot show or claim, and why, in plain words."""
     out = list(run.notes)
     c = counts(run)
@@ -320,13 +295,16 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
     if beside:
         out.append(f"{beside} of {c['used']} successful trials ran beside other trials (quicbench run --jobs): they "
                    f"shared the machine's CPUs; the 'concurrent' column of trials.parquet says with how many.")
-    if len(run.condition_order) == 1:
-        out.append("Only one network condition: Fig. 11 and the heatmaps have a single column.")
-    if len(run.workloads) == 1:
-        out.append("Only one workload: Fig. 12 (goodput relative to the best object size) needs two or more.")
-    for a, b in COMPARISONS:
-        if a not in run.protocols or b not in run.protocols:
-            out.append(f"No {a.upper()} vs {b.upper()} heatmap: the run lacks {a if a not in run.protocols else b}.")
+    objects = [w for w in run.workloads if run.kind_of(w) == "objects"]
+    if objects:
+        if len(run.condition_order) == 1:
+            out.append("Only one network condition: the goodput-vs-condition figure and the heatmaps have a single "
+                       "column.")
+        if len(objects) == 1:
+            out.append("Only one object workload: goodput relative to the best workload needs two or more.")
+        for a, b in COMPARISONS:
+            if a not in run.protocols or b not in run.protocols:
+                out.append(f"No {a.upper()} vs {b.upper()} heatmap: the run lacks {a if a not in run.protocols else b}.")
     if not any(m in CAPTURE_NUMERIC for m in optional_metrics(run)):
         out.append("No packet captures: wire bytes, overhead, retransmissions and throughput time series are not "
                    "shown (set capture = true in the plan).")
@@ -335,61 +313,120 @@ def missing_items(run: RunData, summary: pd.DataFrame, seed: pd.DataFrame, calib
     if calibration.empty:
         out.append("No link calibration in meta.json: the configured conditions are not verified by measurement "
                    "(set calibrate = true in the plan).")
-    if not sweeps(run.conditions):
-        out.append("No CVart views: no condition parameter (delay, rate, loss) is swept with the others held fixed.")
-    if summary.empty or not has_phases(summary):
+    if objects and not sweeps(run.conditions):
+        out.append("No parameter sweeps: no condition parameter (delay, rate, loss) is swept with the others held "
+                   "fixed.")
+    if objects and (summary.empty or not has_phases(summary)):
         out.append("No connection-phase timings (connect, TLS, TTFB) in the trial rows.")
     if run.trials["client_cpu_s"].isna().all() and run.trials["server_cpu_s"].isna().all():
         out.append("No CPU measurements: CPU cost and CPU-bound checks are missing.")
-    if seed.empty:
-        out.append("Seed 000's Table 1 is shown only for Go-Quick conditions (names delay_loss such as 12.5_0.5, or a "
-                   "go-quick plan) and objects of 10KB, 100KB or 1MB; this run has none.")
+    out += study_notes
+    if not studies:
+        from quicbench.model.study import available
+        out.append(f"No study's reference values are shown: the plan names none (study = \"NAME\" or a study file; "
+                   f"built in: {', '.join(available())}) and none applies by its plan or condition names "
+                   f"(docs/report.md, \"Studies\").")
     return out
 
 
-def page_loads(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFrame:
-    """Browser page loads per cell (summary columns) with the fastest protocol and its verdict."""
-    if summary.empty or "page_load_ms_mean" not in summary or not summary["page_load_ms_mean"].notna().any():
-        return pd.DataFrame()
-    pages = summary[summary["page_load_ms_mean"].notna()].copy()
-    best = best_protocols(run, method, "page_load_ms", higher_is_better=False).set_index(["condition", "workload"])
-    keys = list(zip(pages["condition"], pages["workload"]))
-    for col in ("cell_best", "cell_verdict", "cell_p"):
-        pages[f"load_{col}"] = [best.at[k, col] if k in best.index else None for k in keys]
-    return pages.reset_index(drop=True)
+# what a page table and a video table show, each with a verdict of its own (the best protocol
+# against each other one, Holm over the metric's comparisons of the table): (metric, label)
+PAGE_METRICS = (("page_load_ms", "load (ms)"), ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
+                ("page_ttfb_ms", "TTFB (ms)"), ("page_weight_bytes", "page weight (MB)"),
+                ("page_requests", "requests"))
+VIDEO_METRICS = (("startup_s", "startup (s)"), ("stall_total_s", "stalled (s)"),
+                 ("mean_bitrate_kbps", "played bitrate (kbit/s)"), ("live_latency_s_mean", "live latency (s)"),
+                 # DNCS-HTTP3's "latency": hls.js's fragment request -> first byte (docs/video.md)
+                 ("frag_latency_ms_mean", "segment latency, hls.js (ms)"),
+                 ("qoe_lin", "QoE_lin per chunk"), ("qoe_log", "QoE_log per chunk"), ("qoe_hd", "QoE_hd per chunk"))
 
 
-# the video QoE a report shows, with whether lower is better (for the verdict)
-VIDEO_METRICS = (("startup_s", "startup (s)", False), ("stall_total_s", "stalled (s)", False),
-                 ("mean_bitrate_kbps", "played bitrate (kbit/s)", True),
-                 ("live_latency_s_mean", "live latency (s)", False),
-                 # DNCS-HTTP3's "latency": hls.js's fragment request → first byte (docs/video.md)
-                 ("frag_latency_ms_mean", "segment latency, hls.js (ms)", False),
-                 ("qoe_lin", "QoE_lin per chunk", True))
-
-
-def video_cells(run: RunData, summary: pd.DataFrame, method: Method) -> pd.DataFrame:
-    """Video playback per cell (summary columns of the QoE metrics) with, per metric, the best
-    protocol and its verdict against every other protocol (DNCS's startup, latency, bitrate)."""
-    if summary.empty or "startup_s_mean" not in summary or not summary["startup_s_mean"].notna().any():
-        return pd.DataFrame()
-    video = summary[summary["startup_s_mean"].notna()].copy()
-    keys = list(zip(video["condition"], video["workload"]))
-    for metric, _, higher in VIDEO_METRICS:
-        if f"{metric}_mean" not in video or not video[f"{metric}_mean"].notna().any():
+def _with_verdicts(run: RunData, rows: pd.DataFrame, metrics: tuple[tuple[str, str], ...], kind: str,
+                   bests: Bests) -> pd.DataFrame:
+    """Per metric: the best protocol of each cell, its verdict and p ({metric}_cell_best, ...), and
+    whether every trial of the cell had the same value ({metric}_constant: no comparison to make)."""
+    keys = list(zip(rows["condition"], rows["workload"]))
+    ok = run.ok
+    for metric, _ in metrics:
+        if f"{metric}_mean" not in rows or not rows[f"{metric}_mean"].notna().any():
             continue
-        best = best_protocols(run, method, metric, higher_is_better=higher).set_index(["condition", "workload"])
+        best = bests.get(metric, kind)
         for col in ("cell_best", "cell_verdict", "cell_p"):
-            video[f"{metric}_{col}"] = [best.at[k, col] if k in best.index else None for k in keys]
-    return video.reset_index(drop=True)
+            rows[f"{metric}_{col}"] = [best.at[k, col] if k in best.index else None for k in keys]
+        rows[f"{metric}_comparisons"] = [tests_text(best.at[k, "tests"]) if k in best.index else ""
+                                         for k in keys]
+        same = {}
+        for k in set(keys):
+            x = ok.loc[(ok["condition"] == k[0]) & (ok["workload"] == k[1]), metric].dropna()
+            same[k] = len(x) > 1 and x.nunique() == 1
+        rows[f"{metric}_constant"] = [same[k] for k in keys]
+    return rows
+
+
+def tests_text(tests: dict[str, Any]) -> str:
+    """The best protocol against each other one, in words: 'vs h1: different, 0.82 [0.75, 0.90],
+    p 0.003; vs h3: inconclusive, diff +0.2 [-0.1, +0.5]'."""
+    return "; ".join(stats.comparison_phrase(p, t.verdict, _f(t.ratio), _f(t.ratio_low), _f(t.ratio_high), _f(t.p),
+                                             t.reps_to_decide, _f(t.difference), _f(t.diff_low), _f(t.diff_high))
+                     for p, t in tests.items())
+
+
+def page_loads(run: RunData, summary: pd.DataFrame, bests: Bests) -> pd.DataFrame:
+    """Browser page loads per cell (summary columns) with, per metric, the best protocol and its
+    verdict (DNCS's page table: load, DOMContentLoaded, TTFB, weight, requests)."""
+    if summary.empty:
+        return pd.DataFrame()
+    pages = summary[summary["workload"].map(run.kind_of) == "page"].copy()
+    if pages.empty:
+        return pd.DataFrame()
+    return _with_verdicts(run, pages, PAGE_METRICS, "page", bests).reset_index(drop=True)
+
+
+def video_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> pd.DataFrame:
+    """Video playback per cell (summary columns of the QoE metrics) with, per metric, the best
+    protocol and its verdict against every other protocol (startup, stalls, bitrate, latency, QoE)."""
+    if summary.empty:
+        return pd.DataFrame()
+    video = summary[summary["workload"].map(run.kind_of) == "video"].copy()
+    if video.empty:
+        return pd.DataFrame()
+    return _with_verdicts(run, video, VIDEO_METRICS, "video", bests).reset_index(drop=True)
+
+
+# the kinds with tables of their own in the report; any other (a user's kind) gets a generic one
+OWN_TABLES = ("objects", "page", "video")
+
+
+def kind_metrics(kind: str) -> tuple[tuple[str, str], ...]:
+    """(metric, label) of a kind's declared metrics (model/workload_kinds.py)."""
+    from quicbench.model.workload_kinds import KINDS
+    if kind not in KINDS:
+        return ()
+    return tuple((m.name, METRIC_LABELS.get(m.name, m.header)) for m in KINDS.get(kind).metrics)
+
+
+def other_kind_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> dict[str, pd.DataFrame]:
+    """Per kind without a table of its own: its cells with a verdict per declared metric."""
+    out: dict[str, pd.DataFrame] = {}
+    if summary.empty:
+        return out
+    kinds = summary["workload"].map(run.kind_of)
+    for kind in dict.fromkeys(kinds):
+        if kind in OWN_TABLES or not kind_metrics(kind):
+            continue
+        out[kind] = _with_verdicts(run, summary[kinds == kind].copy(), kind_metrics(kind), kind,
+                                   bests).reset_index(drop=True)
+    return out
 
 
 def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 12's numbers: each mean goodput (and its CI bounds) as % of the same protocol's best
-    workload in the same condition; protocols without a positive best are left out."""
+    """Each mean goodput of an object workload (and its CI bounds) as % of the same protocol's best
+    object workload in the same condition; protocols without a positive best are left out."""
     rows = []
     if summary.empty or "goodput_mbps_mean" not in summary:
         return pd.DataFrame(columns=RELATIVE_COLUMNS)
+    objects = [w for w in run.workloads if run.kind_of(w) == "objects"]
+    summary = summary[summary["workload"].isin(objects)]
     for c in run.condition_order:
         s = summary[summary["condition"] == c]
         for p in run.protocols:
@@ -397,7 +434,7 @@ def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
             best = sp["goodput_mbps_mean"].max()
             if not (isinstance(best, float) and best > 0):
                 continue
-            for w in run.workloads:
+            for w in objects:
                 if w not in sp.index or not sp.at[w, "goodput_mbps_mean"] > 0:
                     continue
                 rows.append({"condition": c, "workload": w, "protocol": p,
@@ -407,26 +444,34 @@ def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RELATIVE_COLUMNS)
 
 
-def build_report_data(run: RunData, method: Method = Method()) -> ReportData:
-    """Compute everything the report shows (statistics, tables, figure inputs, notes) from a run."""
+METRIC_LABELS = {**METRICS, **OPTIONAL_METRICS}
+
+
+def build_report_data(run: RunData, method: Method = Method(), studies: list[str] | None = None) -> ReportData:
+    """Compute everything the report shows (statistics, tables, figure inputs, notes) from a run.
+    studies: names or files of studies to set the run beside (default: the plan's, or those that
+    apply by their [applies] rule)."""
     summary = cell_summary(run, method)
-    seed = seed_matches(run) if not summary.empty else pd.DataFrame(columns=SEED_COLUMNS)
-    diffs = {(a, b): pairwise(run, a, b, method) for a, b in COMPARISONS
+    bests = Bests(run, method)
+    study_data, study_notes = build_studies(run, summary, method, bests, METRIC_LABELS, studies)
+    diffs = {(a, b): pairwise(run, a, b, method, kind="objects") for a, b in COMPARISONS
              if a in run.protocols and b in run.protocols}
     calibration = honesty.calibration(run.meta)
     params = run.conditions
-    conds = run.condition_order
-    return ReportData(
-        run=run, method=method, summary=summary, table1=build_table1(run, summary, seed), seed=seed, diffs=diffs,
-        methods=build_methods_table(run, summary, seed),
+    objects = summary[summary["workload"].map(run.kind_of) == "objects"] if not summary.empty else summary
+    data = ReportData(
+        run=run, method=method, summary=summary, table1=[], diffs=diffs,
         cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run), failed=honesty.failed_trials(run),
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
-        counts=counts(run), missing=missing_items(run, summary, seed, calibration),
-        n_tests_table1=int(summary["p_vs_best"].notna().sum()) if not summary.empty else 0,
-        pages=page_loads(run, summary, method), video=video_cells(run, summary, method),
+        counts=counts(run), missing=missing_items(run, summary, study_data, study_notes, calibration),
+        n_tests_table1=int(objects["p_vs_best"].notna().sum()) if not objects.empty else 0,
+        studies=study_data, views=figure_views(study_data),
+        pages=page_loads(run, summary, bests), video=video_cells(run, summary, bests),
+        other_kinds=other_kind_cells(run, summary, bests),
         video_timelines=median_startup_timelines(run) if not summary.empty else {},
         relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
-        delay_loss_names=bool(conds) and all(parse_delay_loss(c) for c in conds),
         hol=head_of_line(run, method))
+    data.table1 = build_table1(run, summary, data.table1_reference)
+    return data

@@ -15,6 +15,7 @@ import pandas as pd
 
 from quicbench import stats
 from quicbench.model import columns
+from quicbench.model.workload_kinds import KINDS
 from quicbench.analysis.load import OPTIONAL_NUMERIC, RunData
 
 # metric -> axis/table label with unit
@@ -89,6 +90,34 @@ POSITIVE_METRICS = frozenset({
     "segment_ttfb_ms_mean", "segment_ttfb_ms_median",
 })
 
+# metrics whose values can be 0 (or negative), where a geometric mean and a ratio are undefined:
+# compared on the difference of means (stats.compare_difference). The value is the equivalence
+# margin in the metric's unit (None: none is declared, so no 'equivalent' verdict): half a second
+# of stalling per play, and one percentage point of rebuffering (Dobrian et al., SIGCOMM'11: a 1 %
+# higher rebuffering ratio cost minutes of viewing). docs/report.md explains the choice.
+DIFFERENCE_METRICS: dict[str, float | None] = {
+    "stall_total_s": 0.5, "rebuffer_ratio": 0.01, "rebuffer_s_per_min": None, "stalls": None,
+    "qoe_lin": None, "qoe_log": None, "qoe_hd": None, "qoe_score": None, "frames_dropped": None,
+    "frames_dropped_ratio": None, "switches": None, "switches_per_min": None,
+}
+# which way is better, for metrics that are not a kind's headline (workload_kinds.py says those)
+LOWER_IS_BETTER = frozenset({
+    "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50", "request_ms_p50",
+    "page_load_ms", "load_event_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "page_ttfb_ms",
+    "page_response_start_ms", "page_handshake_ms", "page_connect_ms", "page_tls_ms", "page_weight_bytes",
+    "page_requests", "startup_s", "startup_player_s", "stall_total_s", "stalls", "rebuffer_ratio",
+    "rebuffer_s_per_min", "switches_per_min", "live_latency_s_mean", "live_latency_s_median",
+    "frames_dropped", "frames_dropped_ratio", "segment_ttfb_ms_median", "segment_ttfb_ms_mean",
+    "segment_download_ms_median", "frag_latency_ms_mean", "frag_latency_ms_median",
+    "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms", "httpstat_transfer_ms", "httpstat_total_ms",
+    "overhead_pct", "tcp_retransmits", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb",
+})
+
+
+def higher_is_better(metric: str) -> bool:
+    return metric not in LOWER_IS_BETTER
+
+
 CELL_KEYS = ["condition", "workload", "protocol"]
 GOODPUT_STATS = ("mean", "sd", "ci_low", "ci_high", "median", "min", "max")
 
@@ -119,7 +148,12 @@ class Method:
     def alpha_per_look(self) -> float:
         return self.alpha / self.looks
 
-    def compare(self, a, b) -> stats.TestResult:
+    def compare(self, a, b, metric: str = "goodput_mbps") -> stats.TestResult:
+        """a vs b on the metric's scale: the ratio of geometric means (the plan's test), or the
+        difference of means for a metric that can be 0 (DIFFERENCE_METRICS)."""
+        if metric in DIFFERENCE_METRICS:
+            return stats.compare_difference(a, b, alpha=self.alpha_per_look, min_n=self.min_n,
+                                            margin_abs=DIFFERENCE_METRICS[metric])
         return stats.compare(a, b, test=self.test, alpha=self.alpha_per_look, min_n=self.min_n, margin=self.margin)
 
     def short(self) -> str:
@@ -164,9 +198,13 @@ def optional_metrics(run: RunData) -> list[str]:
     return [m for m in OPTIONAL_METRICS if run.rows[m].notna().any()]
 
 
-def samples(run: RunData, metric: str = "goodput_mbps") -> dict[tuple[str, str, str], np.ndarray]:
-    """(condition, workload, protocol) -> the metric's values over the cell's successful trials."""
+def samples(run: RunData, metric: str = "goodput_mbps", kind: str | None = None
+            ) -> dict[tuple[str, str, str], np.ndarray]:
+    """(condition, workload, protocol) -> the metric's values over the cell's successful trials
+    (only workloads of `kind` when given)."""
     ok = run.ok
+    if kind is not None:
+        ok = ok[ok["workload"].map(run.kind_of) == kind]
     return {k: stats.clean(g[metric]) for k, g in ok.groupby(CELL_KEYS, sort=False)}
 
 
@@ -199,12 +237,13 @@ FASTER_THAN_ALL = "ahead of all"
 
 
 def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodput_mbps",
-                   higher_is_better: bool = True) -> pd.DataFrame:
-    """Per condition x workload: the protocol with the best mean (highest goodput) and its
-    comparisons with every other protocol of the cell (cell_verdict). With Holm, the family is
-    every comparison of the table (all cells).
+                   higher_is_better: bool = True, kind: str | None = None) -> pd.DataFrame:
+    """Per condition x workload (of `kind`, when given): the protocol with the best mean (highest
+    goodput) and its comparisons with every other protocol of the cell (cell_verdict), on the
+    metric's scale (Method.compare). With Holm, the family is every comparison of the table (all
+    cells of the kind).
     """
-    smp = samples(run, metric)
+    smp = samples(run, metric, kind)
     sign = 1 if higher_is_better else -1
     groups: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for (c, w, p), x in smp.items():
@@ -219,7 +258,7 @@ def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodp
         best[cw] = b
         for p, x in by_proto.items():
             if p != b:
-                pending.append((cw, b, p, method.compare(with_data[b], x)))
+                pending.append((cw, b, p, method.compare(with_data[b], x, metric)))
     adjusted = stats.adjust([r for *_, r in pending], method.correction)
     per_cell: dict[tuple[str, str], dict[str, stats.TestResult]] = {cw: {} for cw in best}
     for (cw, _b, p, _r), r in zip(pending, adjusted):
@@ -243,7 +282,14 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
     cols = SUMMARY_COLUMNS + [f"{m}_{s}" for m in optional_metrics(run) for s in ("mean", "ci_low", "ci_high")]
     if trials.empty:
         return pd.DataFrame(columns=cols)
-    best = best_protocols(run, method).set_index(["condition", "workload"])
+    # the best protocol of a cell by its kind's headline metric (goodput, page load time, QoE),
+    # each kind's cells one family
+    kinds = dict.fromkeys(run.kind_of(w) for w in run.workloads)
+    frames = [best_protocols(run, method, KINDS.get(k).headline().name, KINDS.get(k).headline().higher_is_better,
+                             kind=k) for k in kinds if k in KINDS]
+    frames = [f for f in frames if not f.empty]
+    best = (pd.concat(frames, ignore_index=True) if frames else best_protocols(run, method, kind="")
+            ).set_index(["condition", "workload"])
     params = run.conditions
     rows = []
     for (c, w, p), g in trials.groupby(CELL_KEYS, sort=False):
@@ -289,19 +335,20 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
     return df.reindex(columns=cols).reset_index(drop=True)
 
 
-def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
-    """Protocol a vs b per condition x workload: means, % difference of a over b, the ratio a/b
-    of geometric means with its CI, the verdict. With Holm, the family is every cell of this
-    comparison.
+def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: str = "goodput_mbps",
+             kind: str | None = None) -> pd.DataFrame:
+    """Protocol a vs b per condition x workload (of `kind`, when given): means, % difference of a
+    over b, the ratio a/b of geometric means with its CI, the verdict. With Holm, the family is
+    every cell of this comparison.
     """
-    smp = samples(run, metric)
+    smp = samples(run, metric, kind)
     rows, results = [], []
     for c in run.condition_order:
         for w in run.workloads:
             xa, xb = smp.get((c, w, a)), smp.get((c, w, b))
             if xa is None or xb is None or not xa.size or not xb.size:
                 continue
-            r = method.compare(xa, xb)
+            r = method.compare(xa, xb, metric)
             results.append(r)
             rows.append({"condition": c, "workload": w, "a": a, "b": b, "mean_a": float(xa.mean()),
                          "mean_b": float(xb.mean()), "n_a": int(xa.size), "n_b": int(xb.size),

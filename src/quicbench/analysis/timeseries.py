@@ -84,8 +84,9 @@ class TimeSeries:
 
 def median_trial_series(run: RunData, max_conditions: int = 6) -> TimeSeries | None:
     """Per condition (the first max_conditions) and protocol, the series of the trial with the median
-    goodput, for the largest workload that has series; None when no series can be read."""
+    goodput, for the largest object workload that has series; None when no series can be read."""
     ok = run.ok
+    ok = ok[ok["workload"].map(run.kind_of) == "objects"]
     ok = ok[[timeseries_path(run, r) is not None for _, r in ok.iterrows()]]
     if ok.empty:
         return None

@@ -38,21 +38,34 @@ def report_cmd(
     correction: Optional[str] = CORRECTION_OPT,
     alpha: Optional[float] = ALPHA_OPT,
     margin: Optional[float] = MARGIN_OPT,
+    study: Optional[list[str]] = typer.Option(None, "--study", help="Set the run beside this study (a name: "
+                                              "go-quick, cvart, dncs-http3, or a study file); repeatable. Default: "
+                                              "the plan's `study`, else the studies whose plan or condition names "
+                                              "match (docs/report.md, Studies)."),
 ) -> None:
-    """Write the report of a run: Table 1, Figs. 11/12, heatmaps, CVart views, honesty panel."""
+    """Write the report of a run: the tables per workload kind, the studies' reference values,
+    figures, heatmaps, honesty panel."""
     from quicbench.report import report_markdown, write_report
     if fmt not in ("html", "md", "text", "json"):
         raise QuicbenchError(f"--format '{fmt}': accepted: html, md, text, json")
     _check_method(run_dir, test, correction, alpha, margin)
+    if study:
+        from quicbench.model.study import find_study
+        for ref in study:
+            try:
+                find_study(ref, Path.cwd())
+            except QuicbenchError as e:
+                raise QuicbenchError(f"--{e}") from None
     method = dict(test=test, correction=correction, alpha=alpha, margin_pct=margin)
     if fmt in ("text", "json"):
         from quicbench.cli.run import print_summary
         print_summary(run_dir, as_json=fmt == "json", **method)
         return
+    studies = [str(Path(s).resolve()) if s.endswith(".toml") or "/" in s else s for s in study or []] or None
     if fmt == "md":
-        print(report_markdown(run_dir, **method))
+        print(report_markdown(run_dir, **method, studies=studies))
         return
-    console.print(f"report: {write_report(run_dir, **method)}")
+    console.print(f"report: {write_report(run_dir, **method, studies=studies)}")
 
 
 @app.command("compare")

@@ -348,6 +348,19 @@ class Plan(_Strict):
                                                "ngtcp2's per-acknowledgement log costs server CPU)")
     statistics: Statistics = Field(default_factory=Statistics)
     keylog: bool = Field(False, description="the load client writes a TLS key log per trial")
+    # the published studies the report sets this run beside (model/study.py): a built-in study's
+    # name (go-quick, cvart, dncs-http3), a study file (relative to the plan), or a list of them
+    study: str | list[str] | None = None
+
+    @field_validator("study")
+    @classmethod
+    def _study(cls, v: str | list[str] | None) -> str | list[str] | None:
+        from quicbench.model.study import NAME_RE as STUDY_NAME, is_path
+        for ref in ([v] if isinstance(v, str) else v or []):
+            if not ref or not (is_path(ref) or STUDY_NAME.match(ref)):
+                raise ValueError(f"study {ref!r}: a study's name (a-z, 0-9, '-', '_', '.') or a study file "
+                                 f"(path ending in .toml)")
+        return v
 
     @field_validator("tcp_cc")
     @classmethod
@@ -648,7 +661,20 @@ def load_plan(path: Path | str) -> Plan:
     except tomllib.TOMLDecodeError as e:
         raise QuicbenchError(f"{path}: not valid TOML: {e}") from None
     base = path.resolve().parent
-    return plan_from_dict(_commands_relative_to(_traces_relative_to(data, base), base), source=str(path))
+    return plan_from_dict(_study_relative_to(_commands_relative_to(_traces_relative_to(data, base), base), base),
+                          source=str(path))
+
+
+def _study_relative_to(data: Any, base: Path) -> Any:
+    """A plan's study files are relative to the plan file (a study's name stays a name)."""
+    from quicbench.model.study import is_path
+    if not isinstance(data, dict) or not data.get("study"):
+        return data
+    refs = data["study"]
+
+    def fix(r: Any) -> Any:
+        return str(base / r) if isinstance(r, str) and is_path(r) and not Path(r).is_absolute() else r
+    return {**data, "study": fix(refs) if isinstance(refs, str) else [fix(r) for r in refs]}
 
 
 def _commands_relative_to(data: Any, base: Path) -> Any:

@@ -182,9 +182,10 @@ class Video(WorkloadKind):
     browser_managed = True
     lead_word = "best"
     metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
-               Metric("startup_s", "start s", 2, False, "start-up"),
-               Metric("rebuffer_ratio", "rebuf", 3, False, "rebuffering"),
-               Metric("mean_bitrate_kbps", "kbit/s", 0, True, "bitrate"))
+               Metric("startup_s", "start s", 2, False, "start-up time"),
+               Metric("stall_total_s", "stall s", 2, False, "stall time"),
+               Metric("mean_bitrate_kbps", "kbit/s", 0, True, "played bitrate"),
+               Metric("live_latency_s_mean", "live s", 1, False, "live latency"))
 
     # browser start, settle and close, then the start-up and what is watched. Measured: a 20 s VOD
     # on a LAN link took 27.0 s with a 0.55 s start-up; plans/dncs-video.toml's 60 s plays at

@@ -43,17 +43,19 @@ def _load_with_rows(run_dir: Path | str) -> RunData:
 
 def write_report(run_dir: Path | str, fmt: str = "html", *, test: str | None = None, alpha: float | None = None,
                  correction: str | None = None, margin_pct: float | None = None,
-                 figures_dir: Path | str | None = None) -> Path:
+                 figures_dir: Path | str | None = None, studies: list[str] | None = None) -> Path:
     """Write the report into the run directory and return its path (report.html or report.md).
 
     Also writes summary.csv and trials.parquet. figures_dir, if given, receives every figure
-    as a PNG file as well (the HTML embeds them either way).
+    as a PNG file as well (the HTML embeds them either way). studies: names or files of the
+    studies to set the run beside (default: the plan's `study`, else those that apply).
     """
     if fmt not in FORMATS:
         raise QuicbenchError(f"unknown report format '{fmt}', accepted: {', '.join(FORMATS)}")
     from quicbench.analysis.report_data import build_report_data
     run = _load_with_rows(run_dir)
-    data = build_report_data(run, _method(run, test, alpha, correction, margin_pct))
+    _check_studies(studies)
+    data = build_report_data(run, _method(run, test, alpha, correction, margin_pct), studies)
     write_summary_csv(data.summary, run.run_dir / "summary.csv")
     write_trials_parquet(run, run.run_dir / "trials.parquet")
     if fmt == "md":
@@ -73,12 +75,21 @@ def write_report(run_dir: Path | str, fmt: str = "html", *, test: str | None = N
 
 
 def report_markdown(run_dir: Path | str, *, test: str | None = None, alpha: float | None = None,
-                    correction: str | None = None, margin_pct: float | None = None) -> str:
+                    correction: str | None = None, margin_pct: float | None = None,
+                    studies: list[str] | None = None) -> str:
     """The Markdown summary of a run (nothing written)."""
     from quicbench.analysis.report_data import build_report_data
     from quicbench.report.markdown import render_markdown
     run = _load_with_rows(run_dir)
-    return render_markdown(build_report_data(run, _method(run, test, alpha, correction, margin_pct)))
+    _check_studies(studies)
+    return render_markdown(build_report_data(run, _method(run, test, alpha, correction, margin_pct), studies))
+
+
+def _check_studies(studies: list[str] | None) -> None:
+    """Studies asked for by name or file must exist and be valid (a QuicbenchError says why)."""
+    from quicbench.model.study import find_study
+    for ref in studies or []:
+        find_study(ref, Path.cwd())
 
 
 def compare_runs(run_a: Path | str, run_b: Path | str, fmt: str = "html", *, test: str | None = None,

@@ -12,6 +12,7 @@ import jinja2
 from quicbench import __version__
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
+from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import TESTS
 from quicbench.report import views
 from quicbench.report.hol import html_context as hol_context
@@ -45,7 +46,6 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
     ctx = {
         **_common(), "m": data, "plots": plots, "plan_name": plan.get("name") or data.run.run_id,
         "plan_desc": plan.get("description") or "", "test_name": TESTS[data.method.test],
-        "seed_source": data.seed_source,
         "diff_tables": [((a, b), views.diff_table(data, a, b)) for (a, b) in data.diffs],
         "phases_table": views.phases_table(data), "cpu_table": views.cpu_table(data),
         "cpu_bound_table": views.cpu_bound_table(data), "host_table": views.host_table(data), "failure_table": views.failure_reason_table(data),
@@ -55,6 +55,10 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
         "hol": hol_context(data),
+        "claims_tables": views.claims_tables(data), "page_verdicts": views.verdict_table(data, "page"),
+        "video_verdicts": views.verdict_table(data, "video"),
+        "kind_tables": [(KINDS.get(k).title, k, views.kind_table(data, k), views.verdict_table(data, k))
+                        for k in data.other_kinds],
     }
     return environment().get_template("report.html.j2").render(**ctx)
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from quicbench.analysis.compare import CompareData
 from quicbench.analysis.report_data import ReportData
-from quicbench.stats import TESTS
+from quicbench.model.workload_kinds import KINDS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
 from quicbench.report.hol import markdown_section as hol_section
 
+VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's QoE per chunk, mean [95 % CI] per cell; "
+              "per metric the best protocol against each other one. Startup, bitrate and latency are compared on "
+              "the ratio of geometric means; stall time and QoE, which can be 0 or negative, on the difference of "
+              "means (Welch), stall time equivalent within ±0.5 s (docs/report.md).")
 ABOVE_NOTE = ("† the mean lies above the interval: the trials are very unequal, and their geometric mean (which the "
               "interval is for) is well below their arithmetic mean.")
 
@@ -28,36 +32,46 @@ def render_markdown(data: ReportData) -> str:
            f"**Method.** {data.method_text}", ""]
     if data.missing:
         out += ["**Missing or limited:**", ""] + [f"- {m}" for m in data.missing] + [""]
-    out += ["## Table 1: goodput (Mbit/s), mean [95 % CI] (n)", "",
-            f"Best protocol in bold; then the best against each other protocol: its verdict (different, "
-            f"equivalent within ±{100 * data.method.margin:g} %, or inconclusive), the ratio of geometric means "
-            f"best/other with its 95 % CI, and the "
-            f"{'Holm-adjusted' if data.method.correction == 'holm' else 'raw'} p over the table's "
-            f"{data.n_tests_table1} comparisons ({data.method.short()}). The CI of a cell is the geometric mean's (never below zero)."
-            + (f" {ABOVE_NOTE}" if data.any_mean_above_ci else "")
-            + (f" Seed columns: {data.seed_source}." if data.is_goquick else ""), ""]
+    ref = data.table1_reference
+    if data.table1:
+        out += ["## Table 1: goodput (Mbit/s), mean [95 % CI] (n)", "",
+                f"Best protocol in bold; then the best against each other protocol: its verdict (different, "
+                f"equivalent within ±{100 * data.method.margin:g} %, or inconclusive), the ratio of geometric means "
+                f"best/other with its 95 % CI, and the "
+                f"{'Holm-adjusted' if data.method.correction == 'holm' else 'raw'} p over the table's "
+                f"{data.n_tests_table1} comparisons ({data.method.short()}). The CI of a cell is the geometric mean's (never below zero)."
+                + (f" {ABOVE_NOTE}" if data.any_mean_above_ci else "")
+                + (f" {ref.study.label.capitalize()} columns: {ref.study.source}." if ref is not None else ""), ""]
     for title, t in views.table1_markdown(data):
         out += [f"### {title}", "", t.markdown(), ""]
-    if data.methods:
-        out += ["## Table 1 the seed's way", "",
-                "getFiles gave every object its own connection: 'per-object' runs that method, 'shared' puts h2/h3 "
-                "on one connection. ≠: our ranking differs from the seed's; ≠!: the fastest protocol differs.", ""]
-        for title, t in views.methods_markdown(data):
-            out += [f"### {title}", "", t.markdown(), ""]
+    for tbl, parts in views.reference_tables(data):
+        out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()), ""]
+        for title, t in parts:
+            out += [f"### {title}", "", t.markdown(), ""] if title else [t.markdown(), ""]
+    for tbl, t in views.claims_tables(data):
+        out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()) + f" ({data.method.short()})", "",
+                t.markdown(), ""]
     for (a, b) in data.diffs:
         t = views.diff_table(data, a, b)
         if t:
             out += [f"## {a.upper()} vs {b.upper()}: % difference in mean goodput", "", t.markdown(), ""]
     video = views.video_table(data)
     if video:
-        out += ["## Video (HLS / DASH in the browser)", "", video.markdown(), ""]
+        out += ["## Video (HLS / DASH in the browser)", "", VIDEO_NOTE, "", video.markdown(), "",
+                "### Video: the best protocol per metric", "", views.verdict_table(data, "video").markdown(), ""]
     pages = views.pages_table(data)
     if pages:
-        out += ["## Page loads (browser)", "", pages.markdown(), ""]
+        out += ["## Page loads (browser)", "", pages.markdown(), "",
+                "### Page loads: the best protocol per metric", "", views.verdict_table(data, "page").markdown(), ""]
         phases = views.page_phases_table(data)
         if phases:
             out += ["### Connection phases of the page's HTML (httpstat's, as DNCS-HTTP3 measured them)", "",
                     views.PAGE_PHASES_NOTE, "", phases.markdown(), ""]
+    for kind in data.other_kinds:
+        t = views.kind_table(data, kind)
+        if t:
+            out += [f"## {KINDS.get(kind).title}", "", t.markdown(), "",
+                    f"### {kind}: the best protocol per metric", "", views.verdict_table(data, kind).markdown(), ""]
     rec = views.recovery_table(data)
     if rec:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",

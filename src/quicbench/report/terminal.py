@@ -16,6 +16,7 @@ from typing import Any
 
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
+from quicbench.analysis.tables import higher_is_better
 from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
 
@@ -99,37 +100,72 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
         metric, _, _, higher = HEADLINE[kind]
         if not any(r["kind"] == kind for r in rows):
             continue
-        best = best_protocols(run, method, metric=metric, higher_is_better=higher)
+        best = best_protocols(run, method, metric=metric, higher_is_better=higher, kind=kind)
+        # the viewer's experience beside a video's headline (its QoE): each metric's own comparisons
+        viewer = {m: best_protocols(run, method, metric=m, higher_is_better=higher_is_better(m), kind=kind
+                                    ).set_index(["condition", "workload"])
+                  for m in VIEWER_METRICS if kind == "video"}
         for _, b in best.iterrows():
-            if run.kind_of(b["workload"]) != kind:
-                continue
             cell = [r for r in rows if r["condition"] == b["condition"] and r["workload"] == b["workload"]]
-            means = {r["protocol"]: r[metric] for r in cell if r[metric] is not None}
-            winner = b["cell_best"]
-            others = sorted((p for p in means if p != winner), key=lambda p: means[p], reverse=higher)
-            runner_up = others[0] if others else None
-            test = b["tests"].get(runner_up) if runner_up else None
-            versus = []
-            for o in others:
-                t = b["tests"].get(o)
-                versus.append({"protocol": o, "mean": means[o], "ahead_pct": _pct(means.get(winner), means[o], higher),
-                               "verdict": t.verdict if t is not None else None,
-                               "p": finite(t.p) if t is not None else None,
-                               "ratio": finite(t.ratio) if t is not None else None,
-                               "ratio_ci": [finite(t.ratio_low), finite(t.ratio_high)] if t is not None else None,
-                               "margin": t.margin if t is not None else None,
-                               "reps_to_decide": t.reps_to_decide if t is not None else None})
-            verdicts.append({
-                "condition": b["condition"], "workload": b["workload"], "kind": kind, "metric": metric,
-                "higher_is_better": higher, "best": winner, "best_mean": means.get(winner),
-                "runner_up": runner_up, "runner_up_mean": means.get(runner_up) if runner_up else None,
-                "verdict": b["cell_verdict"], "p": finite(b["cell_p"]),
-                "p_vs_runner_up": finite(test.p) if test is not None else None,
-                "versus": versus,
-                "cpu_bound": {r["protocol"]: r["n_cpu_bound"] for r in cell if r["n_cpu_bound"]},
-            })
+            v = _verdict(b, cell, kind, metric, higher)
+            if viewer:
+                ok = run.ok[(run.ok["condition"] == b["condition"]) & (run.ok["workload"] == b["workload"])]
+                v["viewer"] = [_viewer(m, viewer[m], b["condition"], b["workload"], ok) for m in VIEWER_METRICS
+                               if (b["condition"], b["workload"]) in viewer[m].index]
+            verdicts.append(v)
     return {"run_id": run.run_id, "method": method.short(), "conditions": conditions, "cells": rows,
             "verdicts": verdicts, "sentences": sentences(conditions, verdicts)}
+
+
+# what the sentence says of a video besides its QoE, in this order
+VIEWER_METRICS = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
+
+
+def _versus(tests: dict, means: dict[str, float | None], winner: str, higher: bool) -> list[dict[str, Any]]:
+    """The winner against each other protocol (best mean first): its verdict, p, and the ratio
+    (or, for a metric that can be 0, the difference) with its 95 % CI."""
+    others = sorted((p for p in means if p != winner and means[p] is not None), key=lambda p: means[p],
+                    reverse=higher)
+    out = []
+    for o in others:
+        t = tests.get(o)
+        out.append({"protocol": o, "mean": means[o], "ahead_pct": _pct(means.get(winner), means[o], higher),
+                    "verdict": t.verdict if t is not None else None,
+                    "p": finite(t.p) if t is not None else None,
+                    "ratio": finite(t.ratio) if t is not None else None,
+                    "ratio_ci": [finite(t.ratio_low), finite(t.ratio_high)] if t is not None else None,
+                    "difference": finite(t.difference) if t is not None else None,
+                    "difference_ci": [finite(t.diff_low), finite(t.diff_high)] if t is not None else None,
+                    "margin": t.margin if t is not None else None,
+                    "margin_abs": t.margin_abs if t is not None else None,
+                    "reps_to_decide": t.reps_to_decide if t is not None else None})
+    return out
+
+
+def _verdict(b: Any, cell: list[dict[str, Any]], kind: str, metric: str, higher: bool) -> dict[str, Any]:
+    means = {r["protocol"]: r[metric] for r in cell if r[metric] is not None}
+    winner = b["cell_best"]
+    versus = _versus(b["tests"], means, winner, higher)
+    runner_up = versus[0]["protocol"] if versus else None
+    test = b["tests"].get(runner_up) if runner_up else None
+    return {"condition": b["condition"], "workload": b["workload"], "kind": kind, "metric": metric,
+            "higher_is_better": higher, "best": winner, "best_mean": means.get(winner),
+            "runner_up": runner_up, "runner_up_mean": means.get(runner_up) if runner_up else None,
+            "verdict": b["cell_verdict"], "p": finite(b["cell_p"]),
+            "p_vs_runner_up": finite(test.p) if test is not None else None, "versus": versus,
+            "cpu_bound": {r["protocol"]: r["n_cpu_bound"] for r in cell if r["n_cpu_bound"]}}
+
+
+def _viewer(metric: str, best: Any, c: str, w: str, ok: Any) -> dict[str, Any]:
+    """One metric of a video cell for the viewer sentence: means per protocol, the best and its
+    comparisons; constant when every trial of the cell had the same value (no stall at all)."""
+    b = best.loc[(c, w)]
+    higher = higher_is_better(metric)
+    means = {p: finite(g[metric].mean()) for p, g in ok.groupby("protocol") if g[metric].notna().any()}
+    x = ok[metric].dropna()
+    return {"metric": metric, "higher_is_better": higher, "best": b["cell_best"], "means": means,
+            "constant": len(x) > 1 and x.nunique() == 1, "value": finite(x.iloc[0]) if len(x) else None,
+            "versus": _versus(b["tests"], means, b["cell_best"], higher)}
 
 
 def _pct(best: float | None, other: float | None, higher_is_better: bool) -> float | None:
@@ -147,6 +183,10 @@ def _fmt_p(p: float | None) -> str:
 
 def _ratio(o: dict[str, Any], best: str) -> str:
     r, ci = o.get("ratio"), o.get("ratio_ci") or [None, None]
+    if r is None and o.get("difference") is not None:
+        d, dci = o["difference"], o.get("difference_ci") or [None, None]
+        name = f"{best} − {protocol_name(o['protocol'])}"
+        return f"{name} = {d:+.2f} [{dci[0]:+.2f}, {dci[1]:+.2f}]" if None not in dci else f"{name} = {d:+.2f}"
     if r is None:
         return ""
     name = f"{best}/{protocol_name(o['protocol'])}"
@@ -171,14 +211,15 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         for i, o in enumerate(v["versus"]):
             ahead = o["ahead_pct"]
             by = "?" if ahead is None else (f"{ahead:.0f} %" if ahead >= 1 else f"{ahead:.1f} %")
+            if o.get("ratio") is None and o.get("difference") is not None:
+                by = f"{abs(o['difference']):.2g}"       # a metric that can be 0 or negative: its own unit
             other = protocol_name(o["protocol"])
             ratio = _ratio(o, best)
             more = f"{better} {what} than" if i == 0 else f"{better} than"
             if o["verdict"] == DIFFERENT:
                 against.append(f"{by} {more} {other} ({ratio}, {_fmt_p(o['p'])})")
             elif o["verdict"] == EQUIVALENT:
-                m = o.get("margin") or 0.1
-                against.append(f"equivalent to {other} within ±{100 * m:g} % ({ratio})")
+                against.append(f"equivalent to {other} within {_margin(o, v['metric'])} ({ratio})")
             elif o["verdict"] == INCONCLUSIVE:
                 need = o.get("reps_to_decide")
                 tail = f"; about {need} trials per protocol would likely decide" if need else ""
@@ -191,7 +232,8 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         lead = won if all(o["verdict"] == DIFFERENT for o in v["versus"]) else "had the best mean"
         if not v["higher_is_better"]:
             lead = won if lead == won else "had the best (lowest) mean"
-        parts.append(f"{best} {lead} {where}: " + ", ".join(against))
+        parts.append(f"{best} {lead} {where}: " + ", ".join(against)
+                     + (f"; for the viewer: {_viewer_text(v['viewer'])}" if v.get("viewer") else ""))
         for p, n in v["cpu_bound"].items():
             bound[p] = bound.get(p, 0) + n
     desc = cond.get("desc") or ""
@@ -217,6 +259,50 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         text += (f" Caveat: {late} trial{'s' if late > 1 else ''} link-late: the link emulator released "
                  f"packets late, so the path was not quite the condition named.")
     return text[0].upper() + text[1:]
+
+
+def _margin(o: dict[str, Any], metric: str) -> str:
+    """'±10 %' (a ratio's margin) or '±0.5 s' (a difference's, in the metric's unit)."""
+    if o.get("margin_abs") is not None:
+        return f"±{o['margin_abs']:g} {UNITS.get(metric, '')}".rstrip()
+    return f"±{100 * (o.get('margin') or 0.1):g} %"
+
+
+# the viewer sentence's words per metric: (name, unit, digits, the best's word)
+VIEWER_WORDS = {"startup_s": ("start-up", "s", 2, "fastest"), "stall_total_s": ("stall time", "s", 2, "least"),
+                "mean_bitrate_kbps": ("played bitrate", "kbit/s", 0, "highest"),
+                "live_latency_s_mean": ("live latency", "s", 1, "lowest")}
+UNITS = {m: u for m, (_, u, _, _) in VIEWER_WORDS.items()}
+
+
+def _viewer_text(items: list[dict[str, Any]]) -> str:
+    """'start-up HTTP/1.1 1.02 s, HTTP/3 1.45 s (HTTP/1.1 fastest: different from HTTP/3, ...), no
+    protocol stalled in any trial, played bitrate ...': each metric's means and its verdicts."""
+    said = []
+    for it in items:
+        name, unit, digits, word = VIEWER_WORDS[it["metric"]]
+        if it["constant"]:
+            said.append("no protocol stalled in any trial" if it["metric"] == "stall_total_s" and not it["value"]
+                        else f"{name} {it['value']:.{digits}f} {unit} in every trial")
+            continue
+        means = ", ".join(f"{protocol_name(p)} {m:.{digits}f}" for p, m in it["means"].items() if m is not None)
+        best = protocol_name(it["best"])
+        vs = it["versus"]
+        decided = vs and all(o["verdict"] == DIFFERENT for o in vs)
+        tests, undecided = [], {}
+        for o in vs:
+            other = protocol_name(o["protocol"])
+            ratio = _ratio(o, best)
+            if o["verdict"] == EQUIVALENT:
+                tests.append(f"equivalent to {other} within {_margin(o, it['metric'])}")
+            elif o["verdict"] == DIFFERENT:
+                tests.append(f"different from {other}" + (f", {ratio}" if ratio else ""))
+            else:
+                undecided.setdefault(o["verdict"] or "untested", []).append(other)
+        tests += [f"{v} vs {', '.join(who)}" for v, who in undecided.items()]
+        lead = f"{best} {word}" if decided else f"{best} best mean"
+        said.append(f"{name} {means} {unit} ({lead}" + (": " + "; ".join(tests) if tests else "") + ")")
+    return ", ".join(said)
 
 
 def sentences(conditions: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> list[str]:
@@ -249,9 +335,10 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
 
 
 def _kind_table(cells: list[dict[str, Any]], kind: str, cond_code: dict[str, str], wl_code: dict[str, str],
-                proto_code: dict[str, str]) -> list[str]:
+                proto_code: dict[str, str], compact: bool = False) -> list[str]:
     metrics = KIND_METRICS[kind]
-    header = ["cond", "workload", "proto", "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
+    names = ["C", "W", "P"] if compact else ["cond", "workload", "proto"]   # compact: the cells are codes
+    header = [*names, "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
     rows = []
     for r in cells:
         vals = []
@@ -279,16 +366,17 @@ def render(data: dict[str, Any], width: int = 80) -> str:
     wls = list(dict.fromkeys(r["workload"] for r in cells))
     protos = list(dict.fromkeys(r["protocol"] for r in cells))
     # shorten names, most verbose first, until every table fits the width
-    options = [({}, {}, {})]
-    options.append(({}, _codes(wls, "W"), {}))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), {}))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P")))
-    for cond_code, wl_code, proto_code in options:
+    options = [({}, {}, {}, False)]
+    options.append(({}, _codes(wls, "W"), {}, False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), {}, False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), False))
+    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), True))
+    for cond_code, wl_code, proto_code, compact in options:
         tables = {}
         for kind in KINDS.names():
             kc = [r for r in cells if r["kind"] == kind]
             if kc:
-                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code)
+                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code, compact)
         if all(len(line) <= width for t in tables.values() for line in t):
             break
     out: list[str] = []

@@ -6,7 +6,7 @@ import pandas as pd
 
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
-from quicbench.analysis.report_data import VIDEO_METRICS, ReportData
+from quicbench.analysis.report_data import PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
 def _wl(data: ReportData, w: str) -> str:
@@ -29,7 +29,7 @@ def phases_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", *[METRICS[c] for c in cols], "n"])
     s = data.summary
     for _, r in s.iterrows():
-        if r["n"] == 0:
+        if r["n"] == 0 or data.run.kind_of(r["workload"]) != "objects":
             continue
         t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"],
                        *[mean_ci(r[f"{c}_mean"], r[f"{c}_ci_low"], r[f"{c}_ci_high"]) for c in cols],
@@ -134,24 +134,29 @@ def metadata_table(data: ReportData) -> SimpleTable:
     return SimpleTable(["", ""], [[k, v] for k, v in data.metadata])
 
 
-PAGE_COLUMNS = (("page_load_ms", "load (ms)"), ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
-                ("first_contentful_paint_ms", "first paint (ms)"), ("page_ttfb_ms", "TTFB (ms)"))
+def _metric_value(r: pd.Series, metric: str) -> str:
+    if metric == "page_weight_bytes":
+        m = r.get(f"{metric}_mean")
+        return "–" if pd.isna(m) else f"{num(m / 1e6)} MB"
+    return mean_ci(r.get(f"{metric}_mean"), r.get(f"{metric}_ci_low"), r.get(f"{metric}_ci_high"))
 
 
 def pages_table(data: ReportData) -> SimpleTable:
-    """DNCS's page table: per condition, workload and protocol, timings with CIs, weight, requests."""
-    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in PAGE_COLUMNS], "weight (MB)",
-                     "requests", "connections", "n", "fastest load", "verdict (p)"])
+    """DNCS's page table: per condition, workload and protocol, timings with CIs, weight, requests;
+    the fastest load and its verdict last (verdict_table has every metric's)."""
+    shown = [(m, lbl) for m, lbl in PAGE_METRICS if f"{m}_mean" in data.pages]
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in shown],
+                     "first paint (ms)", "connections", "n", "fastest load", "verdict (p)"])
     for _, r in data.pages.iterrows():
-        def get(c):
-            return r.get(f"{c}_mean")
-        verdict = str(r["load_cell_verdict"] or "–") + (f" ({pval(r['load_cell_p'])})"
-                                                        if pd.notna(r["load_cell_p"]) else "")
-        t.rows.append([r["condition"], r["workload"], r["protocol"],
-                       *[mean_ci(get(c), r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high")) for c, _ in PAGE_COLUMNS],
-                       num(get("page_weight_bytes") / 1e6 if pd.notna(get("page_weight_bytes")) else None),
-                       num(get("page_requests")), num(get("page_connections")), str(int(r["n"])),
-                       str(r["load_cell_best"] or "–"), verdict])
+        best = r.get("page_load_ms_cell_best")
+        p = r.get("page_load_ms_cell_p")
+        verdict = str(r.get("page_load_ms_cell_verdict") or "–") + (f" ({pval(p)})" if p is not None and pd.notna(p)
+                                                                     else "")
+        t.rows.append([r["condition"], r["workload"], r["protocol"], *[_metric_value(r, m) for m, _ in shown],
+                       mean_ci(r.get("first_contentful_paint_ms_mean"), r.get("first_contentful_paint_ms_ci_low"),
+                               r.get("first_contentful_paint_ms_ci_high")),
+                       num(r.get("page_connections_mean")), str(int(r["n"])),
+                       str(best if isinstance(best, str) else "–"), verdict])
     return t
 
 
@@ -188,49 +193,130 @@ def page_phases_table(data: ReportData) -> SimpleTable | None:
 
 
 def video_table(data: ReportData) -> SimpleTable | None:
-    """DNCS's video table: per condition, workload and protocol, QoE metrics with CIs, the best
-    protocol per metric and its verdict."""
+    """The video table: per condition, workload and protocol, the viewer's metrics with CIs
+    (verdict_table has each metric's best protocol and verdict)."""
     if data.video.empty:
         return None
-    metrics = [(m, lbl) for m, lbl, _ in VIDEO_METRICS if f"{m}_mean" in data.video
+    metrics = [(m, lbl) for m, lbl in VIDEO_METRICS if f"{m}_mean" in data.video
                and data.video[f"{m}_mean"].notna().any()]
     t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in metrics], "stalls", "switches/min",
-                     "dropped frames", "n", *[f"best {lbl.split(' (')[0]} (verdict)" for _, lbl in metrics]])
+                     "dropped frames", "n"])
     for _, r in data.video.iterrows():
-        def verdict(m):
-            best = r.get(f"{m}_cell_best")
-            if best is None or (isinstance(best, float) and pd.isna(best)) or pd.isna(r.get(f"{m}_mean")):
-                return "–"
-            v = r.get(f"{m}_cell_verdict")
-            p = r.get(f"{m}_cell_p")
-            return f"{best} ({v or '–'}{', ' + pval(p) if p is not None and pd.notna(p) else ''})"
         t.rows.append([r["condition"], r["workload"], r["protocol"],
                        *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
                        num(r.get("stalls_mean")), num(r.get("switches_per_min_mean")),
                        f"{100 * r['frames_dropped_ratio_mean']:.1f} %" if pd.notna(r.get("frames_dropped_ratio_mean"))
-                       else "–", str(int(r["n"])), *[verdict(m) for m, _ in metrics]])
+                       else "–", str(int(r["n"]))])
     return t
 
 
-def methods_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
-    """Seed | ours per object | ours shared, with rankings (≠: differs from the seed's; ≠! the fastest differs)."""
+def kind_table(data: ReportData, kind: str) -> SimpleTable | None:
+    """A kind without a table of its own (a user's): its declared metrics with CIs per cell."""
+    frame = data.other_kinds.get(kind)
+    if frame is None or frame.empty:
+        return None
+    metrics = kind_metrics(kind)
+    t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in metrics], "n"])
+    for _, r in frame.iterrows():
+        t.rows.append([r["condition"], r["workload"], r["protocol"],
+                       *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
+                       str(int(r["n"]))])
+    return t
+
+
+def verdict_table(data: ReportData, kind: str) -> SimpleTable | None:
+    """Per page, video (or other kind's) cell and metric: the best protocol, the cell's verdict and
+    each comparison (ratio of geometric means, or difference of means for stall time and QoE, with
+    its 95 % CI)."""
+    frame, metrics = {"page": (data.pages, PAGE_METRICS), "video": (data.video, VIDEO_METRICS)}.get(
+        kind, (data.other_kinds.get(kind, pd.DataFrame()), kind_metrics(kind)))
+    if frame.empty:
+        return None
+    t = SimpleTable(["condition", "workload", "metric", "best", "verdict", "best vs each other"])
+    for (c, w), g in frame.groupby(["condition", "workload"], sort=False):
+        r = g.iloc[0]
+        for m, lbl in metrics:
+            if f"{m}_cell_best" not in g or not g[f"{m}_mean"].notna().any():
+                continue
+            if bool(r.get(f"{m}_constant", False)) is True:
+                t.rows.append([c, w, lbl, "–", "the same in every trial", "nothing to compare"])
+                continue
+            best = r.get(f"{m}_cell_best")
+            p = r.get(f"{m}_cell_p")
+            t.rows.append([c, w, lbl, str(best if isinstance(best, str) else "–"),
+                           str(r.get(f"{m}_cell_verdict") or "–") + (f" ({pval(p)})" if p is not None and pd.notna(p)
+                                                                      else ""),
+                           str(r.get(f"{m}_comparisons") or "–")])
+    return t
+
+
+def reference_tables(data: ReportData) -> list[tuple[dict, list[tuple[str, SimpleTable]]]]:
+    """Each study's reference_vs_ours tables: (the table, [(group title, SimpleTable)]): the
+    reference per protocol and its ranking, then per way ours (mean (n)) and our ranking (≠: it
+    differs from the reference's; ≠!: the best protocol differs; the verdict when ours is not
+    ahead of all)."""
     out = []
-    for blk in data.methods:
-        protos = blk["protocols"]
-        heads = ["condition", *[f"seed {p}" for p in protos], "seed ranking"]
-        for k in blk["policies"]:
-            heads += [f"{k} {p}" for p in protos] + [f"{k} ranking"]
-        t = SimpleTable(heads)
-        for r in blk["rows"]:
-            row = [r["condition"], *[num(r["seed"][p], 5) for p in protos], r["seed_rank"]]
-            for k in blk["policies"]:
-                cells = r[k]["cells"]
-                row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})") for p in protos]
-                mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
-                sig = "" if r[k]["verdict"] in (None, FASTER_THAN_ALL) else f" ({r[k]['verdict']})"
-                row.append(r[k]["rank"] + mark + sig)
-            t.rows.append(row)
-        out.append((f"{blk['size']} objects: seed 000, ours per object, ours shared", t))
+    for sd in data.studies:
+        for tbl in sd.tables:
+            if "groups" not in tbl:
+                continue
+            parts = []
+            for g in tbl["groups"]:
+                protos, label = g["protocols"], tbl["label"]
+                by_metric = tbl["rows_by"] == "metric"
+                heads = (["condition", "metric"] if by_metric else ["condition"]) + \
+                    [f"{label} {p}" for p in protos] + [f"{label} ranking"]
+                for k in g["ways"]:
+                    heads += [f"{k} {p}" for p in protos] + [f"{k} ranking"]
+                if by_metric:
+                    heads += [f"where in the {label}"]
+                t = SimpleTable(heads)
+                for r in g["rows"]:
+                    row = [r["condition"]] + ([r["label"]] if by_metric else [])
+                    row += [r["ref_text"][p] for p in protos]
+                    row.append(r["ref_rank"] or "–")
+                    for k in g["ways"]:
+                        cells = r[k]["cells"]
+                        row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})")
+                                for p in protos]
+                        mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
+                        sig = "" if r[k]["verdict"] in (None, FASTER_THAN_ALL) else f" ({r[k]['verdict']})"
+                        row.append((r[k]["rank"] or "–") + mark + sig)
+                    if by_metric:
+                        row.append(r["where"] + (f" ({r['notes']})" if r["notes"] else ""))
+                    t.rows.append(row)
+                parts.append((g["title"], t))
+            out.append((tbl, parts))
+    return out
+
+
+CLAIM_OUTCOMES = ("agrees", "contradicts", "equivalent", "undecided")
+
+
+def claims_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
+    """Each study's claims: per check, the cells where ours agrees, contradicts, is equivalent or
+    undecided, and the result."""
+    out = []
+    for sd in data.studies:
+        for tbl in sd.tables:
+            if "claims" not in tbl:
+                continue
+            t = SimpleTable(["claim", "where", "check", "cells", "agrees", "contradicts", "equivalent", "undecided",
+                             "result"])
+            for c in tbl["claims"]:
+                claim = c["claim"]
+                if not c["checks"]:
+                    t.rows.append([claim.text, claim.where, claim.note or "not checked", "–", "–", "–", "–", "–",
+                                   "not checked"])
+                for i, ck in enumerate(c["checks"]):
+                    k = ck["check"]
+                    where = ", ".join(f"{p} {'≠ 0' if v == 'nonzero' else '/'.join(f'{x:g}' for x in v)}"
+                                      for p, v in k.conditions.items())
+                    rel = {"higher": "higher than", "lower": "lower than", "equivalent": "equivalent to"}[k.expect]
+                    what = f"{k.a} {rel} {k.b} on {k.metric}" + (f" ({where})" if where else "")
+                    t.rows.append([claim.text if i == 0 else "″", claim.where if i == 0 else "″", what,
+                                   str(len(ck["cells"])), *[str(ck[o]) for o in CLAIM_OUTCOMES], ck["result"]])
+            out.append((tbl, t))
     return out
 
 
@@ -240,8 +326,8 @@ def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
     for blk in data.table1:
         protos = blk["protocols"]
         heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "best vs each other: verdict, ratio [95 % CI]"]
-        if blk["has_seed"]:
-            heads += [f"seed {p}" for p in protos] + ["seed best"]
+        if blk["has_ref"]:
+            heads += [f"{blk['ref_label']} {p}" for p in protos] + [f"{blk['ref_label']} best"]
         t = SimpleTable(heads)
         for r in blk["rows"]:
             cells = []
@@ -258,8 +344,8 @@ def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
                     txt += f" ⚙{c['n_cpu_bound']}"
                 cells.append(f"**{txt}**" if c["is_best"] else txt)
             row = [r["condition"], *cells, r.get("best") or "–", r.get("comparisons") or r.get("verdict") or "–"]
-            if blk["has_seed"]:
-                row += [num(c["seed"], 5) for c in r["cells"]] + [r["seed_best"] or "–"]
+            if blk["has_ref"]:
+                row += [num(c["ref"], 5) for c in r["cells"]] + [r["ref_best"] or "–"]
             t.rows.append(row)
         out.append((blk["title"], t))
     return out

@@ -25,6 +25,12 @@ def available_cc() -> list[str]:
 def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> None:
     """Raise a QuicbenchError naming the field and the accepted values for the first problem.
     With installed, the clients and servers the plan uses must also be installed here."""
+    from quicbench.model.study import find_study
+    for ref in ([plan.study] if isinstance(plan.study, str) else plan.study or []):
+        try:
+            find_study(ref)
+        except QuicbenchError as e:
+            raise QuicbenchError(f"{source}: {e}") from None
     for table, registry in (("client_commands", CLIENTS), ("server_commands", SERVERS)):
         shadowed = sorted(n for n in getattr(plan, table) if n in registry and n != "command")
         if shadowed:

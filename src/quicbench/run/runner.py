@@ -63,8 +63,10 @@ def host_facts() -> dict[str, Any]:
 
 
 def plan_fingerprint(plan: Plan) -> str:
+    """What the trials measure: the plan without the studies its report is set beside (naming one
+    later does not make a run's directory another plan's)."""
     import hashlib
-    return hashlib.sha256(plan.model_dump_json().encode()).hexdigest()[:16]
+    return hashlib.sha256(plan.model_dump_json(exclude={"study"}).encode()).hexdigest()[:16]
 
 
 class Runner:

@@ -1,10 +1,12 @@
-"""The report's figures, as data: FIGURES lists each figure (family) with its id, the report
-section it goes in, its title and caption, and the pure function that draws it from a
-ReportData. The HTML renderer iterates FIGURES; nothing here computes a statistic.
+"""The report's figures, as data: FIGURES lists each figure (family) the report always draws when
+it has data, with its id, the report section it goes in, its title and caption, and the pure
+function that draws it from a ReportData. The figures studies declare (model/study.py; and the
+defaults analysis/studies.py declares the same way) are drawn by the function VIEW_KINDS names
+for their kind. The HTML renderer places each section; nothing here computes a statistic.
 
 Ids, titles and captions are str.format templates filled with the fields the draw function
-returns (a heatmap's protocols, a CVart view's workload...); ``notes`` are caption sentences
-appended when the drawing says they apply (e.g. seed values are drawn).
+returns (a heatmap's protocols, a sweep view's workload...); ``notes`` are caption sentences
+appended when the drawing says they apply (e.g. reference values are drawn).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from quicbench.analysis.report_data import ReportData
-from quicbench.report.figures import compare, cpu, cvart, goodput, heatmap, phases, video
+from quicbench.analysis.studies import View
+from quicbench.report.figures import compare, cpu, goodput, heatmap, phases, sweeps, video
 from quicbench.report.figures.plotting import Drawing, Plot, render
 
 
@@ -40,20 +43,6 @@ class FigureSpec:
 
 FIGURES: list[FigureSpec] = [
     FigureSpec(
-        id="fig11-goodput-vs-condition", section="fig11", title="Fig. 11 replica: goodput vs condition",
-        caption="Mean goodput per protocol with the 95 % confidence interval of the geometric mean (a t-interval on "
-                "log goodput, never below zero), one panel per workload (Go-Quick's Fig. 11). Protocols are drawn "
-                "slightly apart so that the bars do not hide each other.",
-        notes={"seed": "Hollow markers on dotted lines: the seed's own Table 1 (no spread given)."},
-        draw=goodput.fig11),
-    FigureSpec(
-        id="fig12-relative-to-best-size", section="fig12",
-        title="Fig. 12 replica: goodput relative to the best object size",
-        caption="Each protocol's mean goodput as a percentage of its own best workload in the same condition "
-                "(Go-Quick's Fig. 12), one panel per condition. Bars scale that workload's 95 % CI by the best "
-                "mean (the best mean's own uncertainty is not propagated).",
-        draw=goodput.fig12),
-    FigureSpec(
         id="heatmap-{a}-vs-{b}", section="heatmaps", title="{A} vs {B}: % difference in mean goodput",
         caption="100 × (mean {a} − mean {b}) / mean {b}, per cell. Coloured only where the difference is significant "
                 "({method}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
@@ -61,18 +50,6 @@ FIGURES: list[FigureSpec] = [
         notes={"not_crossed": "The conditions do not cross delay and loss (they rise together), so the map is "
                               "condition × workload."},
         draw=heatmap.heatmaps),
-    FigureSpec(
-        id="cvart-{i}", section="cvart", title="CVart views: {workload}",
-        caption="Means of each metric as one condition parameter is swept with the others held fixed (CVart, "
-                "seed 001), with 95 % confidence intervals: of the geometric mean for transfer time and bandwidth "
-                "(never below zero), Student-t for overhead. {slices}.",
-        draw=cvart.cvart_views),
-    FigureSpec(
-        id="timeseries", section="timeseries", title="Throughput time series: {workload}",
-        caption="Server→client wire throughput per capture interval (Ethernet frames, headers included) for "
-                "the trial with the median goodput of each protocol (CVart's time series).",
-        notes={"more": "{more} more conditions are not drawn."},
-        draw=cvart.timeseries),
     FigureSpec(
         id="phases", section="phases", title="Connection phases per protocol",
         caption="Mean over successful trials of the first request's connect, TLS handshake and remaining time to "
@@ -108,14 +85,33 @@ COMPARE_FIGURE = FigureSpec(
     draw=compare.compare_diff)
 
 
+# the generic figure kinds a study can declare (model/study.py Figure.kind) -> draw(data, view)
+VIEW_KINDS: dict[str, Callable[[ReportData, View], Drawing | list[Drawing] | None]] = {
+    "metric_vs_condition": goodput.metric_vs_condition_view,
+    "relative_to_best": goodput.relative_to_best_view,
+    "metric_vs_parameter": sweeps.metric_vs_parameter_view,
+    "timeseries": sweeps.timeseries_view,
+}
+
+
+def view_spec(view: View) -> FigureSpec:
+    """A declared figure as a FigureSpec (its note "reference" is its reference_note)."""
+    f = view.figure
+    return FigureSpec(id=f.id, section=f.section, title=f.title, caption=f.caption,
+                      draw=lambda data: VIEW_KINDS[f.kind](data, view),
+                      notes={"reference": f.reference_note, "more": "{more} more conditions are not drawn."})
+
+
 def render_figures(data: ReportData, figures: list[FigureSpec] = FIGURES) -> dict[str, list[Plot]]:
-    """section -> the rendered plots of that section, in FIGURES order (empty when no cell has data)."""
-    out: dict[str, list[Plot]] = {spec.section: [] for spec in figures}
+    """section -> the rendered plots of that section: the report's own figures (FIGURES order)
+    and the declared ones (data.views); empty when no cell has data."""
+    specs = [*figures, *(view_spec(v) for v in data.views)]
+    out: dict[str, list[Plot]] = {spec.section: [] for spec in specs}
     if data.summary.empty:
         return out
-    for spec in figures:
+    for spec in specs:
         out[spec.section] += spec.render(data)
     return out
 
 
-__all__ = ["FigureSpec", "FIGURES", "COMPARE_FIGURE", "render_figures", "Plot"]
+__all__ = ["FigureSpec", "FIGURES", "VIEW_KINDS", "COMPARE_FIGURE", "render_figures", "Plot"]

@@ -1,6 +1,6 @@
-"""Goodput figures: Fig. 11 (goodput vs condition per object size) and Fig. 12 (goodput as %
-of the protocol's best object size, per condition), after seed 000; and the browser's page
-load time vs condition, drawn the same way."""
+"""Condition-level figures: a metric vs condition per workload (with a study's reference values
+as hollow markers: Go-Quick's Fig. 11), a metric as % of the protocol's best workload per
+condition (Go-Quick's Fig. 12), and the browser's page load time vs condition, drawn the same way."""
 
 from __future__ import annotations
 
@@ -9,46 +9,63 @@ import math
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from quicbench.analysis.report_data import ReportData
+from quicbench.analysis.report_data import METRIC_LABELS, ReportData
+from quicbench.analysis.studies import View
 from quicbench.report.figures import palette
 from quicbench.report.figures.plotting import (Drawing, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis,
                                                styled, yerr)
 
 
-def _condition_axis(ax, conditions: list[str], delay_loss_names: bool) -> None:
+def _condition_axis(ax, conditions: list[str], xlabel: str = "condition") -> None:
     ax.set_xticks(range(len(conditions)))
     long = max((len(c) for c in conditions), default=0) > 8 or len(conditions) > 6
     ax.set_xticklabels(conditions, rotation=30 if long else 0, ha="right" if long else "center")
     ax.set_xlim(-0.5, len(conditions) - 0.5)
-    if conditions and delay_loss_names:
-        ax.set_xlabel("condition (delay ms _ loss %, each direction)")
-    else:
-        ax.set_xlabel("condition")
+    ax.set_xlabel(xlabel if conditions else "condition")
 
 
-def fig11(data: ReportData) -> Drawing | None:
-    """Goodput vs condition, one panel per workload, log scale, mean with 95 % CI per protocol."""
-    seed = data.seed if not data.seed.empty else None
-    return metric_vs_condition(data, "goodput_mbps", "goodput (Mbit/s, log scale)", seed=seed,
-                               notes=("seed",) if seed is not None else ())
+def _axis_label(label: str, log: bool) -> str:
+    """'goodput (Mbit/s)' -> 'goodput (Mbit/s, log scale)' on a log axis."""
+    return label[:-1] + ", log scale)" if log and label.endswith(")") else label + (" (log scale)" if log else "")
+
+
+def metric_vs_condition_view(data: ReportData, view: View) -> list[Drawing]:
+    """A declared metric_vs_condition figure: one drawing per metric, for the workloads of its
+    kinds, with the study's matching reference values when it asks for them."""
+    f = view.figure
+    out = []
+    workloads = [w for w in data.run.workloads if data.run.kind_of(w) in f.workload_kinds]
+    for metric in f.metrics:
+        refs = view.refs[view.refs["metric"] == metric] if f.reference else None
+        ref = refs[refs["value_metric"].notna()] if refs is not None and refs["value_metric"].notna().any() else None
+        label = f.metric_labels.get(metric) or METRIC_LABELS.get(metric, metric)
+        d = metric_vs_condition(data, metric, _axis_label(label, f.log), ref=ref, workloads=workloads, log=f.log,
+                                notes=("reference",) if ref is not None else (), xlabel=view.xlabel,
+                                ref_label=f.reference_label or "reference")
+        if d is not None:
+            d.fields.update(metric=metric, label=label[0].upper() + label[1:])
+            out.append(d)
+    return out
 
 
 def page_loads(data: ReportData) -> Drawing | None:
     """Mean page load time vs condition, one panel per page workload, linear scale."""
-    return metric_vs_condition(data, "page_load_ms", "page load time (ms)", log=False)
+    return metric_vs_condition(data, "page_load_ms", "page load time (ms)", log=False,
+                               workloads=[w for w in data.run.workloads if data.run.kind_of(w) == "page"])
 
 
-def metric_vs_condition(data: ReportData, metric: str, ylabel: str, seed: pd.DataFrame | None = None,
-                        workloads: list[str] | None = None, log: bool = True,
-                        notes: tuple[str, ...] = ()) -> Drawing | None:
-    """A metric's mean and 95 % CI vs condition, one panel per workload, one line per protocol."""
+def metric_vs_condition(data: ReportData, metric: str, ylabel: str, ref: pd.DataFrame | None = None,
+                        workloads: list[str] | None = None, log: bool = True, notes: tuple[str, ...] = (),
+                        xlabel: str = "condition", ref_label: str = "reference") -> Drawing | None:
+    """A metric's mean and 95 % CI vs condition, one panel per workload, one line per protocol;
+    ref (condition, workload, protocol, value_metric): reference values as hollow markers."""
     summary, run = data.summary, data.run
     col = f"{metric}_mean"
     if summary.empty or col not in summary or summary[col].notna().sum() == 0:
         return None
     conds, protos = run.condition_order, run.protocols
-    workloads = workloads if workloads is not None else [
-        w for w in run.workloads if summary.loc[summary["workload"] == w, col].notna().any()]
+    workloads = [w for w in (workloads if workloads is not None else run.workloads)
+                 if summary.loc[summary["workload"] == w, col].notna().any()]
     if not workloads:
         return None
     nrows, ncols = grid_shape(len(workloads))
@@ -78,9 +95,9 @@ def metric_vs_condition(data: ReportData, metric: str, ylabel: str, seed: pd.Dat
                 if xs:
                     ax.errorbar(xs, ys, yerr=errs, color=palette.color(p), marker=palette.marker(p),
                                 linestyle=palette.linestyle(p), linewidth=1.6, markersize=5, label=palette.label(p))
-                if seed is not None and not seed.empty:
-                    sd = seed[(seed["workload"] == w) & (seed["protocol"] == p)].set_index("condition")
-                    pts = [(i, sd.at[c, "seed_goodput_mbps"]) for i, c in enumerate(conds) if c in sd.index]
+                if ref is not None and not ref.empty:
+                    sd = ref[(ref["workload"] == w) & (ref["protocol"] == p)].set_index("condition")
+                    pts = [(i, float(sd.at[c, "value_metric"])) for i, c in enumerate(conds) if c in sd.index]
                     if pts:
                         ax.plot(*zip(*pts), color=palette.color(p), marker=palette.marker(p), markerfacecolor="white",
                                 linestyle=":", linewidth=1.0, markersize=5, alpha=0.8)
@@ -91,22 +108,23 @@ def metric_vs_condition(data: ReportData, metric: str, ylabel: str, seed: pd.Dat
                 ax.set_ylim(bottom=0)
             ax.set_title(data.workload_title(w))
             ax.set_ylabel(ylabel)
-            _condition_axis(ax, conds, data.delay_loss_names)
+            _condition_axis(ax, conds, xlabel)
         hide_unused(axes, len(workloads))
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle=palette.linestyle(p),
                           label=palette.label(p)) for p in protos]
-        if seed is not None and not seed.empty:
+        if ref is not None and not ref.empty:
             handles.append(Line2D([], [], color="grey", marker="o", markerfacecolor="white", linestyle=":",
-                                  label="seed 000, Table 1"))
+                                  label=ref_label))
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
         return Drawing(fig, notes=notes)
 
 
-def fig12(data: ReportData) -> Drawing | None:
-    """Goodput as % of the same protocol's best workload, vs object size, one panel per condition."""
+def relative_to_best_view(data: ReportData, view: View) -> Drawing | None:
+    """Goodput as % of the same protocol's best workload, vs object size, one panel per condition
+    (the object workloads; data.relative holds the numbers)."""
     run, rel = data.run, data.relative
-    workloads = run.workloads
-    if len(workloads) < 2 or data.summary["goodput_mbps_mean"].notna().sum() == 0:
+    workloads = [w for w in run.workloads if run.kind_of(w) in view.figure.workload_kinds]
+    if len(workloads) < 2 or rel.empty:
         return None
     conds, protos = run.condition_order, run.protocols
     nrows, ncols = grid_shape(len(conds))

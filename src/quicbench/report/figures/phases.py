@@ -16,7 +16,7 @@ def phases(data: ReportData, max_conditions: int = 6) -> Drawing | None:
     if summary.empty or not data.has_phases:
         return None
     conds = run.condition_order[:max_conditions]
-    bars = [(w, p) for w in run.workloads for p in run.protocols]
+    bars = [(w, p) for w in data.object_workloads for p in run.protocols]
     nrows, ncols = grid_shape(len(conds), 2)
     with styled():
         fig, axes = new_figure(nrows, ncols, height_in=max(1.6, 0.32 * len(bars) + 1.1))

@@ -1,6 +1,6 @@
-"""CVart's views (seed 001): total transfer time, average bandwidth and overhead vs delay,
-bandwidth and loss, each swept with the other parameters held fixed; and throughput time
-series per protocol from the capture files, when the run has them."""
+"""Metrics vs swept condition parameters (CVart's views, seed 001, declare them): each metric's
+mean vs delay, bandwidth and loss, each swept with the other parameters held fixed; and
+throughput time series per protocol from the capture files, when the run has them."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from quicbench.analysis.condition_params import PARAM_LABELS
-from quicbench.analysis.report_data import ReportData
+from quicbench.analysis.report_data import METRIC_LABELS, ReportData
+from quicbench.analysis.studies import View
 from quicbench.report.figures import palette
 from quicbench.report.figures.plotting import Drawing, grid_shape, hide_unused, new_figure, styled, yerr
 
-METRICS = (("total_time_s", "total transfer time (s)"), ("goodput_mbps", "average bandwidth (Mbit/s)"),
-           ("overhead_pct", "overhead (% of payload)"))
 SLICE_STYLES = ("-", "--")
 
 
@@ -34,14 +33,21 @@ def _slice_label(key: dict, varying: set[str]) -> str:
     return ", ".join(parts) or "others fixed"
 
 
-def cvart_views(data: ReportData, max_workloads: int = 3) -> list[Drawing]:
+def metric_vs_parameter_view(data: ReportData, view: View, max_workloads: int = 3) -> list[Drawing]:
+    """The view's metrics (rows) vs each swept parameter (columns), one figure per workload of its
+    kinds (the largest first), mildest and harshest setting of the other parameters."""
     sw, summary, run = data.sweeps, data.summary, data.run
     if not sw or summary.empty:
         return []
-    metrics = [(m, lbl) for m, lbl in METRICS if f"{m}_mean" in summary and summary[f"{m}_mean"].notna().any()]
+    labels = view.figure.metric_labels
+    metrics = [(m, labels.get(m) or METRIC_LABELS.get(m, m)) for m in view.figure.metrics
+               if f"{m}_mean" in summary and summary[f"{m}_mean"].notna().any()]
+    if not metrics:
+        return []
     params = run.conditions
     out = []
-    for w in run.workloads[-max_workloads:][::-1]:   # the largest transfers first, as CVart's single file
+    workloads = [w for w in run.workloads if run.kind_of(w) in view.figure.workload_kinds]
+    for w in workloads[-max_workloads:][::-1]:   # the largest transfers first, as CVart's single file
         s = summary[summary["workload"] == w].set_index(["condition", "protocol"])
         with styled():
             fig, axes = new_figure(len(metrics), len(sw), height_in=2.8)
@@ -89,7 +95,7 @@ def cvart_views(data: ReportData, max_workloads: int = 3) -> list[Drawing]:
     return out
 
 
-def timeseries(data: ReportData) -> Drawing | None:
+def timeseries_view(data: ReportData, view: View) -> Drawing | None:
     """Throughput over time, one panel per condition, the median-goodput trial of each protocol."""
     ts, run = data.timeseries, data.run
     if ts is None:

@@ -1,0 +1,277 @@
+"""Studies as data (model/study.py, analysis/studies.py): a toy study declared in one file of a test
+fixture is set beside a small synthetic run, and its reference-vs-ours table, Table 1 columns,
+claims and figure are what an independent computation on the rows says; the built-in studies
+load; bad study files and plan keys are refused naming the field."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from quicbench.analysis import load_run
+from quicbench.analysis.report_data import build_report_data
+from quicbench.errors import QuicbenchError
+from quicbench.model.plan import load_plan, plan_from_dict
+from quicbench.model.study import available, find_study, load_study, read_reference_csv
+from quicbench.report import report_markdown, write_report
+from quicbench.run.preflight import check_plan
+
+REPO = Path(__file__).resolve().parents[2]
+TOY = REPO / "tests" / "fixtures" / "studies" / "toy-study.toml"
+# (condition, per-direction delay ms, loss %) and the goodput each protocol has there (Mbit/s)
+CONDS = [("near", 10.4, 0.0), ("far", 100.0, 0.0), ("lossy", 10.0, 1.0)]
+GOODPUT = {("near", "h1"): 45.0, ("near", "h2"): 38.0, ("near", "h3"): 28.0,
+           ("far", "h1"): 4.0, ("far", "h2"): 4.1, ("far", "h3"): 6.5,
+           ("lossy", "h1"): 9.0, ("lossy", "h2"): 9.2, ("lossy", "h3"): 12.0}
+WORKLOADS = [("1x1MB/p1", 1_000_000, 1), ("10x10KB/p10", 10_000, 10)]
+
+
+def synthetic_run(d: Path, study: str | None = str(TOY), reps: int = 6) -> Path:
+    rng = np.random.default_rng(5)
+    rows = []
+    for c, delay, loss in CONDS:
+        for w, size, count in WORKLOADS:
+            for p in ("h1", "h2", "h3"):
+                for rep in range(1, reps + 1):
+                    g = GOODPUT[(c, p)] * (0.2 if size == 10_000 else 1.0) * float(rng.lognormal(0, 0.05))
+                    rows.append({"key": f"{c}|{w}|{p}|caddy|r{rep}", "condition": c, "workload": w, "kind": "objects",
+                                 "protocol": p, "server": "caddy", "client": "qb-load", "rep": rep, "status": "ok",
+                                 "size_bytes": size, "count": count, "parallel": count, "bytes": size * count,
+                                 "goodput_mbps": g, "total_time_s": size * count * 8 / (g * 1e6)})
+    heads = {c: {"delay_ms": delay, "loss_pct": loss, "rate_mbit": None, "jitter_ms": 0.0, "spikes": False,
+                 "rtt_ms": 2 * delay} for c, delay, loss in CONDS}
+    plan = {"name": "toy-run", "workloads": [{"size": "1MB"}, {"size": "10KB", "count": 10}],
+            "conditions": [{"name": c, "delay_ms": delay, "loss_pct": loss} for c, delay, loss in CONDS]}
+    if study:
+        plan["study"] = study
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "meta.json").write_text(json.dumps({"run_id": d.name, "plan": plan, "conditions": heads}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def sample(d: Path, c: str, w: str, p: str) -> np.ndarray:
+    rows = [json.loads(l) for l in (d / "trials.jsonl").read_text().splitlines()]
+    return np.array([r["goodput_mbps"] for r in rows if (r["condition"], r["workload"], r["protocol"]) == (c, w, p)])
+
+
+def holm(ps: dict) -> dict:
+    keys = sorted(ps, key=ps.get)
+    out, running = {}, 0.0
+    for i, k in enumerate(keys):
+        running = max(running, min(1.0, (len(keys) - i) * ps[k]))
+        out[k] = running
+    return out
+
+
+def test_toy_study_is_matched_by_condition_parameters_and_workload(tmp_path):
+    d = synthetic_run(tmp_path / "run")
+    data = build_report_data(load_run(d))
+    (sd,) = data.studies
+    assert sd.study.name == "toy-paper" and sd.why == "named"
+    got = {(r.condition, r.workload, r.protocol): r.value_metric for r in sd.refs.itertuples()}
+    # near: 10.4 ms is within the declared 1 ms of 10; lossy has 1 % loss (the paper had none); the
+    # 10 KB workload is not the paper's 1 MB; h2 has no reference; far/h3 has a note and no value
+    assert set(got) == {("near", "1x1MB/p1", "h1"), ("near", "1x1MB/p1", "h3"), ("far", "1x1MB/p1", "h1"),
+                        ("far", "1x1MB/p1", "h3")}
+    assert got[("near", "1x1MB/p1", "h1")] == pytest.approx(40.0)          # 40000 kbit/s in Mbit/s
+    assert got[("far", "1x1MB/p1", "h1")] == pytest.approx(5.0)
+    assert math.isnan(got[("far", "1x1MB/p1", "h3")])
+    far_h3 = sd.refs[(sd.refs["condition"] == "far") & (sd.refs["protocol"] == "h3")].iloc[0]
+    assert "crashed" in far_h3["note"] and far_h3["value_text"] == "–"
+
+
+def test_toy_study_reference_vs_ours_table(tmp_path):
+    d = synthetic_run(tmp_path / "run")
+    data = build_report_data(load_run(d))
+    (table,) = [t for t in data.studies[0].tables if t.get("id") == "toy-table"]
+    (group,) = table["groups"]
+    assert group["title"] == "1MB downloads" and group["ways"] == ["ours"]
+    rows = {r["condition"]: r for r in group["rows"]}
+    assert set(rows) == {"near", "far"}                      # lossy matches nothing of the paper
+    near, far = rows["near"], rows["far"]
+    assert near["ref"] == {"h1": pytest.approx(40.0), "h2": None, "h3": pytest.approx(30.0)}
+    assert near["ref_rank"] == "h1 > h3" and far["ref_rank"] == "h1"
+    for c, r in rows.items():
+        means = {p: sample(d, c, "1x1MB/p1", p).mean() for p in ("h1", "h2", "h3")}
+        for p, m in means.items():
+            assert r["ours"]["cells"][p]["mean"] == pytest.approx(m) and r["ours"]["cells"][p]["n"] == 6
+        assert r["ours"]["rank"] == " > ".join(sorted(means, key=lambda p: -means[p]))
+    # near: ours ranks h1 > h3 as the paper does; far: ours has h3 ahead of h1, the paper only h1
+    assert not near["ours"]["differs"] and not far["ours"]["differs"]
+    # the verdict is the best protocol's against each other one (Holm over the objects' Table 1)
+    s = data.summary.set_index(["condition", "workload", "protocol"])
+    assert near["ours"]["verdict"] == s.loc[("near", "1x1MB/p1", "h1"), "cell_verdict"]
+    md = report_markdown(d)
+    assert "## Toy paper's Table 2 beside ours" in md and "### 1MB downloads" in md
+    line = next(l for l in md.splitlines() if l.startswith("| near | 40 | – | 30 | h1 > h3 |"))
+    assert f"{near['ours']['cells']['h1']['mean']:.4g} (n=6)" in line
+    html = write_report(d).read_text()
+    assert 'id="toy-table"' in html and "paper ranking" in html and 'data-study="toy-paper"' in html
+
+
+def test_toy_study_columns_beside_table1_and_figure(tmp_path):
+    d = synthetic_run(tmp_path / "run")
+    data = build_report_data(load_run(d))
+    (blk,) = [b for b in data.table1 if b["workload"] == "1x1MB/p1"]
+    assert blk["has_ref"] and blk["ref_label"] == "paper"
+    near = next(r for r in blk["rows"] if r["condition"] == "near")
+    assert [c["ref"] for c in near["cells"]] == [pytest.approx(40.0), None, pytest.approx(30.0)]
+    assert near["ref_best"] == "h1" and near["ref_agrees"] == (near["best"] == "h1")
+    other = next(b for b in data.table1 if b["workload"] == "10x10KB/p10")
+    assert not other["has_ref"]
+    html = write_report(d).read_text()
+    assert "<th class=\"num\">paper h1</th>" in html and "The grey columns are the toy paper's" in html.replace(
+        "&#39;", "'")
+    assert 'id="toy"' in html and 'id="toy-goodput"' in html and "Hollow markers: the paper" in html
+    # the study's figure replaces the default goodput-vs-condition figure
+    assert 'id="goodput-vs-condition"' not in html
+
+
+def test_toy_study_claim_checked_with_holm_over_the_comparison(tmp_path):
+    d = synthetic_run(tmp_path / "run")
+    data = build_report_data(load_run(d))
+    (claim,) = data.studies[0].claims
+    (check,) = claim["checks"]
+    # independently: Welch on log goodput h1 vs h3 in every objects cell, Holm over them; the claim
+    # is about delay 10 ms (within the study's 1 ms tolerance) on the paper's workload (1 MB)
+    raw = {(c, w): st.ttest_ind(np.log(sample(d, c, w, "h1")), np.log(sample(d, c, w, "h3")),
+                                equal_var=False).pvalue for c, _, _ in CONDS for w, _, _ in WORKLOADS}
+    adj = holm(raw)
+    cells = {(x["condition"], x["workload"]): x for x in check["cells"]}
+    assert set(cells) == {("near", "1x1MB/p1"), ("lossy", "1x1MB/p1")}
+    for k, x in cells.items():
+        assert x["p"] == pytest.approx(adj[k])
+        higher = sample(d, *k, "h1").mean() > sample(d, *k, "h3").mean()
+        want = ("agrees" if higher else "contradicts") if adj[k] < 0.01 else x["outcome"]
+        assert x["outcome"] == want
+    assert cells[("near", "1x1MB/p1")]["outcome"] == "agrees"
+    assert cells[("lossy", "1x1MB/p1")]["outcome"] == "contradicts"    # h3 is ahead there
+    assert check["result"] == "mixed"
+    md = report_markdown(d)
+    assert "TCP is faster than QUIC near the server." in md and "| mixed |" in md
+
+
+def test_a_run_without_a_plan_study_gets_the_study_its_name_applies(tmp_path):
+    d = synthetic_run(tmp_path / "go-quick-like", study=None)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["plan"]["name"] = "my-go-quick-variant"
+    (d / "meta.json").write_text(json.dumps(meta))
+    data = build_report_data(load_run(d))
+    assert [(s.study.name, s.why) for s in data.studies] == [("go-quick", "plan name")]
+    # a study asked for explicitly wins over the plan's (quicbench report --study)
+    data = build_report_data(load_run(d), studies=[str(TOY)])
+    assert [s.study.name for s in data.studies] == ["toy-paper"]
+    meta["plan"]["name"] = "unrelated"
+    (d / "meta.json").write_text(json.dumps(meta))
+    data = build_report_data(load_run(d))
+    assert data.studies == [] and any("No study's reference values" in m for m in data.missing)
+
+
+def test_builtin_studies_load_and_say_where_each_number_is():
+    assert {"go-quick", "cvart", "dncs-http3"} <= set(available())
+    for name in ("go-quick", "cvart", "dncs-http3"):
+        s = find_study(name)
+        assert s.references and all(r.where for r in s.references)
+        assert all(r.value is not None or r.note for r in s.references)
+    gq = find_study("go-quick")
+    assert len(gq.references) == 45 and {r.size_bytes for r in gq.references} == {1069168, 103250, 10215}
+    # CVart prints no number: every reference says so instead of a value
+    assert all(r.value is None and "no number" in r.note for r in find_study("cvart").references)
+    dncs = {(r.protocol, r.quantity): r for r in find_study("dncs-http3").references}
+    assert dncs[("h3", "Load time")].value_in_metric_unit == pytest.approx(3960.0)        # 3.96 sec in ms
+    # the hls.js demo's panel: fragment latency in ms; the "MB/s" it printed for fragAvgKbps read as Mbit/s
+    assert dncs[("h2", "Avg latency")].metric == "frag_latency_ms_mean"
+    bitrate = dncs[("h2", "Avg bitrate")]
+    assert bitrate.metric == "frag_kbps_mean" and bitrate.value_in_metric_unit == pytest.approx(139570.0)
+    assert "our reading" in bitrate.note
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("protocol,metric,quantity,value,unit,where\nh1,goodput_mbps,goodput,,Mbit/s,Table 1\n", "no value and no note"),
+    ("protocol,metric,quantity,value,unit,where\nh1,speed,goodput,3,Mbit/s,Table 1\n", "unknown metric 'speed'"),
+    ("protocol,metric,quantity,value,unit,where,colour\nh1,goodput_mbps,goodput,3,Mbit/s,T1,red\n",
+     "unknown column 'colour'"),
+    ("protocol,metric,quantity,value,unit,where,spikes\nh1,goodput_mbps,goodput,3,Mbit/s,T1,maybe\n", "spikes"),
+])
+def test_bad_reference_rows_are_refused_naming_the_field(text, needle):
+    with pytest.raises(QuicbenchError) as e:
+        read_reference_csv(text, "ref.csv")
+    msg = str(e.value)
+    assert needle in msg and msg.startswith("ref.csv")
+    assert "line 2" in msg or "accepted: protocol" in msg      # the row, or the columns accepted
+
+
+def test_bad_study_files_are_refused(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text('name = "x"\ntitle = "x"\ndocument = "d"\n[match]\ncondition = ["colour"]\n')
+    with pytest.raises(QuicbenchError, match="match.condition"):
+        load_study(f)
+    f.write_text('name = "x"\ntitle = "x"\ndocument = "d"\n[[figures]]\nkind = "pie"\n')
+    with pytest.raises(QuicbenchError, match="figures"):
+        load_study(f)
+    with pytest.raises(QuicbenchError, match="unknown study 'nope', accepted: .*go-quick"):
+        find_study("nope")
+
+
+def test_plan_study_key(tmp_path):
+    plan = tmp_path / "p.toml"
+    plan.write_text(f'study = "{TOY.name}"\n[[workloads]]\nsize = "1MB"\n')
+    (tmp_path / TOY.name).write_text(TOY.read_text())
+    p = load_plan(plan)
+    assert p.study == str(tmp_path / TOY.name)          # a file is relative to the plan
+    check_plan(p, str(plan))
+    with pytest.raises(QuicbenchError, match="study: unknown study 'no-such-study'"):
+        check_plan(plan_from_dict({"workloads": [{"size": "1MB"}], "study": "no-such-study"}), "p")
+    with pytest.raises(QuicbenchError, match="study"):
+        plan_from_dict({"workloads": [{"size": "1MB"}], "study": "Bad Name!"})
+    from quicbench.run.runner import plan_fingerprint
+    base = plan_from_dict({"workloads": [{"size": "1MB"}]})
+    assert plan_fingerprint(base) == plan_fingerprint(plan_from_dict({"workloads": [{"size": "1MB"}],
+                                                                      "study": "go-quick"}))
+
+
+def test_report_command_takes_a_study(tmp_path):
+    from conftest import run_qb
+    d = synthetic_run(tmp_path / "run", study=None)
+    r = run_qb("report", str(d), "--format", "md", "--study", str(TOY))
+    assert r.returncode == 0, r.stderr
+    assert "## Toy paper's Table 2 beside ours" in r.stdout
+    bad = run_qb("report", str(d), "--study", "no-such-study")
+    assert bad.returncode == 2 and "--study: unknown study 'no-such-study', accepted:" in bad.stderr
+    assert not (d / "report.html").exists()
+
+
+def test_dncs_page_table_beside_a_page_run(tmp_path):
+    """DNCS-HTTP3's page table (study dncs-http3) beside a synthetic page-only run on the LAN: the
+    seed's printed units converted (10.1 MB, 3.96 sec), its identical weights ranked as ties, and a
+    condition with a rate that drops not matched (the seed had no emulated impairment)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for c in ("dncs_lan", "abr_spikes"):
+        for p, load in (("h1", 700.0), ("h2", 600.0), ("h3", 800.0)):
+            for rep in range(1, 5):
+                rows.append({"key": f"{c}|page:realistic|{p}|r{rep}", "condition": c, "workload": "page:realistic",
+                             "kind": "page", "protocol": p, "rep": rep, "status": "ok",
+                             "page_load_ms": load * float(rng.lognormal(0, 0.05)), "page_ttfb_ms": 2.0 + rep / 10,
+                             "dom_content_loaded_ms": load / 2, "page_weight_bytes": 10_240_000 + rep,
+                             "page_requests": 125})
+    heads = {"dncs_lan": {"delay_ms": 0.5, "loss_pct": 0.0, "rate_mbit": None, "jitter_ms": 0.0, "spikes": False},
+             "abr_spikes": {"delay_ms": 20.0, "loss_pct": 0.0, "rate_mbit": 8.0, "jitter_ms": 0.0, "spikes": True}}
+    plan = {"name": "dncs-pages", "study": "dncs-http3", "workloads": [{"kind": "page", "page": "realistic"}]}
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "p", "plan": plan, "conditions": heads}))
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = build_report_data(load_run(tmp_path))
+    (sd,) = data.studies
+    assert set(sd.refs["condition"]) == {"dncs_lan"} and set(sd.refs["ref_kind"]) == {"page"}
+    (table,) = [t for t in sd.tables if t.get("id") == "dncs-page"]
+    rows_by = {r["metric"]: r for r in table["groups"][0]["rows"]}
+    assert list(rows_by) == ["page_weight_bytes", "page_ttfb_ms", "page_load_ms", "page_requests"]
+    assert rows_by["page_load_ms"]["ref"] == {"h1": pytest.approx(2490), "h2": pytest.approx(2570),
+                                              "h3": pytest.approx(3960)}
+    assert rows_by["page_weight_bytes"]["ref_rank"] == "h1 = h2 = h3"
+    assert not rows_by["page_weight_bytes"]["ours"]["differs"]          # ties are not a ranking to differ from
+    assert rows_by["page_load_ms"]["ours"]["rank"] == "h2 < h1 < h3" and rows_by["page_load_ms"]["ours"]["differs"]
