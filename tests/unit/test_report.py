@@ -433,21 +433,31 @@ def test_compare_runs(goquick, tmp_path):
     raw = {}
     for k in ia.index:
         cells = [x.strip() for x in lines[k].split("|")[1:-1]]
+        assert cells[3] == "goodput Mbit/s"             # downloads: compared on goodput
         diff = 100 * (ib.loc[k, "mean"] - ia.loc[k, "mean"]) / ia.loc[k, "mean"]
-        assert cells[7] == f"{diff:+.1f} %"
-        assert (cells[7] == "+50.0 %") == (k[2] == "h3")
+        assert cells[8] == f"{diff:+.1f} %"
+        assert (cells[8] == "+50.0 %") == (k[2] == "h3")
         xa, xb = np.log(sample(a, k)), np.log(sample(b, k))
         if len(xa) >= 3 and len(xb) >= 3:
             raw[k] = st.ttest_ind(xb, xa, equal_var=False).pvalue
-            assert cells[8].startswith(f"{math.exp(xb.mean() - xa.mean()):.3g} [")      # B/A [CI]
+            assert cells[9].startswith(f"{math.exp(xb.mean() - xa.mean()):.3g} [")      # B/A [CI]
     order = sorted(raw, key=raw.get)
     running = 0.0
     for i, k in enumerate(order):            # Holm over every cell both runs have
         running = max(running, min(1.0, (len(order) - i) * raw[k]))
         cells = [x.strip() for x in lines[k].split("|")[1:-1]]
-        assert (cells[10] == "different") == (running < 0.01), (k, running, cells[10])
+        assert (cells[11] == "different") == (running < 0.01), (k, running, cells[11])
     html = compare_runs(a, b)
     assert html == a / "compare.html" and "data:image/png;base64," in html.read_text()
+
+
+def test_compare_judges_each_kind_by_its_own_metric(video):
+    """A video cell is compared on QoE_lin (a difference: it can be negative), never on goodput."""
+    from quicbench.analysis.compare import compare_cells
+    run = load_run(video[0])
+    df = compare_cells(run, run)
+    assert set(df["metric"]) == {"qoe_lin"} and df["diff_pct"].isna().all()
+    assert (df["verdict"] != "not in both runs").all()
 
 
 def test_fixture_is_reproducible(tmp_path):

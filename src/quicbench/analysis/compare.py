@@ -1,6 +1,7 @@
 """Two runs side by side: the same cells (condition x workload x protocol), their difference,
 the ratio B/A with its CI and the verdict (different, equivalent, inconclusive); plus what
-differs in how the runs were made."""
+differs in how the runs were made. Each cell is compared on its workload kind's headline metric
+(goodput for downloads, load time for pages, QoE_lin for videos), unless one metric is asked for."""
 
 from __future__ import annotations
 
@@ -11,16 +12,26 @@ import pandas as pd
 
 from quicbench import stats
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import CELL_KEYS, POSITIVE_METRICS, Method, samples
+from quicbench.analysis.tables import CELL_KEYS, DIFFERENCE_METRICS, POSITIVE_METRICS, Method, samples
+from quicbench.model.workload_kinds import KINDS
 
-COMPARE_COLUMNS = ["condition", "workload", "protocol", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
+COMPARE_COLUMNS = ["condition", "workload", "protocol", "metric", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
                    "ci_low_b", "ci_high_b", "diff_pct", "ratio", "ratio_low", "ratio_high", "p", "p_raw", "verdict",
                    "reps_to_decide", "in"]
 
 
-def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str = "goodput_mbps") -> pd.DataFrame:
-    """One row per cell in either run; diff_pct is B over A in % of A. With Holm the family is all cells."""
-    sa, sb = samples(a, metric), samples(b, metric)
+def cell_metric(a: RunData, b: RunData, workload: str) -> str:
+    """The headline metric of the workload's kind (a video is never compared on its goodput)."""
+    kind = a.kind_of(workload) if workload in a.workloads else b.kind_of(workload)
+    return KINDS.get(kind).headline().name if kind in KINDS else "goodput_mbps"
+
+
+def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str | None = None) -> pd.DataFrame:
+    """One row per cell in either run; diff_pct is B over A in % of A (empty for a metric compared
+    on its difference: it can be 0 or negative). Each cell's metric is its kind's headline unless
+    `metric` is given. With Holm the family is all cells."""
+    metrics = {w: metric or cell_metric(a, b, w) for w in dict.fromkeys([*a.workloads, *b.workloads])}
+    by_metric = {m: (samples(a, m), samples(b, m)) for m in set(metrics.values())}
     cells_a = set(map(tuple, a.trials[CELL_KEYS].drop_duplicates().values))
     cells_b = set(map(tuple, b.trials[CELL_KEYS].drop_duplicates().values))
     order_c = list(dict.fromkeys([*a.condition_order, *b.condition_order]))
@@ -33,20 +44,23 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                 k = (c, w, p)
                 if k not in cells_a and k not in cells_b:
                     continue
+                m = metrics[w]
+                sa, sb = by_metric[m]
                 xa, xb = sa.get(k), sb.get(k)
-                pos = metric in POSITIVE_METRICS
+                pos = m in POSITIVE_METRICS
                 s_a = stats.summarize(xa if xa is not None else [], positive=pos)
                 s_b = stats.summarize(xb if xb is not None else [], positive=pos)
                 where = "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a else "B only")
                 row: dict[str, Any] = {
-                    "condition": c, "workload": w, "protocol": p,
+                    "condition": c, "workload": w, "protocol": p, "metric": m,
                     "n_a": s_a.n, "mean_a": s_a.mean, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
                     "n_b": s_b.n, "mean_b": s_b.mean, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
-                    "diff_pct": stats.pct_diff(s_b.mean, s_a.mean), "in": where, "p": None,
+                    "diff_pct": None if m in DIFFERENCE_METRICS else stats.pct_diff(s_b.mean, s_a.mean),
+                    "in": where, "p": None,
                     "verdict": "not in both runs"}
                 if row["in"] == "both":
                     tested.append((len(rows), method.compare(xb if xb is not None else [],
-                                                             xa if xa is not None else [])))     # B / A
+                                                             xa if xa is not None else [], m)))  # B / A
                 rows.append(row)
     for (i, _), r in zip(tested, stats.adjust([r for _, r in tested], method.correction)):
         rows[i].update(p=r.p, p_raw=r.p_raw, verdict=r.verdict, ratio=r.ratio, ratio_low=r.ratio_low,
