@@ -275,3 +275,49 @@ def test_dncs_page_table_beside_a_page_run(tmp_path):
     assert rows_by["page_weight_bytes"]["ref_rank"] == "h1 = h2 = h3"
     assert not rows_by["page_weight_bytes"]["ours"]["differs"]          # ties are not a ranking to differ from
     assert rows_by["page_load_ms"]["ours"]["rank"] == "h2 < h1 < h3" and rows_by["page_load_ms"]["ours"]["differs"]
+
+
+def test_go_quick_seeds_method_takes_h2_from_page_loads(tmp_path):
+    """Go-Quick measured h1/h3 with getFiles (one connection per file) and h2 with Chrome page loads:
+    the methods table's "the seed's method" column takes h2's cell from the page workload, h1's and
+    h3's from the per-object downloads, and tests the best against each other protocol on their own
+    trials (Welch on log goodput, Holm over the table's comparisons)."""
+    rng = np.random.default_rng(7)
+    size, reps = 1069168, 6
+    obj, page = "10x1069168B/p10/per-object", "page:10x1069168B"
+    mean = {(obj, "h1"): 20.0, (obj, "h2"): 21.0, (obj, "h3"): 9.0, (page, "h1"): 30.0, (page, "h2"): 3.0}
+    rows = []
+    for (w, p), g0 in mean.items():
+        for rep in range(1, reps + 1):
+            g = g0 * float(rng.lognormal(0, 0.05))
+            rows.append({"key": f"25_1|{w}|{p}|caddy|r{rep}", "condition": "25_1", "workload": w, "protocol": p,
+                         "kind": "page" if w == page else "objects", "server": "caddy", "rep": rep, "status": "ok",
+                         "client": "browser" if w == page else "qb-load", "size_bytes": size, "count": 10,
+                         "parallel": 10, "bytes": 10 * size, "goodput_mbps": g, "page_load_ms": 8e4 * size / g / 1e6,
+                         "total_time_s": 80 * size / (g * 1e6)})
+    plan = {"name": "go-quick-seed", "study": "go-quick", "protocols": ["h1", "h2", "h3"],
+            "workloads": [{"size": f"{size}B", "count": 10, "connections": "per-object"},
+                          {"kind": "page", "size": f"{size}B", "count": 10}],
+            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1}]}
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": {"25_1": {
+        "delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 0, "spikes": False, "rtt_ms": 50}}}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (sd,) = build_report_data(load_run(d)).studies
+    table = next(t for t in sd.tables if t["id"] == "methods")
+    (group,) = table["groups"]
+    (row,) = group["rows"]
+    seed_way = row["the seed's method"]
+    assert seed_way["workloads"] == {"h1": obj, "h2": page, "h3": obj}
+    assert seed_way["cells"]["h2"]["mean"] == pytest.approx(sample(d, "25_1", page, "h2").mean())
+    assert seed_way["rank"] == "h1 > h3 > h2" and seed_way["best"] == "h1"
+    # h1 (objects) against h3 (objects) and h2 (pages): Welch on logs, Holm over these two
+    raw = {p: st.ttest_ind(np.log(sample(d, "25_1", obj, "h1")), np.log(sample(d, "25_1", w, p)),
+                           equal_var=False).pvalue for p, w in (("h3", obj), ("h2", page))}
+    assert seed_way["verdict"] == "ahead of all" and seed_way["p"] == pytest.approx(max(holm(raw).values()))
+    # the other ways: every protocol per object; the Chrome pages of h1 and h2
+    assert row["per-object"]["workloads"] == {"h1": obj, "h2": obj, "h3": obj}
+    pages = row["Chrome pages"]
+    assert pages["workloads"]["h1"] == pages["workloads"]["h2"] == page and pages["cells"]["h3"] is None
+    assert row["ref_rank"].startswith("http") is False and row["ref"]["h2"] == pytest.approx(31.96)

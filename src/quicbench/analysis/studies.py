@@ -18,11 +18,12 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import Method, best_protocols, higher_is_better, pairwise
+from quicbench.analysis.tables import Method, best_protocols, cell_verdict, higher_is_better, pairwise, samples
 from quicbench.errors import QuicbenchError
 from quicbench.model.study import (CONDITION_PARAMS, Check, Figure, Study, Table, Way, builtin_studies,
                                    find_study)
 from quicbench.model.units import size_label
+from quicbench import stats
 from quicbench.stats import DIFFERENT, EQUIVALENT, finite
 
 REFERENCE_COLUMNS = ["study", "condition", "workload", "protocol", "metric", "quantity", "ref_condition", "size",
@@ -254,13 +255,27 @@ class Bests:
 
 def _way_workload(way: Way, proto: str, candidates: list[str], attrs: dict[str, dict[str, Any]]) -> str | None:
     """The first of the candidate workloads (those the references matched) with the way's attributes."""
-    want = {**way.workload, **way.protocols.get(_base_protocol(proto), {})}
+    # a protocol's own attributes replace the way's (the seed's h2: a page, not a per-object download)
+    want = way.protocols.get(_base_protocol(proto), way.workload)
     for w in candidates:
         a = attrs[w]
         if all(str(a.get(k)) == str(v) if k != "connections" else str(a.get(k)).split(":")[0] == str(v)
                for k, v in want.items()):
             return w
     return None
+
+
+def _candidates(run: RunData, refs: pd.DataFrame, table: Table, attrs: dict[str, dict[str, Any]]) -> list[str]:
+    """The workloads a table's ways choose from: those the references matched and, when a way asks
+    for another kind (a page load of the same objects: the seed's h2 from Chrome), the run's
+    workloads of any kind with the same object size."""
+    wls = list(dict.fromkeys(refs["workload"]))
+    kinds = {str(k) for way in table.ways for k in [way.workload.get("kind"),
+                                                     *(o.get("kind") for o in way.protocols.values())] if k}
+    if kinds - {attrs[w]["kind"] for w in wls}:
+        sizes = {attrs[w]["size_bytes"] for w in wls}
+        wls += [w for w in run.workloads if w not in wls and attrs[w]["size_bytes"] in sizes]
+    return wls
 
 
 def _cell(summary: pd.DataFrame, c: str, w: str | None, p: str, metric: str) -> dict[str, Any] | None:
@@ -286,10 +301,13 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
     s = summary.set_index(["condition", "workload", "protocol"])
     attrs = workload_attrs(run)
     groups = []
+    # ways that take protocols from different workloads: their comparisons, Holm over the table
+    mixed: list[tuple[dict[str, Any], str, str, stats.TestResult]] = []
+    smp_cache: dict[str, dict[tuple[str, str, str], Any]] = {}
     split = refs.groupby(GROUP_COLUMNS[table.group_by], sort=False) if table.group_by != "none" else [("", refs)]
     for g, gr in split:
         ways = [way for way in table.ways
-                if any(_way_workload(way, p, list(dict.fromkeys(gr["workload"])), attrs) for p in run.protocols)]
+                if any(_way_workload(way, p, _candidates(run, gr, table, attrs), attrs) for p in run.protocols)]
         if not ways:
             continue
         rows = []
@@ -298,7 +316,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
             gc = gr[gr["condition"] == c]
             if gc.empty:
                 continue
-            wls = list(dict.fromkeys(gc["workload"]))
+            wls = _candidates(run, gc, table, attrs)
             for m in (metrics if table.rows == "metric" else metrics[:1]):
                 gm = gc[gc["row_key"] == m]
                 higher = higher_is_better(m)
@@ -340,11 +358,27 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                                      "differs": bool(common) and bool(ref_rank) and common != ref_rank,
                                      "best_differs": bool(common) and bool(ref_rank) and
                                      common.split(" ")[0] != ref_rank.split(" ")[0]}
+                    if one is None and len(used) > 1 and m in table.metrics:
+                        # each protocol on its own workload: the best mean against each other
+                        # protocol's trials, on the metric's scale (decided below, with the table)
+                        smp = smp_cache.setdefault(m, samples(run, m))
+                        xs = {p: smp.get((c, w, p)) for p, w in used.items()}
+                        xs = {p: x for p, x in xs.items() if x is not None and len(x)}
+                        if len(xs) > 1:
+                            b = max(xs, key=lambda p: (1 if higher else -1) * float(xs[p].mean()))
+                            row[way.name]["best"] = b
+                            row[way.name]["tests"] = {}
+                            mixed += [(row[way.name], b, p, bests.method.compare(xs[b], x, m))
+                                      for p, x in xs.items() if p != b]
                 rows.append(row)
         if rows:
             groups.append({"group": g, "title": table.group_title.format(group=g, label=label),
                            "protocols": run.protocols, "ways": [w.name for w in ways], "rows": rows,
                            "higher": {m: higher_is_better(m) for m in metrics}})
+    for (cell, _b, p, _r), r in zip(mixed, stats.adjust([r for *_, r in mixed], bests.method.correction)):
+        cell["tests"][p] = r
+    for cell in {id(c): c for c, *_ in mixed}.values():
+        cell["verdict"], cell["p"] = cell_verdict(cell.pop("tests"))
     if not groups:
         return None
     return {"id": table.id, "title": table.title, "note": table.note, "rows_by": table.rows, "label": label,

@@ -175,7 +175,7 @@ class Way(_Strict):
     name: str
     workload: dict[str, str | int | float] = Field(default_factory=dict)
     protocols: dict[str, dict[str, str | int | float]] = Field(
-        default_factory=dict, description="protocol -> workload attributes for that protocol (overrides workload)")
+        default_factory=dict, description="protocol -> workload attributes for that protocol (replace workload)")
 
     @field_validator("workload")
     @classmethod
