@@ -168,3 +168,25 @@ def test_a_client_that_cannot_resume_is_refused():
                         "workloads": [{"size": "10KB", "resumption": "0rtt"}]})
     with pytest.raises(QuicbenchError, match="resumption = '0rtt' cannot be honoured by client mine; accepted: none"):
         check_plan(p)
+
+
+def test_interleaved_order_runs_each_repetition_over_every_condition():
+    """order = "interleaved": the same trials, repetition 1 of every condition before repetition 2,
+    each trial with its own condition (not the last one's), reproducible from the seed."""
+    from quicbench.model.plan import expand, plan_from_dict
+    body = {"name": "i", "protocols": ["h1", "h3"], "repetitions": 3, "warmup": 1,
+            "workloads": [{"size": "1MB"}, {"size": "10KB", "count": 3}],
+            "conditions": [{"name": "a", "delay_ms": 5}, {"name": "b", "delay_ms": 10, "reorder": True,
+                                                          "jitter_ms": 1}, {"name": "c", "loss_pct": 1}]}
+    seq, inter = plan_from_dict(body), plan_from_dict({**body, "order": "interleaved"})
+    a, b = expand(seq), expand(inter)
+    assert sorted(t.key for t in a) == sorted(t.key for t in b) and [t.seq for t in b] == list(range(len(b)))
+    measured = [t for t in b if not t.warmup]
+    assert [t.rep for t in measured] == sorted(t.rep for t in measured)
+    assert all(t.key.startswith(f"{t.condition.name}|") for t in b)
+    assert {t.condition.name: t.condition.base_rtt_ms for t in b} == {"a": 10, "b": 20, "c": 0}
+    # a condition's warm-up comes before its first measured trial
+    for c in "abc":
+        first = min(i for i, t in enumerate(b) if t.condition.name == c)
+        assert b[first].warmup
+    assert [t.key for t in expand(inter)] == [t.key for t in b]

@@ -322,7 +322,7 @@ class Plan(_Strict):
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
     repetitions: int = Field(3, ge=1, le=1000)
     seed: int = 1
-    order: Literal["randomized", "sequential"] = "randomized"
+    order: Literal["randomized", "sequential", "interleaved"] = "randomized"
     trial_timeout_s: float = Field(120.0, gt=0)
     warmup: int = Field(0, ge=0, le=10, description="unrecorded warm-up trials per condition")
     link: str = "auto"
@@ -572,12 +572,16 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     condition, the cells (workload x repetition) are shuffled with the plan's seed when
     order = "randomized", and the protocols of one cell run back to back (in a shuffled
     order) so that slow drift hits all protocols alike, as Kakhki et al. (IMC'17) did.
+    order = "interleaved" runs repetition 1 of every condition (in a shuffled order), then
+    repetition 2, ...: variants of a condition compared with each other (an experiment that
+    changes one factor) see the same drift of the machine.
     """
     reps = reps or plan.repetitions
     rng = random.Random(plan.seed)
     only = only or {}
     check_only(plan, only)
     trials: list[TrialSpec] = []
+    blocks: list[tuple[Any, ...]] = []        # order = "interleaved": each condition's cells, visited per repetition
 
     def keep(field: str, value: str) -> bool:
         return field not in only or value in only[field]
@@ -593,7 +597,8 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
                    for cc in (plan.quic_cc_options(s) if p == "h3" else plan.tcp_ccs)
                    if keep("quic_cc" if p == "h3" else "tcp_cc", str(cc))]
 
-        def stacks(w: Workload) -> list[tuple[str, str, str | None, str]]:
+        # (the defaults bind this condition's values: order = "interleaved" calls these later)
+        def stacks(w: Workload, servers=servers) -> list[tuple[str, str, str | None, str]]:
             # every (protocol, server, cc, client) of a workload; a client runs only its protocols
             names = [c for c in plan.clients_for(w) if keep("client", c)]
             return [(p, s, cc, c) for p, s, cc in servers for c in names
@@ -602,11 +607,15 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
         compares = plan.compares_clients
         sweeps_tcp = len(plan.tcp_ccs) > 1
 
-        def spec(seq: int, w: Workload, p: str, s: str, cc: str | None, c: str, r: int, warmup: bool) -> TrialSpec:
+        def spec(seq: int, w: Workload, p: str, s: str, cc: str | None, c: str, r: int, warmup: bool,
+                 cond=cond, compares=compares, sweeps_tcp=sweeps_tcp) -> TrialSpec:
             return TrialSpec(seq, cond, w, p, s, r, warmup=warmup, client=c, compares_clients=compares,
                              quic_cc=cc if p == "h3" else None,
                              tcp_cc=plan.tcp_ccs[0] if p == "h3" else cc, sweeps_tcp_cc=sweeps_tcp)
 
+        if plan.order == "interleaved":
+            blocks.append((cond, workloads, stacks, spec))
+            continue
         for _ in range(plan.warmup):
             for w in workloads[:1]:
                 for p, s, cc, c in stacks(w):
@@ -620,6 +629,24 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
                 rng.shuffle(order)
             for p, s, cc, c in order:
                 trials.append(spec(len(trials), w, p, s, cc, c, r, False))
+    warmed: set[str] = set()
+    for r in range(1, reps + 1) if blocks else ():
+        visit = list(blocks)
+        rng.shuffle(visit)
+        for cond, workloads, stacks, spec in visit:
+            if cond.name not in warmed:
+                warmed.add(cond.name)
+                for _ in range(plan.warmup):
+                    for w in workloads[:1]:
+                        for p, s, cc, c in stacks(w):
+                            trials.append(spec(len(trials), w, p, s, cc, c, 0, True))
+            ws = list(workloads)
+            rng.shuffle(ws)
+            for w in ws:
+                order = stacks(w)
+                rng.shuffle(order)
+                for p, s, cc, c in order:
+                    trials.append(spec(len(trials), w, p, s, cc, c, r, False))
     return trials
 
 
