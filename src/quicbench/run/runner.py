@@ -59,7 +59,25 @@ def host_facts() -> dict[str, Any]:
     # kernel_driver: "uml" when the run executes inside User-Mode Linux (--kernel uml)
     return {"hostname": platform.node(), "kernel": platform.release(),
             "kernel_driver": os.environ.get("QUICBENCH_KERNEL", "host"), "cpu_model": cpu,
-            "cpus": os.cpu_count(), "python": platform.python_version(), "quicbench": __version__}
+            "cpus": os.cpu_count(), "python": platform.python_version(), "quicbench": __version__,
+            "quicbench_commit": source_commit()}
+
+
+def source_commit() -> str | None:
+    """The git commit of the quicbench source that ran ('-dirty' with uncommitted changes to
+    tracked files), so a published number names the code that measured it; None outside a checkout."""
+    import subprocess
+    from quicbench.paths import REPO_ROOT
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 def plan_fingerprint(plan: Plan) -> str:
