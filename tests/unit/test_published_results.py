@@ -72,3 +72,13 @@ def test_section_body_stops_at_the_next_heading_of_its_level():
     md = "# R\n\n## A\n\ntext a\n\n### A.1\n\nsub\n\n## B\n\ntext b\n"
     assert section_body(md, "A") == "text a\n\n### A.1\n\nsub\n"
     assert section_body(md, "A.1") == "sub\n"
+
+
+def test_a_block_may_name_the_studies_its_report_is_set_beside():
+    from quicbench.report.published import blocks
+    text = ('intro\n<!-- quicbench:table data=runs/x section="Table 1: goodput" study="go-quick,factors" -->\n'
+            'old\n<!-- /quicbench:table -->\n<!-- quicbench:table data=runs/x section="Run" -->\nb\n'
+            '<!-- /quicbench:table -->\n')
+    a, b = blocks(text)
+    assert (a.section, a.study, a.body) == ("Table 1: goodput", "go-quick,factors", "old\n")
+    assert (b.section, b.study) == ("Run", None)

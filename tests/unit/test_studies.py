@@ -321,3 +321,44 @@ def test_go_quick_seeds_method_takes_h2_from_page_loads(tmp_path):
     pages = row["Chrome pages"]
     assert pages["workloads"]["h1"] == pages["workloads"]["h2"] == page and pages["cells"]["h3"] is None
     assert row["ref_rank"].startswith("http") is False and row["ref"]["h2"] == pytest.approx(31.96)
+
+
+def test_variants_table_says_what_one_factor_does(tmp_path):
+    """The factors study: each cell of a variant condition (base name + suffix) over the same cell of
+    its base, the ratio of geometric means with its CI, Welch on logs, Holm over the table."""
+    rng = np.random.default_rng(3)
+    rows = []
+    means = {("25_1", "h1"): 12.0, ("25_1", "h3"): 4.0, ("25_1_noreorder", "h1"): 11.0,
+             ("25_1_noreorder", "h3"): 10.0}
+    for (c, p), g0 in means.items():
+        for rep in range(1, 7):
+            g = g0 * float(rng.lognormal(0, 0.05))
+            rows.append({"key": f"{c}|1x1MB/p1|{p}|caddy|r{rep}", "condition": c, "workload": "1x1MB/p1",
+                         "kind": "objects", "protocol": p, "server": "caddy", "client": "qb-load", "rep": rep,
+                         "status": "ok", "size_bytes": 1_000_000, "count": 1, "parallel": 1, "bytes": 1_000_000,
+                         "goodput_mbps": g, "total_time_s": 8 / g})
+    plan = {"name": "factor-run", "study": "factors", "workloads": [{"size": "1MB"}],
+            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1, "jitter_ms": 2.5, "reorder": True},
+                           {"name": "25_1_noreorder", "delay_ms": 25, "loss_pct": 1, "jitter_ms": 2.5}]}
+    d = tmp_path / "run"
+    d.mkdir()
+    heads = {c: {"delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 2.5, "spikes": False, "rtt_ms": 50}
+             for c in ("25_1", "25_1_noreorder")}
+    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": heads}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (sd,) = build_report_data(load_run(d)).studies
+    (tbl,) = sd.tables
+    got = {r["protocol"]: r for r in tbl["variants"]}
+    assert set(got) == {"h1", "h3"} and all(r["variant_name"] == "without reordering" for r in got.values())
+    raw = {}
+    for p in ("h1", "h3"):
+        xb, xv = np.log(sample(d, "25_1", "1x1MB/p1", p)), np.log(sample(d, "25_1_noreorder", "1x1MB/p1", p))
+        res = got[p]["test"]
+        assert res.ratio == pytest.approx(math.exp(xv.mean() - xb.mean()))
+        assert res.ratio_low <= res.ratio <= res.ratio_high
+        raw[p] = st.ttest_ind(xv, xb, equal_var=False).pvalue
+    for p, adj in holm(raw).items():
+        assert got[p]["test"].p == pytest.approx(adj)
+    assert got["h3"]["test"].verdict == "different" and got["h3"]["test"].ratio > 2
+    md = report_markdown(d)
+    assert "## One factor at a time: each variant over its condition" in md and "without reordering" in md

@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import Method, best_protocols, cell_verdict, higher_is_better, pairwise, samples
+from quicbench.analysis.tables import (POSITIVE_METRICS, Method, best_protocols, cell_verdict, higher_is_better,
+                                       pairwise, samples)
 from quicbench.errors import QuicbenchError
 from quicbench.model.study import (CONDITION_PARAMS, Check, Figure, Study, Table, Way, builtin_studies,
                                    find_study)
@@ -540,7 +541,14 @@ def build_studies(run: RunData, summary: pd.DataFrame, method: Method, bests: Be
         rx = re.compile(study.match.condition_name) if study.match.condition_name else None
         sd.all_named = bool(run.condition_order) and rx is not None and all(rx.fullmatch(c)
                                                                            for c in run.condition_order)
-        for t in study.tables if not refs.empty else []:
+        for t in study.tables:
+            if t.kind == "variants":
+                built = variants_table(run, t, method)
+                if built:
+                    sd.tables.append(built)
+                continue
+            if refs.empty:
+                continue
             if t.kind == "reference_columns":
                 sd.columns = sd.columns or t
             elif t.kind == "reference_vs_ours":
@@ -550,11 +558,47 @@ def build_studies(run: RunData, summary: pd.DataFrame, method: Method, bests: Be
             elif t.kind == "claims":
                 sd.claims = claims(run, study, refs, method)
                 sd.tables.append({"id": t.id, "title": t.title, "note": t.note, "claims": sd.claims})
-        if refs.empty and not summary.empty:
+        if refs.empty and not summary.empty and any(t.kind != "variants" for t in study.tables):
             notes.append(f"Study {study.name} ({study.title}) applies ({why}) but none of its reference values "
                          f"match this run's conditions and workloads.")
         out.append(sd)
     return out, notes
+
+
+def variants_table(run: RunData, table: Table, method: Method) -> dict[str, Any] | None:
+    """What one factor does: for each base condition whose variant (base name + suffix) the run
+    also has, each cell (workload x protocol) of the variant against the same cell of the base, on
+    each metric: both means with their CIs and the comparison variant/base on the metric's scale
+    (ratio of geometric means with its CI, or the difference of means for metrics that can be 0),
+    Holm over the table (its family: every row)."""
+    conds = set(run.condition_order)
+    rows: list[dict[str, Any]] = []
+    pending: list[stats.TestResult] = []
+    for m in table.metrics:
+        smp = samples(run, m)
+        pos = m in POSITIVE_METRICS
+        for base in run.condition_order:
+            for v in table.variants:
+                var = base + v.suffix
+                if var not in conds:
+                    continue
+                for w in run.workloads:
+                    for p in run.protocols:
+                        xb, xv = smp.get((base, w, p)), smp.get((var, w, p))
+                        if xb is None or xv is None or not (len(xb) and len(xv)):
+                            continue
+                        sb, sv = stats.summarize(xb, positive=pos), stats.summarize(xv, positive=pos)
+                        rows.append({"metric": m, "base": base, "variant": var, "variant_name": v.name, "workload": w,
+                                     "protocol": p, "base_mean": sb.mean, "base_ci": (sb.ci_low, sb.ci_high),
+                                     "base_n": sb.n, "variant_mean": sv.mean, "variant_ci": (sv.ci_low, sv.ci_high),
+                                     "variant_n": sv.n})
+                        pending.append(method.compare(xv, xb, m))
+    if not rows:
+        return None
+    for row, r in zip(rows, stats.adjust(pending, method.correction)):
+        row["test"] = r
+    return {"id": table.id, "title": table.title, "note": table.note, "variants": rows,
+            "metrics": list(table.metrics)}
 
 
 def figure_views(studies: list[StudyData]) -> list[View]:

@@ -221,12 +221,27 @@ class Claim(_Strict):
     note: str = ""
 
 
+class Variant(_Strict):
+    """A variant of a condition that changes one factor: its name is the base condition's + suffix."""
+    suffix: str = Field(min_length=1, max_length=40)
+    name: str                                  # what it changes, in words
+
+    @field_validator("suffix")
+    @classmethod
+    def _suffix(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.+-]+", v):
+            raise ValueError(f"suffix {v!r}: letters, digits and _ . + - (part of a condition's name)")
+        return v
+
+
 class Table(_Strict):
     """A table the study draws. reference_columns: the reference beside the report's own table of
     `metric` (Table 1 for goodput). reference_vs_ours: per group and row (condition or metric), the
     reference per protocol with its ranking beside ours per way, with our ranking and verdict.
-    claims: each of the study's claims checked on the run's cells."""
-    kind: Literal["reference_columns", "reference_vs_ours", "claims"]
+    claims: each of the study's claims checked on the run's cells. variants: what one factor does
+    (needs no reference values): each cell of a variant condition (base name + suffix) over the
+    same cell of its base condition, on each metric, with the ratio's CI and the verdict."""
+    kind: Literal["reference_columns", "reference_vs_ours", "claims", "variants"]
     id: str = ""
     title: str = ""
     note: str = ""
@@ -239,6 +254,7 @@ class Table(_Strict):
     group_by: Literal["size", "quantity", "kind", "none"] = "none"
     group_title: str = "{group}"
     ways: list[Way] = Field(default_factory=lambda: [Way(name="ours")])
+    variants: list[Variant] = Field(default_factory=list)   # variants
 
     @model_validator(mode="after")
     def _check(self) -> "Table":
@@ -247,8 +263,10 @@ class Table(_Strict):
                 raise ValueError(f"unknown metric {m!r}: a numeric column of docs/data.md")
         if self.kind == "reference_columns" and not self.metric:
             raise ValueError("reference_columns needs metric = \"...\"")
-        if self.kind == "reference_vs_ours" and not self.metrics:
-            raise ValueError("reference_vs_ours needs metrics = [...]")
+        if self.kind in ("reference_vs_ours", "variants") and not self.metrics:
+            raise ValueError(f"{self.kind} needs metrics = [...]")
+        if self.kind == "variants" and not self.variants:
+            raise ValueError("variants needs variants = [{ suffix = \"_noreorder\", name = \"...\" }, ...]")
         if self.kind != "reference_columns" and not NAME_RE.match(self.id or ""):
             raise ValueError(f"id {self.id!r}: 1-48 characters of a-z, 0-9, '-', '_', '.' (an HTML anchor)")
         return self

@@ -48,6 +48,9 @@ def render_markdown(data: ReportData) -> str:
         out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()), ""]
         for title, t in parts:
             out += [f"### {title}", "", t.markdown(), ""] if title else [t.markdown(), ""]
+    for tbl, t in views.variants_tables(data):
+        out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()) + f" ({data.method.short()})", "",
+                t.markdown(), ""]
     for tbl, t in views.claims_tables(data):
         out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()) + f" ({data.method.short()})", "",
                 t.markdown(), ""]

@@ -9,7 +9,9 @@ A page (docs/results/*.md) marks each table the tool wrote::
 ``data`` is a directory beside the page (``quicbench results publish RUN_DIR DEST`` makes it)
 holding the run's ``meta.json`` and its per-trial rows as ``trials.jsonl.gz``; ``section`` is a
 heading of the run's Markdown report (``quicbench report RUN --format md``): the block is that
-section's body, up to the next heading of the same or a higher level. ``quicbench results
+section's body, up to the next heading of the same or a higher level; an optional
+``study="go-quick,factors"`` after it sets the run beside those studies instead of its plan's
+(``quicbench report --study``). ``quicbench results
 check`` regenerates every block and fails naming the first that differs, so a published number
 is always the one the committed data give (tests/unit/test_published_results.py checks every
 page of docs/results); ``quicbench results update`` rewrites the blocks after the analysis
@@ -29,7 +31,8 @@ from pathlib import Path
 from quicbench.errors import QuicbenchError
 
 # markers open a line (an example of them inside a code block, indented or quoted, is not one)
-BLOCK_RE = re.compile(r'^<!-- quicbench:table data=(?P<data>\S+) section="(?P<section>[^"]+)" -->\n'
+BLOCK_RE = re.compile(r'^<!-- quicbench:table data=(?P<data>\S+) section="(?P<section>[^"]+)"'
+                      r'(?: study="(?P<study>[^"]+)")? -->\n'
                       r'(?P<body>.*?)^<!-- /quicbench:table -->', re.S | re.M)
 HEADING_RE = re.compile(r"^(#+) (.*)$")
 DATA_FILES = ("meta.json", "trials.jsonl.gz")
@@ -43,10 +46,12 @@ class Block:
     body: str          # what the page holds now
     start: int         # offsets of the body in the page text
     end: int
+    study: str | None = None   # the studies the report sets the run beside (comma-separated), else its plan's
 
 
 def blocks(text: str) -> list[Block]:
-    return [Block(m["data"], m["section"], m["body"], m.start("body"), m.end("body")) for m in BLOCK_RE.finditer(text)]
+    return [Block(m["data"], m["section"], m["body"], m.start("body"), m.end("body"), m["study"])
+            for m in BLOCK_RE.finditer(text)]
 
 
 def section_body(markdown: str, heading: str) -> str:
@@ -68,8 +73,9 @@ def section_body(markdown: str, heading: str) -> str:
     raise QuicbenchError(f"section \"{heading}\": no such heading in the report; headings: {'; '.join(headings)}")
 
 
-def report_of(data_dir: Path) -> str:
-    """The Markdown report of committed run data (meta.json + trials.jsonl.gz)."""
+def report_of(data_dir: Path, studies: list[str] | None = None) -> str:
+    """The Markdown report of committed run data (meta.json + trials.jsonl.gz), set beside the
+    studies named (default: the run's plan's)."""
     from quicbench.report import report_markdown
     missing = [f for f in DATA_FILES if not (data_dir / f).is_file()]
     if missing:
@@ -81,7 +87,7 @@ def report_of(data_dir: Path) -> str:
         shutil.copyfile(data_dir / "meta.json", run / "meta.json")
         with gzip.open(data_dir / "trials.jsonl.gz", "rb") as src, open(run / "trials.jsonl", "wb") as dst:
             shutil.copyfileobj(src, dst)
-        return report_markdown(run)
+        return report_markdown(run, studies=studies)
 
 
 def regenerate(page: Path) -> tuple[str, list[Block]]:
@@ -90,14 +96,14 @@ def regenerate(page: Path) -> tuple[str, list[Block]]:
     found = blocks(text)
     if not found:
         raise QuicbenchError(f"{page}: no <!-- quicbench:table data=... section=\"...\" --> block")
-    reports: dict[Path, str] = {}
+    reports: dict[tuple[Path, str | None], str] = {}
     out, pos, stale = [], 0, []
     for b in found:
-        data_dir = (page.parent / b.data).resolve()
-        if data_dir not in reports:
-            reports[data_dir] = report_of(data_dir)
+        key = ((page.parent / b.data).resolve(), b.study)
+        if key not in reports:
+            reports[key] = report_of(key[0], [s.strip() for s in b.study.split(",")] if b.study else None)
         try:
-            new = section_body(reports[data_dir], b.section)
+            new = section_body(reports[key], b.section)
         except QuicbenchError as e:
             raise QuicbenchError(f"{page}: {e}") from None
         if new != b.body:

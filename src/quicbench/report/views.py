@@ -6,7 +6,7 @@ import pandas as pd
 
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
-from quicbench.analysis.report_data import PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
+from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
 def _wl(data: ReportData, w: str) -> str:
@@ -291,6 +291,34 @@ def reference_tables(data: ReportData) -> list[tuple[dict, list[tuple[str, Simpl
 
 
 CLAIM_OUTCOMES = ("agrees", "contradicts", "equivalent", "undecided")
+
+
+def variants_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
+    """Each study's variants tables: per metric, base and variant condition, workload and protocol,
+    both means with their CIs, the comparison variant/base (ratio of geometric means with its CI,
+    or the difference of means) and the verdict."""
+    out = []
+    for sd in data.studies:
+        for tbl in sd.tables:
+            if "variants" not in tbl:
+                continue
+            several = len(tbl["metrics"]) > 1
+            t = SimpleTable((["metric"] if several else []) + ["condition", "variant", "workload", "protocol",
+                            "condition [95 % CI] (n)", "variant [95 % CI] (n)", "variant / condition [95 % CI]",
+                            "p (adj.)", "verdict"])
+            for r in tbl["variants"]:
+                res = r["test"]
+                if res.difference is not None:
+                    change = f"{res.difference:+.3g} [{res.diff_low:+.3g}, {res.diff_high:+.3g}] (difference)"
+                else:
+                    change = ratio_ci(res.ratio, res.ratio_low, res.ratio_high)
+                t.rows.append(([METRIC_LABELS.get(r["metric"], r["metric"])] if several else []) + [
+                    r["base"], r["variant_name"], r["workload"], r["protocol"],
+                    f"{mean_ci(r['base_mean'], *r['base_ci'])} ({r['base_n']})",
+                    f"{mean_ci(r['variant_mean'], *r['variant_ci'])} ({r['variant_n']})",
+                    change, pval(res.p), verdict_text(res.verdict, res.reps_to_decide)])
+            out.append((tbl, t))
+    return out
 
 
 def claims_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
