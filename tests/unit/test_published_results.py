@@ -10,6 +10,7 @@ from quicbench.errors import QuicbenchError
 from quicbench.report.published import blocks, check, publish, regenerate, section_body, update
 
 FIXTURE = REPO / "tests" / "fixtures" / "goquick-small"
+RESULTS = REPO / "docs" / "results"
 PAGES = [p for p in sorted((REPO / "docs" / "results").glob("*.md")) if blocks(p.read_text())]
 
 
@@ -82,3 +83,19 @@ def test_a_block_may_name_the_studies_its_report_is_set_beside():
     a, b = blocks(text)
     assert (a.section, a.study, a.body) == ("Table 1: goodput", "go-quick,factors", "old\n")
     assert (b.section, b.study) == ("Run", None)
+
+
+def test_the_cpu_rule_page_is_what_its_committed_runs_give(tmp_path):
+    """docs/results/cpu-rule.md is written by tools/experiments/cpu_rule.py from two runs; with their
+    committed rows (docs/results/runs/cpu-rule-quiet, -hog) the tool writes the same page again."""
+    import importlib.util
+    page = RESULTS / "cpu-rule.md"
+    quiet, hog = RESULTS / "runs" / "cpu-rule-quiet", RESULTS / "runs" / "cpu-rule-hog"
+    if not (hog / "cpu-rule-facts.json").is_file():
+        pytest.skip("the committed CPU-rule runs predate cpu-rule-facts.json")
+    spec = importlib.util.spec_from_file_location("cpu_rule", RESULTS.parents[1] / "tools" / "experiments" / "cpu_rule.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = tmp_path / "cpu-rule.md"
+    assert tool.main(["--quiet", str(quiet), "--hog", str(hog), "--page", str(out)]) == 0
+    assert out.read_text() == page.read_text()
