@@ -51,6 +51,7 @@ MIN_CHANGE = 0.05        # and at least this change of goodput
 MACHINE_BUSY = 0.9       # the previous `machine` rule
 TARGET = 0.9             # precision and recall the chosen rule must reach
 FACTS = "cpu-rule-facts.json"   # in the hog run's directory: machine, hogs, command
+NOTES = "cpu-rule-notes.md"     # in the hog run's directory: the author's reading, put under the verdict
 
 
 # -- the candidate rules ------------------------------------------------------------------------
@@ -374,6 +375,10 @@ def page(args: argparse.Namespace, quiet_dir: Path, hog_dir: Path, facts: dict[s
             f"{machine.quiet_flagged} quiet trials flagged."]
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
+    notes = hog_dir / NOTES
+    if notes.is_file():
+        # the author's reading of these runs, kept with them so the page is rebuilt whole
+        out += ["", notes.read_text().strip()]
     out += ["", "## Trials", "",
             "Goodput in Mbit/s; the hog run's CPU: client / server / link emulator run-queue wait as a share of "
             "the transfer, their largest on-CPU share, the machine's busy share; flags of the default rule and "
