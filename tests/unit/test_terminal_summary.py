@@ -241,3 +241,17 @@ def test_page_only_run_has_no_download_table():
         r["goodput_mbps"] = 80.0          # a browser row may carry one; it is not the page's metric
     text = render(summary_data(run_of(rows)), width=80)
     assert "Page loads" in text and "Object downloads" not in text and "Mbit/s" not in text
+
+
+def test_a_loss_trigger_the_sender_does_not_report_is_unknown_not_zero():
+    """ngtcp2's qlog gives no loss trigger (run/recovery.py leaves it empty): the report's share
+    declared by the reordering threshold is unknown for it, not 0 %."""
+    from quicbench.analysis.recovery import loss_recovery
+    rows = []
+    for rep in range(1, 4):
+        r3 = row("loss", "1x1MB/p1", "h3", rep, goodput=4.0)
+        r3.update(quic_packets_sent=1000, quic_lost=80, quic_lost_reordering=None, quic_lost_time=None,
+                  quic_lost_spurious=40)
+        rows.append(r3)
+    rec = loss_recovery(run_of(rows))
+    assert rec["by_reordering_pct"].isna().all() and rec["spurious_of_lost_pct"].tolist() == [50.0]

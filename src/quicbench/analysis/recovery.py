@@ -41,7 +41,8 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
                          "sent": float(q["quic_packets_sent"].median()),
                          "declared_lost_pct": _pct(q["quic_lost"], q["quic_packets_sent"]),
                          "spurious_of_lost_pct": _known_pct(q, "quic_lost_spurious", "quic_lost"),
-                         "by_reordering_pct": _pct(q["quic_lost_reordering"], q["quic_lost"]),
+                         # ngtcp2's qlog names no trigger: unknown, not 0
+                         "by_reordering_pct": _known_pct(q, "quic_lost_reordering", "quic_lost"),
                          "out_of_order_pct": _pct(q["quic_client_out_of_order"], q["quic_client_received"])
                          if q["quic_client_received"].notna().any() else None,
                          "tcp_reorder_events": None, "tcp_undos": None})
