@@ -67,7 +67,7 @@ run: setup
 test: setup test-go test-rust test-py
 
 test-py:
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra --durations=15 tests
 
 test-go:
 	cd loadclient && go test -count=1 ./...

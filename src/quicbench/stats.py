@@ -382,6 +382,26 @@ def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alp
                       diff_high=hi, margin_abs=margin_abs, no_variation=w.se == 0)
 
 
+def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k/n (nan, nan for n = 0)."""
+    if n <= 0:
+        return math.nan, math.nan
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def compare_proportions(k_a: int, n_a: int, k_b: int, n_b: int, alpha: float = ALPHA,
+                        min_n: int = MIN_N) -> TestResult:
+    """Proportion a (k_a of n_a) against b: Fisher's exact test, two-sided. 'different' or
+    'inconclusive' only (no equivalence margin for a proportion); `difference` is k_a/n_a − k_b/n_b."""
+    if n_a < min_n or n_b < min_n:
+        return TestResult("fisher", int(n_a), int(n_b), None, None, alpha, N_TOO_SMALL, margin=0.0)
+    res = _st.fisher_exact([[k_a, n_a - k_a], [k_b, n_b - k_b]])
+    p = float(res.pvalue)
+    return TestResult("fisher", int(n_a), int(n_b), float(res.statistic), p, alpha, _verdict(p, None, alpha),
+                      p_raw=p, margin=0.0, difference=k_a / n_a - k_b / n_b)
+
+
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm-Bonferroni adjusted p-values (None entries are skipped and kept as None)."""
     idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]

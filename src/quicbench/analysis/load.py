@@ -199,6 +199,8 @@ class RunData:
         w["connection_policy"] = [policy.get(x) or "shared" for x in w.index]
         kind = self.rows.groupby("workload")["kind"].first()
         w["kind"] = [kind.get(x) or "objects" for x in w.index]
+        resumption = self.rows.groupby("workload")["resumption"].first() if "resumption" in self.rows else {}
+        w["resumption"] = [resumption.get(x) or "none" for x in w.index]
         return w
 
     def kind_of(self, workload: str) -> str:

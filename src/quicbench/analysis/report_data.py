@@ -16,7 +16,7 @@ from quicbench.analysis import honesty
 from quicbench.analysis.recovery import RECOVERY_COLUMNS, loss_recovery
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
 from quicbench.analysis.condition_params import swept
-from quicbench.analysis.hol import HolData, head_of_line
+from quicbench.analysis.measures import HOL, MeasureData, measure_sections
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.studies import REFERENCE_COLUMNS, Bests, StudyData, View, build_studies, figure_views
 from quicbench.stats import MIN_N
@@ -48,7 +48,11 @@ def workload_title(info: pd.DataFrame, workload: str) -> str:
         par_txt = "all in parallel"
     else:
         par_txt = "one at a time" if par == 1 else f"{par} in parallel"
-    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "") + _policy_text(row)
+    return f"{count} × {row['size']}" + (f", {par_txt}" if count > 1 else "") + _policy_text(row) + _resumption_text(row)
+
+
+def _resumption_text(row: pd.Series) -> str:
+    return {"tickets": ", resumed sessions", "0rtt": ", resumed with 0-RTT"}.get(str(row.get("resumption") or "none"), "")
 
 
 def _policy_text(row: pd.Series) -> str:
@@ -98,13 +102,18 @@ class ReportData:
     video_timelines: dict = field(default_factory=dict)             # cell -> median-startup trial's timeline
     hosts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=honesty.HOST_COLUMNS))  # per host (merged runs)
     recovery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RECOVERY_COLUMNS))  # loss declarations
-    hol: HolData = field(default_factory=HolData)   # head-of-line blocking: stalls per cell, h3 vs h2
+    measures: list[MeasureData] = field(default_factory=list)   # measure sections (analysis/measures.py) with data
     relative: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RELATIVE_COLUMNS))  # relative_to_best
     sweeps: Sweeps = field(default_factory=dict)     # parameter -> slices swept with the rest fixed
     varying: set[str] = field(default_factory=set)   # condition parameters that take more than one value
     swept: list[str] = field(default_factory=list)   # numeric parameters (delay, loss, rate) that are swept
     heatmap_layout: Layout = field(default_factory=lambda: Layout("list"))
     timeseries: TimeSeries | None = None             # median-goodput trial's throughput series
+
+    @property
+    def hol(self) -> MeasureData:
+        """The head-of-line blocking section (empty when the run has none)."""
+        return next((m for m in self.measures if m.section.key == HOL.key), MeasureData(HOL))
 
     @property
     def method_text(self) -> str:
@@ -472,6 +481,6 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
         relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
-        hol=head_of_line(run, method))
+        measures=measure_sections(run, method))
     data.table1 = build_table1(run, summary, data.table1_reference)
     return data

@@ -8,7 +8,7 @@ from quicbench.model.workload_kinds import KINDS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
-from quicbench.report.hol import markdown_section as hol_section
+from quicbench.report.measures import markdown_sections
 
 VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's QoE per chunk, mean [95 % CI] per cell; "
               "per metric the best protocol against each other one. Startup, bitrate and latency are compared on "
@@ -79,7 +79,7 @@ def render_markdown(data: ReportData) -> str:
     if rec:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",
                 rec.markdown(), ""]
-    out += hol_section(data)
+    out += markdown_sections(data)
     out += ["## Honesty panel", ""]
     cpu = views.cpu_table(data)
     if cpu:
