@@ -119,11 +119,13 @@ def test_rebinding_counts_survival_and_compares_it_with_fisher(rebindrun):
         assert cells.loc[p, "survived_low"] == pytest.approx(lo) and cells.loc[p, "survived_high"] == pytest.approx(hi)
     assert cells.loc["h3", "survived_k"] == 5 and cells.loc["h1", "survived_k"] == 0
     comp = m.comparisons.set_index(["a", "b", "metric"])
-    raw = {(a, "h3"): st.fisher_exact([[5, 1], [0, 6]]).pvalue for a in ("h1", "h2")}
-    # two Fisher tests in the family (the stall has no h1/h2 trial that survived to compare)
-    assert m.n_tests == 2
-    for (b, _), p in holm(raw).items():
-        row = comp.loc[("h3", b, "survived")]
+    assert cells.loc["h3", "kept_k"] == 5
+    # four Fisher tests in the family: survived and kept its connection, h3 against h1 and h2 (the
+    # stall has no h1/h2 trial that survived to compare)
+    raw = {(b, metric): st.fisher_exact([[5, 1], [0, 6]]).pvalue for b in ("h1", "h2") for metric in ("survived", "kept")}
+    assert m.n_tests == 4
+    for (b, metric), p in holm(raw).items():
+        row = comp.loc[("h3", b, metric)]
         assert row["test"] == "fisher" and row["p"] == pytest.approx(p)
         assert row["verdict"] == ("different" if p < 0.01 else "inconclusive")
         assert comp.loc[("h3", b, "seen"), "verdict"] == SAME_OUTCOME

@@ -322,7 +322,9 @@ REBIND_TEXT = (
     "The condition's `rebind_at_s`: that long into the transfer the client's source port, as the server "
     "sees it, changes and the old mapping is gone (a NAT rebinding). 'Survived' counts the trials whose "
     "transfer completed; 'server saw the new port' the trials in which the server's node received packets "
-    "from the new port (an nftables counter there), 'rebound in time' those in which the rewrite was in "
+    "from the new port (an nftables counter there), 'survived on its one connection' those that completed "
+    "without opening another (Go's HTTP/1.1 client retries a GET on a fresh connection after a reset: a "
+    "survival of the application, not of the connection), 'rebound in time' those in which the rewrite was in "
     "place before the transfer ended. A TCP connection cannot follow a new port (the server answers the "
     "unknown 4-tuple with a reset, or nothing); a QUIC connection can, if the server validates the new path "
     "and moves to it (RFC 9000, section 9). Counted outcomes are compared with Fisher's exact test.")
@@ -338,6 +340,8 @@ def _rebind_rows(run: RunData) -> pd.DataFrame:
 REBINDING = Section("rebinding", "NAT rebinding", REBIND_METRICS, REBIND_TEXT, _rebind_rows,
                     protocol_pairs=(("h3", "h1"), ("h3", "h2")),
                     counts=(Count("survived", "survived", lambda g: g["status"] == "ok"),
+                            Count("kept", "survived on its one connection",
+                                  lambda g: (g["status"] == "ok") & (pd.to_numeric(g["connections"], errors="coerce") <= 1)),
                             Count("seen", "server saw the new port", lambda g: g["rebind_seen_by_server"] == True),  # noqa: E712
                             Count("rebound", "rebound in time", lambda g: g["rebound"] == True)),  # noqa: E712
                     compared=("rebind_stall_ms",))
