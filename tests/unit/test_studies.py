@@ -323,6 +323,41 @@ def test_go_quick_seeds_method_takes_h2_from_page_loads(tmp_path):
     assert row["ref_rank"].startswith("http") is False and row["ref"]["h2"] == pytest.approx(31.96)
 
 
+def test_go_quick_seeds_method_without_page_loads_judges_only_its_own_protocols(tmp_path):
+    """A run of the getFiles part alone (no page loads): the seed's method has h1 and h3, both per
+    object. Its verdict compares those two, never the per-object h2 the way left out."""
+    rng = np.random.default_rng(8)
+    size, reps = 1069168, 6
+    obj = "10x1069168B/p10/per-object"
+    mean = {"h1": 20.0, "h2": 40.0, "h3": 9.0}     # per-object h2 far ahead: it must not show
+    rows = []
+    for p, g0 in mean.items():
+        for rep in range(1, reps + 1):
+            g = g0 * float(rng.lognormal(0, 0.05))
+            rows.append({"key": f"25_1|{obj}|{p}|caddy|r{rep}", "condition": "25_1", "workload": obj, "protocol": p,
+                         "kind": "objects", "server": "caddy", "rep": rep, "status": "ok", "client": "qb-load",
+                         "size_bytes": size, "count": 10, "parallel": 10, "bytes": 10 * size, "goodput_mbps": g,
+                         "total_time_s": 80 * size / (g * 1e6)})
+    plan = {"name": "go-quick-seed", "study": "go-quick", "protocols": ["h1", "h2", "h3"],
+            "workloads": [{"size": f"{size}B", "count": 10, "connections": "per-object"}],
+            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1}]}
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": {"25_1": {
+        "delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 0, "spikes": False, "rtt_ms": 50}}}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (sd,) = build_report_data(load_run(d)).studies
+    (group,) = next(t for t in sd.tables if t["id"] == "methods")["groups"]
+    (row,) = group["rows"]
+    seed_way = row["the seed's method"]
+    assert seed_way["workloads"] == {"h1": obj, "h3": obj} and seed_way["rank"] == "h1 > h3"
+    p = st.ttest_ind(np.log(sample(d, "25_1", obj, "h1")), np.log(sample(d, "25_1", obj, "h3")),
+                     equal_var=False).pvalue
+    assert seed_way["best"] == "h1" and seed_way["verdict"] == "ahead of all" and seed_way["p"] == pytest.approx(p)
+    # the per-object way has h2, and its verdict speaks of it
+    assert row["per-object"]["best"] == "h2"
+
+
 def test_variants_table_says_what_one_factor_does(tmp_path):
     """The factors study: each cell of a variant condition (base name + suffix) over the same cell of
     its base, the ratio of geometric means with its CI, Welch on logs, Holm over the table."""

@@ -349,8 +349,12 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                     # a verdict compares protocols on one workload; a way that takes each protocol
                     # from another workload (protocols = {...}) ranks them but tests nothing
                     one = next(iter(used.values())) if len(set(used.values())) == 1 else None
+                    # a way that names its own protocols' workloads is judged on the protocols it
+                    # took, even when those happen to share one workload (the run lacks the others):
+                    # the workload's verdict would speak of protocols the way left out
+                    own = bool(way.protocols)
                     best, verdict, p_best = (bests.verdict(m, attrs[one]["kind"], c, one)
-                                             if one and m in table.metrics else (None, None, None))
+                                             if one and not own and m in table.metrics else (None, None, None))
                     # compared on the protocols the reference ranks (not where its numbers tie)
                     ref_rank = "" if " = " in row["ref_rank"] else row["ref_rank"]
                     common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)
@@ -359,7 +363,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                                      "differs": bool(common) and bool(ref_rank) and common != ref_rank,
                                      "best_differs": bool(common) and bool(ref_rank) and
                                      common.split(" ")[0] != ref_rank.split(" ")[0]}
-                    if one is None and len(used) > 1 and m in table.metrics:
+                    if (one is None or own) and len(used) > 1 and m in table.metrics:
                         # each protocol on its own workload: the best mean against each other
                         # protocol's trials, on the metric's scale (decided below, with the table)
                         smp = smp_cache.setdefault(m, samples(run, m))
