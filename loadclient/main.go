@@ -50,7 +50,7 @@ type config struct {
 	timeout      time.Duration
 	keylogFile   string
 	qlogDir      string
-	resumption   string // none | tickets | 0rtt (see README.md, "Session resumption and 0-RTT")
+	resumption   string // none | tickets | 0rtt | 0rtt-token (see README.md, "Session resumption and 0-RTT")
 	bindPort     int    // the local port of the one connection (0: any), so that a lab can find its packets
 	showVersion  bool
 }
@@ -114,7 +114,7 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "overall deadline (Go duration)")
 	fs.StringVar(&c.keylogFile, "keylog", "", "append TLS keys (NSS key log format) for all connections to this file")
 	fs.StringVar(&c.qlogDir, "qlog-dir", "", "h3 only: write one qlog (JSON-SEQ .sqlog) per QUIC connection here")
-	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT)")
+	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT) | 0rtt-token (0rtt, and h3 keeps the server's address-validation token for its next connection)")
 	fs.IntVar(&c.bindPort, "bind-port", 0, "the local port of the trial's one connection (0: any): --connections shared, and --parallel 1 for h1")
 	fs.BoolVar(&c.showVersion, "version", false, "print versions as JSON and exit")
 
@@ -163,9 +163,9 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 		return nil, err
 	}
 	switch c.resumption {
-	case "none", "tickets", "0rtt":
+	case "none", "tickets", "0rtt", "0rtt-token":
 	default:
-		return nil, usagef("invalid --resumption %q (accepted values: none, tickets, 0rtt)", c.resumption)
+		return nil, usagef("invalid --resumption %q (accepted values: none, tickets, 0rtt, 0rtt-token)", c.resumption)
 	}
 	if c.bindPort != 0 && (c.bindPort < 1 || c.bindPort > 65535 || c.connections.kind != policyShared ||
 		(c.proto == "h1" && c.parallel != 1)) {

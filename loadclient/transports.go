@@ -233,7 +233,16 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 	if pol.kind == policyPool && cfg.proto != "h1" {
 		cl.maxSlots = pol.n
 	}
-	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt", bindPort: cfg.bindPort}
+	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt" || cfg.resumption == "0rtt-token",
+		bindPort: cfg.bindPort}
+	// 0rtt-token: one store for every connection of the client (the priming one included), so each
+	// connection presents the address-validation token (NEW_TOKEN) the server gave the one before
+	// it; a validated address lifts the server's limit of sending 3x what it received before the
+	// handshake completes (RFC 9000, section 8.1), which otherwise holds a 0-RTT response back
+	var tokens quic.TokenStore
+	if cfg.resumption == "0rtt-token" {
+		tokens = quic.NewLRUTokenStore(4, 4)
+	}
 
 	switch cfg.proto {
 	case "h1":
@@ -304,6 +313,7 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 				InitialConnectionReceiveWindow: quicInitialConnWindow,
 				MaxConnectionReceiveWindow:     quicMaxConnWindow,
 				KeepAlivePeriod:                10 * time.Second, // as http3's default config
+				TokenStore:                     tokens,
 			}
 			if qlogs != nil {
 				qconf.Tracer = qlogs.tracer

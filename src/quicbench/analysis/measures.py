@@ -271,7 +271,10 @@ RESUMPTION_TEXT = (
     "Each mode of the workload's `resumption` against the others, per protocol and condition: `none` (every "
     "connection a full handshake), `tickets` (every measured connection resumes a TLS 1.3 session ticket "
     "taken by an unmeasured priming request) and `0rtt` (as tickets, and HTTP/3 sends its request in 0-RTT "
-    "data; HTTP/1.1 and HTTP/2 resume only, as Go's TLS has no client 0-RTT). 'Connections resumed' and "
+    "data; HTTP/1.1 and HTTP/2 resume only, as Go's TLS has no client 0-RTT) and `0rtt-token` (as 0rtt, and "
+    "HTTP/3 presents the address-validation token the server gave its previous connection: without one the "
+    "server sends at most 3x what it received until the handshake completes, RFC 9000 section 8.1, which "
+    "holds back a 0-RTT response larger than that, a few KB, for a round trip). 'Connections resumed' and "
     "'0-RTT accepted' are read from each connection's own TLS state (a trial whose connections did not all "
     "resume fails). With 0-RTT an HTTP/3 connection's handshake time is when it could send, at once, not "
     "when its handshake completed.")
@@ -286,7 +289,7 @@ def _resumption_of(run: RunData) -> dict[str, str]:
 
 def _resumption_rows(run: RunData) -> pd.DataFrame:
     modes = _resumption_of(run)
-    if not any(m in ("tickets", "0rtt") for m in modes.values()):
+    if not any(m != "none" for m in modes.values()):
         return run.ok.iloc[0:0]
     return run.ok[run.ok["workload"].map(lambda w: modes.get(w, "none")).notna()]
 
@@ -301,7 +304,8 @@ def _resumption_pairs(run: RunData, workloads: list[str]) -> list[tuple[str, str
         return all(str(info.at[a, c]) == str(info.at[b, c]) for c in cols)
 
     out = []
-    for a_mode, b_mode in (("tickets", "none"), ("0rtt", "none"), ("0rtt", "tickets")):
+    for a_mode, b_mode in (("tickets", "none"), ("0rtt", "none"), ("0rtt", "tickets"), ("0rtt-token", "none"),
+                           ("0rtt-token", "0rtt")):
         for a in workloads:
             if modes.get(a) != a_mode:
                 continue

@@ -52,7 +52,8 @@ def workload_title(info: pd.DataFrame, workload: str) -> str:
 
 
 def _resumption_text(row: pd.Series) -> str:
-    return {"tickets": ", resumed sessions", "0rtt": ", resumed with 0-RTT"}.get(str(row.get("resumption") or "none"), "")
+    return {"tickets": ", resumed sessions", "0rtt": ", resumed with 0-RTT",
+            "0rtt-token": ", resumed with 0-RTT and an address token"}.get(str(row.get("resumption") or "none"), "")
 
 
 def _policy_text(row: pd.Series) -> str:

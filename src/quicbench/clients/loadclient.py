@@ -18,7 +18,7 @@ class LoadClient(Client):
     name = "qb-load"
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared", "per-object", "pool")
-    resumption_modes = ("none", "tickets", "0rtt")
+    resumption_modes = ("none", "tickets", "0rtt", "0rtt-token")
     binds_local_port = True
     binaries = ("qb-load",)
 

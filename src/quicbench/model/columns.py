@@ -51,7 +51,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("count", "int", "", "objects per trial", "trial"),
     Column("parallel", "int", "", "requests in flight at most", "trial"),
     Column("connection_policy", "text", "", "connection policy: `shared`, `per-object` or `pool:N`", "trial"),
-    Column("resumption", "text", "", "session resumption asked of the client: `none`, `tickets` or `0rtt` "
+    Column("resumption", "text", "", "session resumption asked of the client: `none`, `tickets`, `0rtt` or `0rtt-token` "
            "(docs/plans.md)", "trial"),
     Column("rep", "int", "", "repetition number (0 for warm-ups)", "trial"),
     Column("warmup", "bool", "", "warm-up trial (never in the statistics)", "trial"),

@@ -64,8 +64,9 @@ class Workload(_Strict):
     connections: str = "shared"
     # session resumption (objects): "none" (every connection a full handshake), "tickets" (a
     # priming connection, not measured, gets a TLS session ticket; every measured connection
-    # resumes it) or "0rtt" (tickets, and h3 requests sent in 0-RTT data)
-    resumption: Literal["none", "tickets", "0rtt"] = "none"
+    # resumes it), "0rtt" (tickets, and h3 requests sent in 0-RTT data) or "0rtt-token" (0rtt, and
+    # h3 presents the server's address-validation token from its previous connection)
+    resumption: Literal["none", "tickets", "0rtt", "0rtt-token"] = "none"
 
     @field_validator("kind")
     @classmethod
