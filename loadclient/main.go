@@ -308,9 +308,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 
 	if cfg.resumption != "none" {
-		if err := cl.prime(ctx, cfg); err != nil {
-			logf("--resumption %s: the priming connection failed: %v", cfg.resumption, err)
-			return 1
+		// 0rtt-token: one priming connection per measured object, at once, so that every measured
+		// connection finds a token of its own: a connection that closes as soon as its response is
+		// in leaves before the server's NEW_TOKEN (sent when the handshake is confirmed) reaches
+		// it, so the measured connections cannot pass tokens on to one another
+		primes := 1
+		if cfg.resumption == "0rtt-token" {
+			primes = cfg.count
+		}
+		errs := make(chan error, primes)
+		for i := 0; i < primes; i++ {
+			go func() { errs <- cl.prime(ctx, cfg) }()
+		}
+		for i := 0; i < primes; i++ {
+			if err := <-errs; err != nil {
+				logf("--resumption %s: a priming connection failed: %v", cfg.resumption, err)
+				return 1
+			}
 		}
 	}
 	ru0, wait0 := rusage(), runQueue()

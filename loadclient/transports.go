@@ -235,13 +235,13 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 	}
 	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt" || cfg.resumption == "0rtt-token",
 		bindPort: cfg.bindPort}
-	// 0rtt-token: one store for every connection of the client (the priming one included), so each
-	// connection presents the address-validation token (NEW_TOKEN) the server gave the one before
-	// it; a validated address lifts the server's limit of sending 3x what it received before the
+	// 0rtt-token: one store for every connection of the client, filled by the priming connections
+	// (one per object): each measured connection presents an address-validation token (NEW_TOKEN);
+	// a validated address lifts the server's limit of sending 3x what it received before the
 	// handshake completes (RFC 9000, section 8.1), which otherwise holds a 0-RTT response back
 	var tokens quic.TokenStore
 	if cfg.resumption == "0rtt-token" {
-		tokens = quic.NewLRUTokenStore(4, 4)
+		tokens = quic.NewLRUTokenStore(4, max(4, cfg.count))
 	}
 
 	switch cfg.proto {
