@@ -277,6 +277,24 @@ def test_dncs_page_table_beside_a_page_run(tmp_path):
     assert rows_by["page_load_ms"]["ours"]["rank"] == "h2 < h1 < h3" and rows_by["page_load_ms"]["ours"]["differs"]
 
 
+def _go_quick_methods_row(tmp_path, rows, size, pages):
+    """A go-quick-seed run at 25_1 from these rows; its methods table's one row."""
+    workloads = [{"size": f"{size}B", "count": 10, "connections": "per-object"}]
+    if pages:
+        workloads.append({"kind": "page", "size": f"{size}B", "count": 10})
+    plan = {"name": "go-quick-seed", "study": "go-quick", "protocols": ["h1", "h2", "h3"], "workloads": workloads,
+            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1}]}
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": {"25_1": {
+        "delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 0, "spikes": False, "rtt_ms": 50}}}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (sd,) = build_report_data(load_run(d)).studies
+    (group,) = next(t for t in sd.tables if t["id"] == "methods")["groups"]
+    (row,) = group["rows"]
+    return d, row
+
+
 def test_go_quick_seeds_method_takes_h2_from_page_loads(tmp_path):
     """Go-Quick measured h1/h3 with getFiles (one connection per file) and h2 with Chrome page loads:
     the methods table's "the seed's method" column takes h2's cell from the page workload, h1's and
@@ -295,19 +313,7 @@ def test_go_quick_seeds_method_takes_h2_from_page_loads(tmp_path):
                          "client": "browser" if w == page else "qb-load", "size_bytes": size, "count": 10,
                          "parallel": 10, "bytes": 10 * size, "goodput_mbps": g, "page_load_ms": 8e4 * size / g / 1e6,
                          "total_time_s": 80 * size / (g * 1e6)})
-    plan = {"name": "go-quick-seed", "study": "go-quick", "protocols": ["h1", "h2", "h3"],
-            "workloads": [{"size": f"{size}B", "count": 10, "connections": "per-object"},
-                          {"kind": "page", "size": f"{size}B", "count": 10}],
-            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1}]}
-    d = tmp_path / "run"
-    d.mkdir()
-    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": {"25_1": {
-        "delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 0, "spikes": False, "rtt_ms": 50}}}))
-    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (sd,) = build_report_data(load_run(d)).studies
-    table = next(t for t in sd.tables if t["id"] == "methods")
-    (group,) = table["groups"]
-    (row,) = group["rows"]
+    d, row = _go_quick_methods_row(tmp_path, rows, size, pages=True)
     seed_way = row["the seed's method"]
     assert seed_way["workloads"] == {"h1": obj, "h2": page, "h3": obj}
     assert seed_way["cells"]["h2"]["mean"] == pytest.approx(sample(d, "25_1", page, "h2").mean())
@@ -338,17 +344,7 @@ def test_go_quick_seeds_method_without_page_loads_judges_only_its_own_protocols(
                          "kind": "objects", "server": "caddy", "rep": rep, "status": "ok", "client": "qb-load",
                          "size_bytes": size, "count": 10, "parallel": 10, "bytes": 10 * size, "goodput_mbps": g,
                          "total_time_s": 80 * size / (g * 1e6)})
-    plan = {"name": "go-quick-seed", "study": "go-quick", "protocols": ["h1", "h2", "h3"],
-            "workloads": [{"size": f"{size}B", "count": 10, "connections": "per-object"}],
-            "conditions": [{"name": "25_1", "delay_ms": 25, "loss_pct": 1}]}
-    d = tmp_path / "run"
-    d.mkdir()
-    (d / "meta.json").write_text(json.dumps({"run_id": "run", "plan": plan, "conditions": {"25_1": {
-        "delay_ms": 25, "loss_pct": 1, "rate_mbit": None, "jitter_ms": 0, "spikes": False, "rtt_ms": 50}}}))
-    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (sd,) = build_report_data(load_run(d)).studies
-    (group,) = next(t for t in sd.tables if t["id"] == "methods")["groups"]
-    (row,) = group["rows"]
+    d, row = _go_quick_methods_row(tmp_path, rows, size, pages=False)
     seed_way = row["the seed's method"]
     assert seed_way["workloads"] == {"h1": obj, "h3": obj} and seed_way["rank"] == "h1 > h3"
     p = st.ttest_ind(np.log(sample(d, "25_1", obj, "h1")), np.log(sample(d, "25_1", obj, "h3")),
