@@ -272,7 +272,7 @@ RESUMPTION_TEXT = (
     "connection a full handshake), `tickets` (every measured connection resumes a TLS 1.3 session ticket "
     "taken by an unmeasured priming request) and `0rtt` (as tickets, and HTTP/3 sends its request in 0-RTT "
     "data; HTTP/1.1 and HTTP/2 resume only, as Go's TLS has no client 0-RTT) and `0rtt-token` (as 0rtt, and "
-    "HTTP/3 presents the address-validation token the server gave its previous connection: without one the "
+    "HTTP/3 presents an address-validation token left by a priming connection: without one the "
     "server sends at most 3x what it received until the handshake completes, RFC 9000 section 8.1, which "
     "holds back a 0-RTT response larger than that, a few KB, for a round trip). 'Connections resumed' and "
     "'0-RTT accepted' are read from each connection's own TLS state (a trial whose connections did not all "
