@@ -12,6 +12,7 @@ import typer
 
 from quicbench.kernel import probe
 from quicbench.paths import bin_dir
+import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 
 BINARIES = [
     # (binary, needed for, fix)

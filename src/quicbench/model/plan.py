@@ -40,6 +40,11 @@ class _Strict(KnownKeys):
     model_config = ConfigDict(extra="forbid")
 
 
+# client driver name -> the protocols it fetches, filled by quicbench.clients from its registry
+# (the model layer does not import the drivers); a name not in it is a command client or unknown
+DRIVER_PROTOCOLS: dict[str, frozenset[str]] = {}
+
+
 class Workload(_Strict):
     """What one trial transfers.
 
@@ -475,10 +480,9 @@ class Plan(_Strict):
         cmd = self.client_commands.get(name)
         if cmd:
             return frozenset(cmd.protocols)
-        # the drivers' registry is a layer above the plan model: asked here, at expansion, only
-        # for the protocols each driver declares (a driver that fetches h3 only gets h3 trials)
-        from quicbench.clients import CLIENTS
-        return CLIENTS.get(name).protocols if name in CLIENTS else None
+        # a driver that fetches h3 only gets h3 trials; the drivers sit a layer above the plan
+        # model and tell it their protocols when their registry is built (quicbench.clients)
+        return DRIVER_PROTOCOLS.get(name)
 
     def video_specs(self) -> list:
         """The distinct ladders the plan's video workloads play."""

@@ -36,6 +36,7 @@ from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
 from quicbench.store import RunLayout, RunStore, read_jsonl_checked, read_meta, writer_in_other_kernel
+import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 
 # what belongs to one run's lab and process, not to the merged result
 _PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
