@@ -92,10 +92,6 @@ def protocol_pairs(protocols: list[str], pairs: tuple[tuple[str, str], ...] = ((
     return out
 
 
-def _summary(x: pd.Series) -> stats.Summary:
-    return stats.summarize(x, positive=True)
-
-
 def compute(run: RunData, section: Section, method: Method = Method()) -> MeasureData:
     """The section's cells and comparisons; empty when the run has none of its trials."""
     rows = section.select(run)
@@ -110,17 +106,20 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
     pr_order = {p: i for i, p in enumerate(run.protocols)}
     groups = {k: g for k, g in rows.groupby(["condition", "workload", "protocol"], sort=False)}
     keys = sorted(groups, key=lambda k: (order.get(k[0], 1e9), wl_order.get(k[1], 1e9), pr_order.get(k[2], 1e9)))
+    # each counted outcome's k per cell, counted once for the cells and the comparisons
+    hits = {(k, cnt.key): int(cnt.hit(g).fillna(False).astype(bool).sum()) for k, g in groups.items()
+            for cnt in section.counts}
     cells = []
     for c, w, p in keys:
         g = groups[(c, w, p)]
         ok = g[g["used"]]
         row = {"condition": c, "workload": w, "protocol": p, "n": len(g)}
         for m in section.metrics:
-            s = _summary(ok[m] if m in ok else pd.Series(dtype=float))
+            s = stats.summarize(ok[m] if m in ok else [], positive=True)
             row.update({f"{m}_mean": s.mean if s.n else math.nan, f"{m}_ci_low": s.ci_low,
                         f"{m}_ci_high": s.ci_high, f"{m}_n": s.n})
         for cnt in section.counts:
-            k = int(cnt.hit(g).fillna(False).astype(bool).sum())
+            k = hits[((c, w, p), cnt.key)]
             lo, hi = stats.wilson(k, len(g))
             row.update({f"{cnt.key}_k": k, f"{cnt.key}_low": lo, f"{cnt.key}_high": hi})
         cells.append(row)
@@ -145,7 +144,7 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
             comps.append(row)
             results.append((row, method.compare(xa, xb)))
         for cnt in section.counts:
-            ka, kb = int(cnt.hit(ga).fillna(False).astype(bool).sum()), int(cnt.hit(gb).fillna(False).astype(bool).sum())
+            ka, kb = hits[(a_key, cnt.key)], hits[(b_key, cnt.key)]
             na, nb = len(ga), len(gb)
             row = {**base, "metric": cnt.key, "mean_a": ka / na, "mean_b": kb / nb, "n_a": na, "n_b": nb,
                    "diff": ka / na - kb / nb}

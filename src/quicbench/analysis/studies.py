@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis.load import RunData
+from quicbench.analysis.measures import split_protocol
 from quicbench.analysis.tables import (POSITIVE_METRICS, Method, best_protocols, cell_verdict, higher_is_better,
                                        pairwise, samples)
 from quicbench.errors import QuicbenchError
@@ -180,7 +181,7 @@ def _workload_ok(ref: Any, attrs: dict[str, Any], study: Study) -> int | None:
 
 
 def _base_protocol(p: str) -> str:
-    return re.split(r"[~@]", p, maxsplit=1)[0]
+    return split_protocol(p)[0]
 
 
 def match_references(run: RunData, study: Study, why: str = "named") -> pd.DataFrame:
