@@ -280,10 +280,7 @@ RESUMPTION_TEXT = (
 
 
 def _resumption_of(run: RunData) -> dict[str, str]:
-    t = run.trials
-    if "resumption" not in t:
-        return {}
-    return {w: (r or "none") for w, r in t.groupby("workload")["resumption"].first().items()}
+    return run.workload_info["resumption"].to_dict()
 
 
 def _resumption_rows(run: RunData) -> pd.DataFrame:
