@@ -154,7 +154,7 @@ func fetchOne(ctx context.Context, cfg *config, cl *client, man manifest, i int,
 	u := *cfg.baseURL
 	u.Path = r.Path
 	method := http.MethodGet
-	if (cfg.resumption == "0rtt" || cfg.resumption == "0rtt-token") && cl.proto == "h3" {
+	if cfg.zeroRTT() && cl.proto == "h3" {
 		method = http3.MethodGet0RTT // sent in 0-RTT when the connection is still in its handshake
 	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), method, u.String(), nil)

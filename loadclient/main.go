@@ -95,6 +95,9 @@ func parsePolicy(s string) (connPolicy, error) {
 
 // parseArgs parses and validates args. It returns flag.ErrHelp after printing
 // the usage text for -h/--help.
+// zeroRTT: h3 dials early and sends its requests in 0-RTT data (--resumption 0rtt, 0rtt-token).
+func (c *config) zeroRTT() bool { return c.resumption == "0rtt" || c.resumption == "0rtt-token" }
+
 func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("qb-load", flag.ContinueOnError)
@@ -114,7 +117,7 @@ func parseArgs(args []string, helpOut io.Writer) (*config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "overall deadline (Go duration)")
 	fs.StringVar(&c.keylogFile, "keylog", "", "append TLS keys (NSS key log format) for all connections to this file")
 	fs.StringVar(&c.qlogDir, "qlog-dir", "", "h3 only: write one qlog (JSON-SEQ .sqlog) per QUIC connection here")
-	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT) | 0rtt-token (0rtt, and h3 keeps the server's address-validation token for its next connection)")
+	fs.StringVar(&c.resumption, "resumption", "none", "none | tickets (a priming connection gets a TLS session ticket; every measured connection resumes) | 0rtt (tickets, and h3 requests in 0-RTT) | 0rtt-token (0rtt, with one priming connection per object, each leaving h3 an address-validation token)")
 	fs.IntVar(&c.bindPort, "bind-port", 0, "the local port of the trial's one connection (0: any): --connections shared, and --parallel 1 for h1")
 	fs.BoolVar(&c.showVersion, "version", false, "print versions as JSON and exit")
 

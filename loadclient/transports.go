@@ -233,8 +233,7 @@ func newClient(cfg *config, roots *x509.CertPool, keylog io.Writer, logf func(st
 	if pol.kind == policyPool && cfg.proto != "h1" {
 		cl.maxSlots = pol.n
 	}
-	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.resumption == "0rtt" || cfg.resumption == "0rtt-token",
-		bindPort: cfg.bindPort}
+	d := &dialer{connect: cfg.connect, tracker: cl.tracker, early: cfg.zeroRTT(), bindPort: cfg.bindPort}
 	// 0rtt-token: one store for every connection of the client, filled by the priming connections
 	// (one per object): each measured connection presents an address-validation token (NEW_TOKEN);
 	// a validated address lifts the server's limit of sending 3x what it received before the
