@@ -279,3 +279,31 @@ def test_out_may_be_the_working_directory(tmp_path, monkeypatch):
     assert json.loads((here / "meta.json").read_text())["run_id"] == "here"
     assert not [p for p in here.iterdir() if p.name.startswith(".")]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]     # no build directory left
+
+
+def _set_versions(d: Path, versions: dict) -> None:
+    meta = json.loads((d / "meta.json").read_text())
+    meta["versions"] = versions
+    (d / "meta.json").write_text(json.dumps(meta))
+
+
+def test_parts_that_ran_different_clients_merge_and_keep_every_drivers_versions(tmp_path):
+    # Go-Quick by the seed's method: getFiles by the load client, h2 by browser page loads
+    p, dirs = shards(tmp_path, n=2)
+    server = {"caddy": "2.11.9"}
+    _set_versions(dirs[0], {"client_qb-load": {"qb_load": "1"}, "server_caddy": server})
+    _set_versions(dirs[1], {"client_browser": {"chromium": "156"}, "server_caddy": server})
+    res = merge_runs(dirs, tmp_path / "merged")
+    assert res.mismatches == []
+    meta = json.loads((tmp_path / "merged" / "meta.json").read_text())
+    assert meta["versions"] == {"client_qb-load": {"qb_load": "1"}, "client_browser": {"chromium": "156"},
+                                "server_caddy": server}
+
+
+def test_a_driver_both_parts_ran_must_be_the_same_build(tmp_path):
+    p, dirs = shards(tmp_path, n=2)
+    _set_versions(dirs[0], {"server_caddy": {"caddy": "2.11.9"}})
+    _set_versions(dirs[1], {"server_caddy": {"caddy": "2.10.0"}})
+    with pytest.raises(QuicbenchError, match="server_caddy versions differ"):
+        merge_runs(dirs, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

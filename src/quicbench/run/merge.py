@@ -5,8 +5,9 @@
 
 Checks first, writes after: every input must be a run directory (meta.json) that no process
 is writing; the inputs must come from the same plan (fingerprint, repetitions) and
-the same versions (quicbench, client and servers) unless ``force``, which records each
-mismatch in meta.json. ``out`` may not be an input, lie inside one, or be a non-empty
+the same versions (quicbench, and every client and server driver that more than one input
+ran: parts that ran different clients, say the load client and the browser, merge) unless
+``force``, which records each mismatch in meta.json; the merged run's versions are the union. ``out`` may not be an input, lie inside one, or be a non-empty
 directory: inputs are only ever read. The merged run is written into a temporary directory
 beside ``out`` and renamed into place, so a failure leaves nothing behind.
 
@@ -132,7 +133,6 @@ def mismatches(inputs: list[Input]) -> list[str]:
         "plan fingerprint": lambda m: m.get("plan_fingerprint") or plan_fingerprint(plan_from_dict(m["plan"])),
         "repetitions": lambda m: m.get("reps") or (m.get("plan") or {}).get("repetitions"),
         "quicbench version": _quicbench_version,
-        "client and server versions": lambda m: m.get("versions"),
         "shard count": lambda m: (m.get("shard") or {}).get("count"),
     }
     out = []
@@ -142,7 +142,24 @@ def mismatches(inputs: list[Input]) -> list[str]:
             got = get(other.meta)
             if got is not None and want is not None and got != want:
                 out.append(f"{what} differs: {first.dir} has {_short(want)}, {other.dir} has {_short(got)}")
+    # versions per driver: a driver two inputs both ran must be the same build in both
+    seen: dict[str, tuple[Path, Any]] = {}
+    for inp in inputs:
+        for driver, v in (inp.meta.get("versions") or {}).items():
+            if driver in seen and seen[driver][1] != v:
+                out.append(f"{driver} versions differ: {seen[driver][0]} has {_short(seen[driver][1])}, "
+                           f"{inp.dir} has {_short(v)}")
+            seen.setdefault(driver, (inp.dir, v))
     return out
+
+
+def merged_versions(inputs: list[Input]) -> dict[str, Any] | None:
+    """Every driver's versions over the inputs (the first input's where they differ: forced)."""
+    out: dict[str, Any] = {}
+    for inp in inputs:
+        for driver, v in (inp.meta.get("versions") or {}).items():
+            out.setdefault(driver, v)
+    return out or None
 
 
 def _short(v: Any) -> str:
@@ -270,7 +287,7 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
         meta["only"] = None if whole else first.meta.get("only")
         if not whole:
             meta["only_parts"] = parts
-    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, status="complete" if complete else "incomplete",
+    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, versions=merged_versions(inputs), status="complete" if complete else "incomplete",
                 lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
                        "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),
