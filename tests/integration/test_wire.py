@@ -98,3 +98,6 @@ def test_wire_goodput_never_exceeds_configured_rate(tmp_path):
                 # and not far below it (the link is the bottleneck)
                 assert 12 < row["wire_goodput_mbps"] <= 20, row["wire_goodput_mbps"]
                 assert row["goodput_mbps"] <= row["wire_goodput_mbps"] * 1.02
+                # a steady bottleneck: the bytes per 100 ms vary little once slow start is over
+                assert row["wire_throughput_cv_pct"] is not None and row["wire_throughput_cv_pct"] < 30, \
+                    row["wire_throughput_cv_pct"]

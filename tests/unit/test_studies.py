@@ -393,3 +393,58 @@ def test_variants_table_says_what_one_factor_does(tmp_path):
     assert got["h3"]["test"].verdict == "different" and got["h3"]["test"].ratio > 2
     md = report_markdown(d)
     assert "## One factor at a time: each variant over its condition" in md and "without reordering" in md
+
+
+def _objects_run(d: Path, plan: dict, heads: dict, cells: dict) -> Path:
+    """A synthetic run of one 33.6 MB download per trial: cells = {(condition, protocol): goodput}."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for (c, p), gp in cells.items():
+        for rep in range(1, 5):
+            g = gp * float(rng.lognormal(0, 0.02))
+            rows.append({"key": f"{c}|1x33.6MB/p1|{p}|r{rep}", "condition": c, "workload": "1x33.6MB/p1",
+                         "kind": "objects", "size_bytes": 33_600_000, "count": 1, "protocol": p, "rep": rep,
+                         "status": "ok", "goodput_mbps": g, "total_time_s": 33.6 * 8 / g,
+                         "overhead_pct": 7.0 if p == "h1" else 8.5})
+    (d / "meta.json").write_text(json.dumps({"run_id": "c", "plan": plan, "conditions": heads}))
+    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_cvart_cells_it_plotted_without_numbers_keep_their_rows(tmp_path):
+    """CVart printed no number: a cell its plots cover is still a row (the seed's '–' beside ours),
+    a cell they do not cover (a delay CVart's series did not name) is none."""
+    heads = {c: {"delay_ms": d, "loss_pct": 0.0, "rate_mbit": 100.0, "jitter_ms": 0.0, "spikes": False}
+             for c, d in (("bw100_d20", 20.0), ("bw100_d30", 30.0))}
+    plan = {"name": "cvart-delay-series", "study": "cvart", "workloads": [{"kind": "objects", "size": "33.6MB"}]}
+    run = _objects_run(tmp_path, plan, heads, {(c, p): g for c in heads for p, g in (("h1", 90.0), ("h3", 93.0))})
+    (sd,) = build_report_data(load_run(run)).studies
+    (table,) = [t for t in sd.tables if t.get("id") == "cvart-matrix"]
+    (group,) = table["groups"]                       # the delay series plots total transfer time only
+    assert group["group"] == "total transfer time"
+    (row,) = group["rows"]
+    assert row["condition"] == "bw100_d20" and row["ref_text"] == {"h1": "–", "h3": "–"}
+    assert row["ours"]["cells"]["h1"]["mean"] == pytest.approx(33.6 * 8 / 90.0, rel=0.05)
+    assert row["ours"]["rank"] == "h3 < h1"
+
+
+def test_dncs_httpstat_table_reads_the_page_trials_phases(tmp_path):
+    rows = []
+    for p in ("h1", "h2", "h3"):
+        for rep in range(1, 5):
+            rows.append({"key": f"dncs_lan|page:realistic|{p}|r{rep}", "condition": "dncs_lan",
+                         "workload": "page:realistic", "kind": "page", "protocol": p, "rep": rep, "status": "ok",
+                         "page_load_ms": 500.0 + rep, "httpstat_connect_ms": 1.0 + rep / 100,
+                         "httpstat_tls_ms": None if p == "h3" else 2.0 + rep / 100,
+                         "httpstat_server_ms": 1.5, "httpstat_transfer_ms": 2.0, "httpstat_total_ms": 7.0})
+    heads = {"dncs_lan": {"delay_ms": 0.5, "loss_pct": 0.0, "rate_mbit": None, "jitter_ms": 0.0, "spikes": False}}
+    plan = {"name": "dncs", "study": "dncs-http3", "workloads": [{"kind": "page", "page": "realistic"}]}
+    (tmp_path / "meta.json").write_text(json.dumps({"run_id": "p", "plan": plan, "conditions": heads}))
+    (tmp_path / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (sd,) = build_report_data(load_run(tmp_path)).studies
+    (table,) = [t for t in sd.tables if t.get("id") == "dncs-httpstat"]
+    rows_by = {r["metric"]: r for r in table["groups"][0]["rows"]}
+    assert rows_by["httpstat_connect_ms"]["ref"]["h2"] == pytest.approx(1.0)
+    assert rows_by["httpstat_connect_ms"]["ours"]["cells"]["h2"]["mean"] == pytest.approx(1.025)
+    assert rows_by["httpstat_tls_ms"]["ours"]["cells"]["h3"] is None          # QUIC: in the handshake
+    assert rows_by["DNS Lookup"]["ours"]["cells"] == {"h1": None, "h2": None, "h3": None}

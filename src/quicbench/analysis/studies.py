@@ -332,7 +332,9 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                         converted = finite(h["value_metric"])
                         ref[p] = converted if converted is not None else finite(h["value"])
                         ref_text[p] = f"{converted:.5g}" if converted is not None else h["value_text"]
-                if all(v is None for v in ref.values()) and table.rows == "condition":
+                # a cell the reference names without a number (CVart plotted, printed nothing)
+                # keeps its row: ours beside the seed's "–"; a cell it does not name has none
+                if gm.empty:
                     continue
                 row: dict[str, Any] = {"condition": c, "metric": m, "label": metric_labels.get(m, m),
                                        "ref": ref, "ref_text": ref_text, "ref_rank": ranking(ref, higher, ties=True),

@@ -42,6 +42,7 @@ OPTIONAL_METRICS: dict[str, str] = {
     "quic_packets_up": "QUIC packets client→server",
     "quic_packets_down": "QUIC packets server→client",
     "wire_goodput_mbps": "wire goodput (Mbit/s)",
+    "wire_throughput_cv_pct": "throughput variation, CV per 100 ms (%)",
     "capture_dropped": "packets the capture missed",
     "page_load_ms": "page load time (ms)",
     "load_event_ms": "load event (ms)",
@@ -114,7 +115,7 @@ LOWER_IS_BETTER = frozenset({
     "frames_dropped", "frames_dropped_ratio", "segment_ttfb_ms_median", "segment_ttfb_ms_mean",
     "segment_download_ms_median", "frag_latency_ms_mean", "frag_latency_ms_median",
     "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms", "httpstat_transfer_ms", "httpstat_total_ms",
-    "overhead_pct", "tcp_retransmits", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb",
+    "overhead_pct", "tcp_retransmits", "wire_throughput_cv_pct", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb",
 })
 
 

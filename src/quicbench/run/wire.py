@@ -6,7 +6,9 @@
 - QUIC: UDP packet counts;
 - wire goodput: payload bits over the time from the first to the last server data packet
   (as the QUIC interop runner computes it), beside the application-level goodput;
-- a throughput time series of server->client wire bytes in fixed bins.
+- a throughput time series of server->client wire bytes in fixed bins, and its steadiness:
+  the coefficient of variation of those bins over the middle of the transfer (CVart's
+  "stability", seed 001 section 3.6, read from its time-series plots).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 import dpkt
 
 BIN_MS = 100
+STEADY_TRIM = 0.1        # the share of the transfer's bins left out at each end (slow start, the tail)
+STEADY_MIN_BINS = 5      # fewer bins in the middle: no coefficient of variation
 
 
 def analyze_pcap(pcap: Path, server_ip: str, payload_bytes: int | None, bin_ms: int = BIN_MS) -> dict[str, Any]:
@@ -80,8 +84,30 @@ def analyze_pcap(pcap: Path, server_ip: str, payload_bytes: int | None, bin_ms: 
         if first_data is not None and last_data is not None and last_data > first_data:
             out["wire_goodput_mbps"] = payload_bytes * 8 / (last_data - first_data) / 1e6
     n = max(bins) + 1 if bins else 0
-    out["timeseries"] = {"bin_ms": bin_ms, "down_bytes": [bins.get(i, 0) for i in range(n)]}
+    series = [bins.get(i, 0) for i in range(n)]
+    out["timeseries"] = {"bin_ms": bin_ms, "down_bytes": series}
+    if first_data is not None and last_data is not None and t0 is not None:
+        out["wire_throughput_cv_pct"] = steady_cv(series[int((first_data - t0) * 1000 // bin_ms):
+                                                         int((last_data - t0) * 1000 // bin_ms) + 1])
     return out
+
+
+def steady_cv(transfer_bins: list[int]) -> float | None:
+    """Coefficient of variation (population sd / mean, %) of the bins from the first to the last
+    data bin, without the first and last STEADY_TRIM of them (slow start and the partial tail); None
+    when fewer than STEADY_MIN_BINS remain."""
+    cut = int(len(transfer_bins) * STEADY_TRIM)
+    mid = transfer_bins[cut:len(transfer_bins) - cut]
+    # the last data bin is partial: a transfer of few bins keeps it out even when the trim is 0
+    if cut == 0:
+        mid = mid[1:-1]
+    if len(mid) < STEADY_MIN_BINS:
+        return None
+    mean = sum(mid) / len(mid)
+    if mean <= 0:
+        return None
+    var = sum((x - mean) ** 2 for x in mid) / len(mid)
+    return 100 * var ** 0.5 / mean
 
 
 def write_timeseries(trial_dir: Path, ts: dict[str, Any]) -> Path:
