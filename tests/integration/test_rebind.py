@@ -19,7 +19,7 @@ protocols = ["h1", "h2", "h3"]
 repetitions = 1
 link = "linkem"
 order = "sequential"
-trial_timeout_s = 6
+trial_timeout_s = 13          # past qb-load's 10 s QUIC keep-alive (see the h3 assertion)
 [[workloads]]                 # one request after another: the client keeps sending
 size = "100KB"
 count = 40
@@ -53,7 +53,10 @@ def test_tcp_breaks_and_quic_survives_a_rebinding(tmp_path, no_leftovers):
         else:
             assert "connection reset" in err or "timeout" in err, err
     h3 = rows["h3"]
-    assert h3["rebind_seen_by_server"], h3          # QUIC's client acknowledges: the server sees the new port
+    # the server sees QUIC's new port as soon as the client sends: at once when it has data in flight
+    # or acknowledges what arrives, else (a rebinding just after the server acknowledged the client's
+    # last request, its response dropped on the old mapping) only with the keep-alive PING 10 s later
+    assert h3["rebind_seen_by_server"], h3
     if h3["status"] == "ok":
         assert h3["connections"] == 1, h3          # the same connection, moved: not a new one
         # survived: the server moved to the new port (RFC 9000 9.3 lets it send there as soon as a
