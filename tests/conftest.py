@@ -1,4 +1,5 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 QB = [sys.executable, "-m", "quicbench.cli.main"]
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def pytest_configure(config):
+    # a SIGTERM (CI's time limit, a shutdown) stops the session as Ctrl-C does: the fixtures'
+    # teardowns still run, so labs and SSH hosts are removed (Python's default would just exit)
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
 
 
 def lab_namespaces() -> set[str]:

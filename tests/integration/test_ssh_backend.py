@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -75,7 +76,17 @@ class Hosts:
         self.key = base / "id_ed25519"
         self.sshd: dict[str, subprocess.Popen] = {}
 
+    @staticmethod
+    def remove_stale() -> None:
+        """The hosts of a test session killed outright (SIGKILL: no teardown ran): their namespaces
+        hold no process once its sshd is gone; a live session's hold their sshd and stay."""
+        for ns in sh("ip", "netns", "list").stdout.split():
+            if re.fullmatch(r"qbs[0-9a-f]{4}-(client|router2?|server)", ns) and \
+                    not sh("ip", "netns", "pids", ns, check=False).stdout.split():
+                sh("ip", "netns", "del", ns, check=False)      # its management veth goes with it
+
     def up(self) -> None:
+        self.remove_stale()
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key))
         Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege separation directory
         for h in self.names:
