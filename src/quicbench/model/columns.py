@@ -154,7 +154,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_packets_up", "int", "", "UDP (QUIC) packets client→server", "capture"),
     Column("quic_packets_down", "int", "", "UDP (QUIC) packets server→client", "capture"),
     Column("wire_goodput_mbps", "float", "Mbit/s", "payload bits over first → last server data packet, Mbit/s", "capture"),
-    Column("wire_throughput_cv_pct", "float", "%", "steadiness of the transfer: coefficient of variation of the server→client wire bytes per 100 ms over the transfer's bins without the first and last 10 % (slow start, tail); empty below 5 such bins", "capture"),
+    Column("wire_throughput_cv_pct", "float", "%", "steadiness of the transfer: coefficient of variation of the server→client wire bytes per 100 ms over the transfer's bins without the first and last 10 %, at least one each (slow start, tail); empty below 5 such bins", "capture"),
     Column("capture_dropped", "int", "", "packets the capture missed (filter saw, not written, or kernel drops)", "capture"),
     # -- page
     Column("page_load_ms", "float", "ms", "page load time (the load event)", "page"),

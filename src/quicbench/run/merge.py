@@ -7,7 +7,8 @@ Checks first, writes after: every input must be a run directory (meta.json) that
 is writing; the inputs must come from the same plan (fingerprint, repetitions) and
 the same versions (quicbench, and every client and server driver that more than one input
 ran: parts that ran different clients, say the load client and the browser, merge) unless
-``force``, which records each mismatch in meta.json; the merged run's versions are the union. ``out`` may not be an input, lie inside one, or be a non-empty
+``force``, which records each mismatch in meta.json; the merged run's versions are the union.
+``out`` may not be an input, lie inside one, or be a non-empty
 directory: inputs are only ever read. The merged run is written into a temporary directory
 beside ``out`` and renamed into place, so a failure leaves nothing behind.
 
@@ -287,7 +288,8 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
         meta["only"] = None if whole else first.meta.get("only")
         if not whole:
             meta["only_parts"] = parts
-    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, versions=merged_versions(inputs), status="complete" if complete else "incomplete",
+    meta.update(run_id=Path(out).name, created=now, host=host, finished_at=now, versions=merged_versions(inputs),
+                status="complete" if complete else "incomplete",
                 lab=first.meta.get("lab"), hosts=hosts, calibration=calibration or None,
                 merge={"inputs": described, "duplicates": duplicates, "warmups_deduplicated": warmups_dropped,
                        "missing": missing, "rerun_shards": rerun, "forced": bool(force and differ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -94,20 +95,13 @@ def analyze_pcap(pcap: Path, server_ip: str, payload_bytes: int | None, bin_ms: 
 
 def steady_cv(transfer_bins: list[int]) -> float | None:
     """Coefficient of variation (population sd / mean, %) of the bins from the first to the last
-    data bin, without the first and last STEADY_TRIM of them (slow start and the partial tail); None
-    when fewer than STEADY_MIN_BINS remain."""
-    cut = int(len(transfer_bins) * STEADY_TRIM)
+    data bin, without the first and last STEADY_TRIM of them, at least one each (slow start and
+    the partial tail); None when fewer than STEADY_MIN_BINS remain."""
+    cut = max(1, int(len(transfer_bins) * STEADY_TRIM))
     mid = transfer_bins[cut:len(transfer_bins) - cut]
-    # the last data bin is partial: a transfer of few bins keeps it out even when the trim is 0
-    if cut == 0:
-        mid = mid[1:-1]
-    if len(mid) < STEADY_MIN_BINS:
+    if len(mid) < STEADY_MIN_BINS or statistics.fmean(mid) <= 0:
         return None
-    mean = sum(mid) / len(mid)
-    if mean <= 0:
-        return None
-    var = sum((x - mean) ** 2 for x in mid) / len(mid)
-    return 100 * var ** 0.5 / mean
+    return 100 * statistics.pstdev(mid) / statistics.fmean(mid)
 
 
 def write_timeseries(trial_dir: Path, ts: dict[str, Any]) -> Path:
