@@ -281,7 +281,8 @@ def _show_plan(p, reps: Optional[int], only_map: dict, shard=None) -> None:
     if len(trials) > 200:
         console.print(f"... and {len(trials) - 200} more")
     secs = estimate_seconds(p, trials)
-    console.print(f"{len(trials)} trials, {len(p.conditions)} condition(s); estimated duration "
+    conditions = len({tr.condition.name for tr in trials})     # the ones --only and --shard kept
+    console.print(f"{len(trials)} trials, {conditions} condition(s); estimated duration "
                   f"{secs / 60:.1f} min")
 
 
