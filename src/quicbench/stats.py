@@ -249,6 +249,11 @@ class TestResult:
     diff_high: float | None = None
     margin_abs: float | None = None
     no_variation: bool = False          # both samples constant: a t-test has nothing to go on
+    # the estimate behind the test, on its scale (log ratio, or a - b), its standard error and the
+    # equivalence bound on that scale: what reps_to_decide needs when a correction moves the verdict
+    effect: float | None = None
+    effect_se: float | None = None
+    equiv_bound: float | None = None
 
     @property
     def significant(self) -> bool:
@@ -261,14 +266,22 @@ class TestResult:
             return self.ratio > 1
         return None if self.difference is None else self.difference > 0
 
-    def with_p(self, p: float | None, p_equiv: float | None = None) -> "TestResult":
-        """The same result judged with other (e.g. Holm-adjusted) p-values."""
+    def with_p(self, p: float | None, p_equiv: float | None = None, family: int = 1) -> "TestResult":
+        """The same result judged with other (e.g. Holm-adjusted over `family` comparisons)
+        p-values; an inconclusive one's repetitions to decide are those at alpha / family, the
+        strictest threshold Holm can apply to it (Bonferroni's: an upper bound for Holm)."""
         if self.verdict == N_TOO_SMALL:
             return self
         p = self.p if p is None else p
         p_equiv = self.p_equiv if p_equiv is None else p_equiv
-        return replace(self, p=p, p_equiv=p_equiv, verdict=_verdict(p, p_equiv, self.alpha),
-                       reps_to_decide=self.reps_to_decide if _verdict(p, p_equiv, self.alpha) == INCONCLUSIVE else None)
+        verdict = _verdict(p, p_equiv, self.alpha)
+        need = None
+        if verdict == INCONCLUSIVE:
+            need = self.reps_to_decide
+            if self.effect is not None and self.effect_se is not None:
+                need = reps_to_decide(LogWelch(self.effect, self.effect_se, 0.0), self.n_a, self.n_b,
+                                      self.alpha / max(family, 1), None, delta=self.equiv_bound)
+        return replace(self, p=p, p_equiv=p_equiv, verdict=verdict, reps_to_decide=need)
 
 
 def _verdict(p: float | None, p_equiv: float | None, alpha: float) -> str:
@@ -283,23 +296,32 @@ def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float
                    delta: float | None = None) -> int | None:
     """Repetitions per side that would likely (80 % power) decide an inconclusive comparison, at
     the observed variance: enough to show the observed difference, or enough to show
-    equivalence if the observed ratio lies well inside the margin; the smaller of the two.
-    Normal approximation; None when neither is within reach (cap). delta: the equivalence bound
+    equivalence if the observed ratio lies well inside the margin; the smaller of the two, and
+    always more than either side has now. Each is the smallest n with n >= 2 s^2 (q_a + q_b)^2 / e^2
+    on t quantiles at 2n - 2 degrees of freedom (the normal approximation's z undercounts at the
+    small n of a testbed). None when neither is within reach (cap). delta: the equivalence bound
     on lw's scale (default ln(1 + margin); None with no margin: no equivalence test)."""
     if lw.se == 0:
         return None
     var1 = lw.se ** 2 / (1 / n_a + 1 / n_b)          # the per-observation variance of a log value
-    z_a2, z_a, z_b = _st.norm.ppf(1 - alpha / 2), _st.norm.ppf(1 - alpha), _st.norm.ppf(0.8)
-    need = []
-    if lw.d != 0:
-        need.append(2 * var1 * (z_a2 + z_b) ** 2 / lw.d ** 2)
     if delta is None and margin is not None:
         delta = math.log1p(margin)
     room = (delta - abs(lw.d)) if delta is not None else 0.0
-    if room > 0:
-        need.append(2 * var1 * (z_a + z_b) ** 2 / room ** 2)
-    n = math.ceil(min(need)) if need else None
-    return None if n is None or n > cap else max(n, MIN_N)
+    floor = max(MIN_N, max(n_a, n_b) + 1)
+
+    def smallest_n(effect: float, tail: float) -> int | None:
+        z = _st.norm.ppf(1 - tail) + _st.norm.ppf(0.8)
+        n = max(floor, math.ceil(2 * var1 * z ** 2 / effect ** 2))     # the normal estimate: a lower bound
+        while n <= cap:
+            q = _st.t.ppf(1 - tail, 2 * n - 2) + _st.t.ppf(0.8, 2 * n - 2)
+            if n >= 2 * var1 * q ** 2 / effect ** 2:
+                return n
+            n += 1
+        return None
+
+    need = [n for n in (smallest_n(lw.d, alpha / 2) if lw.d != 0 else None,
+                        smallest_n(room, alpha) if room > 0 else None) if n is not None]
+    return min(need) if need else None
 
 
 def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DEFAULT_TEST,
@@ -334,7 +356,8 @@ def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DE
     if verdict == INCONCLUSIVE and positive:
         need = reps_to_decide(lw, int(xa.size), int(xb.size), alpha, margin)
     return TestResult(test, int(xa.size), int(xb.size), stat, p, alpha, verdict, ratio, lo, hi, p, p_equiv,
-                      p_equiv, margin, need)
+                      p_equiv, margin, need,
+                      **(dict(effect=lw.d, effect_se=lw.se, equiv_bound=math.log1p(margin)) if positive else {}))
 
 
 def welch_difference(a: np.ndarray, b: np.ndarray) -> LogWelch:
@@ -379,7 +402,8 @@ def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alp
         if verdict == INCONCLUSIVE else None
     return TestResult("welch-diff", int(xa.size), int(xb.size), w.t, p, alpha, verdict, p_raw=p, p_equiv=p_equiv,
                       p_equiv_raw=p_equiv, margin=0.0, reps_to_decide=need, difference=w.d, diff_low=lo,
-                      diff_high=hi, margin_abs=margin_abs, no_variation=w.se == 0)
+                      diff_high=hi, margin_abs=margin_abs, no_variation=w.se == 0, effect=w.d, effect_se=w.se,
+                      equiv_bound=margin_abs)
 
 
 def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -421,9 +445,11 @@ def adjust(results: Sequence[TestResult], correction: str = DEFAULT_CORRECTION) 
         raise ValueError(f"unknown correction '{correction}', accepted: {', '.join(CORRECTIONS)}")
     if correction == "none":
         return list(results)
-    adj = holm([r.p_raw if r.p_raw is not None else r.p for r in results])
+    raw = [r.p_raw if r.p_raw is not None else r.p for r in results]
+    adj = holm(raw)
     adj_eq = holm([r.p_equiv_raw for r in results])
-    return [r.with_p(p, pe) for r, p, pe in zip(results, adj, adj_eq)]
+    family = sum(p is not None and not math.isnan(p) for p in raw)
+    return [r.with_p(p, pe, family) for r, p, pe in zip(results, adj, adj_eq)]
 
 
 def pct_diff(a: float, b: float) -> float:
@@ -457,7 +483,8 @@ def method_text(test: str = DEFAULT_TEST, alpha: float = ALPHA, correction: str 
               f"[{1 / (1 + margin):.3f}, {1 + margin:g}], p < {alpha:g}"
               + (", Holm over the same family" if correction == "holm" else "") + ")")
     s += (f"; otherwise inconclusive, with the repetitions per side that would likely decide it (80 % power at "
-          f"the observed variance). Cells with fewer than {min_n} successful trials on either side are "
+          f"the observed variance" + (", at alpha over the family's size" if correction == "holm" else "")
+          + f"). Cells with fewer than {min_n} successful trials on either side are "
           f"'{N_TOO_SMALL}'. Nothing is called equal, tied or ≈ without the equivalence test")
     return s + ". " + INTERVAL_TEXT
 

@@ -77,6 +77,35 @@ def test_inconclusive_says_how_many_trials_would_decide():
     assert decided / 200 > 0.6
 
 
+def test_repetitions_to_decide_count_the_family_and_exceed_what_the_cell_has():
+    rng = np.random.default_rng(27)
+    # one real difference among nine null comparisons: raw p below alpha, but not after Holm over ten
+    for _ in range(200):
+        a, b = rng.lognormal(0.12, 0.05, 4), rng.lognormal(0, 0.05, 4)
+        real = stats.compare(a, b)
+        if stats.ALPHA / 10 < real.p < stats.ALPHA:
+            break
+    else:
+        raise AssertionError("no comparison significant before Holm only")
+    family = [real] + [stats.compare(rng.lognormal(0, 0.05, 4), rng.lognormal(0, 0.05, 4)) for _ in range(9)]
+    adjusted = stats.adjust(family)[0]
+    assert real.verdict == stats.DIFFERENT and adjusted.verdict == stats.INCONCLUSIVE
+    assert adjusted.reps_to_decide is not None and adjusted.reps_to_decide > 4
+    # the figure's promise: at the observed difference and variance, that many repetitions per side
+    # decide it at alpha / 10 (Holm's strictest threshold in a family of ten) 80 % of the time
+    n = adjusted.reps_to_decide
+    sd = adjusted.effect_se / math.sqrt(1 / 4 + 1 / 4)
+    decided = sum(stats.compare(np.exp(rng.normal(adjusted.effect, sd, n)), np.exp(rng.normal(0, sd, n))).p
+                  < stats.ALPHA / 10 for _ in range(400))
+    assert 0.7 < decided / 400 < 0.95, decided      # 80 %: neither too few nor needlessly many
+    # never a figure at or below what the cell already has, however small the estimate
+    tight = stats.compare([1.0, 1.02, 0.99], [1.05, 1.06, 1.08])
+    if tight.verdict == stats.INCONCLUSIVE:
+        assert tight.reps_to_decide is None or tight.reps_to_decide > 3
+    lw = stats.LogWelch(0.5, 0.01, 4.0)
+    assert stats.reps_to_decide(lw, 3, 3, stats.ALPHA, 0.10) == 4
+
+
 def _sequential(rng, ratio: float, looks: int, step: int, alpha_each: float, sigma: float = 0.3) -> str | None:
     """One cell run as --until-decided does: compare at n = step, 2 step, ...; stop once decided.
     Returns the verdict that stopped it, or None (undecided at the last look)."""
