@@ -52,6 +52,10 @@ def test_only_and_reps():
     plan = plan_from_dict(TWO_WORKLOADS)
     trials = expand(plan, reps=1, only={"protocol": ["h3"], "size": ["1MB"]})
     assert [(t.protocol, t.workload.size) for t in trials] == [("h3", "1MB")]
+    # a size in any spelling that means the same bytes names the same workloads
+    assert expand(plan, reps=1, only={"protocol": ["h3"], "size": ["1000000B"]}) == trials
+    with pytest.raises(QuicbenchError, match="size=2MB: plan 'default' has no such size; accepted: 100KB, 1MB"):
+        expand(plan, only={"size": ["2MB"]})
     with pytest.raises(QuicbenchError, match="unknown field"):
         expand(plan, only={"colour": ["red"]})
     with pytest.raises(QuicbenchError, match="protocol=h4: plan 'default' has no such protocol; accepted: h1, h2, h3"):

@@ -589,7 +589,7 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     blocks: list[tuple[Any, ...]] = []        # order = "interleaved": each condition's cells, visited per repetition
 
     def keep(field: str, value: str) -> bool:
-        return field not in only or value in only[field]
+        return field not in only or value in (map(_size_key, only[field]) if field == "size" else only[field])
 
     for cond in plan.conditions:
         if not keep("condition", cond.name):
@@ -655,6 +655,14 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     return trials
 
 
+def _size_key(text: str) -> str:
+    """A size as the plan labels it: 103250B and 103.25KB name the same workloads."""
+    try:
+        return size_label(parse_size(text))
+    except QuicbenchError:
+        return text
+
+
 def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
     """--only values must name things the plan has."""
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
@@ -668,7 +676,7 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
         if field not in known:
             raise QuicbenchError(f"--only {field}=...: unknown field, accepted: {', '.join(known)}")
         for v in values:
-            if v not in known[field]:
+            if (_size_key(v) if field == "size" else v) not in known[field]:
                 raise QuicbenchError(f"--only {field}={v}: plan '{plan.name}' has no such {field}; "
                                      f"accepted: {', '.join(known[field])}")
 
