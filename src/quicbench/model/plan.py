@@ -583,13 +583,13 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     """
     reps = reps or plan.repetitions
     rng = random.Random(plan.seed)
-    only = only or {}
-    check_only(plan, only)
+    check_only(plan, only or {})
+    only = _sizes_as_labels(only or {})
     trials: list[TrialSpec] = []
     blocks: list[tuple[Any, ...]] = []        # order = "interleaved": each condition's cells, visited per repetition
 
     def keep(field: str, value: str) -> bool:
-        return field not in only or value in (map(_size_key, only[field]) if field == "size" else only[field])
+        return field not in only or value in only[field]
 
     for cond in plan.conditions:
         if not keep("condition", cond.name):
@@ -655,16 +655,20 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     return trials
 
 
-def _size_key(text: str) -> str:
-    """A size as the plan labels it: 103250B and 103.25KB name the same workloads."""
-    try:
-        return size_label(parse_size(text))
-    except QuicbenchError:
-        return text
+def _sizes_as_labels(only: dict[str, list[str]]) -> dict[str, list[str]]:
+    """--only's sizes as the plan labels them: 103250B and 103.25KB name the same workloads (a
+    value that is no size stays as given, for check_only to refuse)."""
+    def label(text: str) -> str:
+        try:
+            return size_label(parse_size(text))
+        except QuicbenchError:
+            return text
+    return {**only, "size": [label(v) for v in only["size"]]} if "size" in only else only
 
 
 def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
-    """--only values must name things the plan has."""
+    """--only values must name things the plan has (an error names the value as given)."""
+    labels = _sizes_as_labels(only)
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
              "server": sorted({s for p in plan.protocols for s in plan.server_options(p)}),
              "workload": [w.label for w in plan.workloads], "size": sorted({w.size for w in plan.workloads}),
@@ -675,8 +679,8 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
     for field, values in only.items():
         if field not in known:
             raise QuicbenchError(f"--only {field}=...: unknown field, accepted: {', '.join(known)}")
-        for v in values:
-            if (_size_key(v) if field == "size" else v) not in known[field]:
+        for v, label in zip(values, labels[field]):
+            if label not in known[field]:
                 raise QuicbenchError(f"--only {field}={v}: plan '{plan.name}' has no such {field}; "
                                      f"accepted: {', '.join(known[field])}")
 

@@ -99,9 +99,8 @@ def steady_cv(transfer_bins: list[int]) -> float | None:
     the partial tail); None when fewer than STEADY_MIN_BINS remain."""
     cut = max(1, int(len(transfer_bins) * STEADY_TRIM))
     mid = transfer_bins[cut:len(transfer_bins) - cut]
-    if len(mid) < STEADY_MIN_BINS or statistics.fmean(mid) <= 0:
-        return None
-    return 100 * statistics.pstdev(mid) / statistics.fmean(mid)
+    mean = statistics.fmean(mid) if len(mid) >= STEADY_MIN_BINS else 0.0
+    return 100 * statistics.pstdev(mid, mean) / mean if mean > 0 else None
 
 
 def write_timeseries(trial_dir: Path, ts: dict[str, Any]) -> Path:
