@@ -86,18 +86,22 @@ def test_a_block_may_name_the_studies_its_report_is_set_beside():
     assert (b.section, b.study) == ("Run", None)
 
 
-def test_the_cpu_rule_page_is_what_its_committed_runs_give(tmp_path):
-    """docs/results/cpu-rule.md is written by tools/experiments/cpu_rule.py from two runs; with their
-    committed rows (docs/results/runs/cpu-rule-quiet, -hog) the tool writes the same page again."""
+CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
+    "cpu-rule.md": (["cpu-rule-bulk-a-quiet", "cpu-rule-bulk-b-quiet"], ["cpu-rule-bulk-a-hog", "cpu-rule-bulk-b-hog"]),
+    "cpu-rule-short.md": (["cpu-rule-quiet"], ["cpu-rule-hog"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_RULE_PAGES))
+def test_the_cpu_rule_pages_are_what_their_committed_runs_give(tmp_path, name):
+    """docs/results/cpu-rule.md and cpu-rule-short.md are written by tools/experiments/cpu_rule.py
+    from pairs of runs; with their committed rows the tool writes the same pages again."""
     import importlib.util
-    page = RESULTS / "cpu-rule.md"
-    quiet, hog = RESULTS / "runs" / "cpu-rule-quiet", RESULTS / "runs" / "cpu-rule-hog"
-    if not (hog / "cpu-rule-facts.json").is_file():
-        pytest.skip("the committed CPU-rule runs predate cpu-rule-facts.json")
+    quiet, hog = ([str(RESULTS / "runs" / d) for d in ds] for ds in CPU_RULE_PAGES[name])
     spec = importlib.util.spec_from_file_location("cpu_rule", RESULTS.parents[1] / "tools" / "experiments" / "cpu_rule.py")
     tool = importlib.util.module_from_spec(spec)
     sys.modules["cpu_rule"] = tool           # its dataclasses look their module up
     spec.loader.exec_module(tool)
-    out = tmp_path / "cpu-rule.md"
-    assert tool.main(["--quiet", str(quiet), "--hog", str(hog), "--page", str(out)]) == 0
-    assert out.read_text() == page.read_text()
+    out = tmp_path / name
+    assert tool.main(["--quiet", *quiet, "--hog", *hog, "--page", str(out)]) == 0
+    assert out.read_text() == (RESULTS / name).read_text()

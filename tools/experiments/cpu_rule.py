@@ -1,22 +1,24 @@
 """Choose the CPU-bound rule by experiment and write docs/results/cpu-rule.md.
 
-Runs a plan (the built-in default plan unless --plan) twice with `quicbench run`: on a quiet
-machine, then with one CPU hog per core at plain priority (nice 0), and pairs the trials by key.
-A hog-run trial's goodput *moved* when it lies outside its quiet cell's 99 % prediction interval
-(t on log goodput, n − 1 degrees of freedom) and differs from the quiet cell's geometric mean by
-at least 5 %. Every candidate rule judges every trial of both runs from the CPU columns the rows
-hold (quicbench.cpu.PathCpu.from_row): a flag on a trial that moved is a true positive, a flag on
-any other trial (each quiet trial included) a false positive, a moved trial without one a miss.
-The page gives each rule's precision and recall and every trial's numbers.
+Runs a plan (the built-in default plan unless --plan) in pairs with `quicbench run`: on a quiet
+machine, then with one CPU hog per core at plain priority (nice 0); --pairs such pairs, one after
+the other. Each cell's quiet noise is pooled over every quiet run: a hog-run trial's goodput
+*moved* when it lies outside that cell's 99 % prediction interval (t on log goodput, n − 1 degrees
+of freedom) and differs from the quiet cell's geometric mean by at least 5 %. Every candidate rule
+judges every trial of every run from the CPU columns the rows hold (quicbench.cpu.PathCpu.from_row):
+a flag on a hog trial that moved is a true positive; a flag on any other trial (every quiet trial:
+the quiet machine is the reference, where nothing should be flagged) a false positive; a moved
+trial without one a miss. The page gives each rule's precision and recall, the default rule's for
+each pair alone, and every trial's numbers.
 
-Run it on an otherwise idle machine (about 6 minutes for the default plan; root, as `quicbench
-run`):
+Run it on an otherwise idle machine (about 10 minutes for plans/cpu-rule-bulk.toml; root, as
+`quicbench run`):
 
-    .venv/bin/python tools/experiments/cpu_rule.py
+    .venv/bin/python tools/experiments/cpu_rule.py --plan plans/cpu-rule-bulk.toml
     # a smaller subset, to try it out (the page then says it is one)
-    .venv/bin/python tools/experiments/cpu_rule.py --reps 3 --only condition=broadband --page /tmp/cpu-rule.md
-    # the page again from two finished runs
-    .venv/bin/python tools/experiments/cpu_rule.py --quiet runs/A --hog runs/B
+    .venv/bin/python tools/experiments/cpu_rule.py --pairs 1 --reps 3 --only condition=broadband --page /tmp/cpu-rule.md
+    # the page again from finished runs (quiet and hog runs in pair order)
+    .venv/bin/python tools/experiments/cpu_rule.py --quiet runs/QA runs/QB --hog runs/HA runs/HB
 """
 
 from __future__ import annotations
@@ -204,10 +206,11 @@ def moved(goodput: float | None, pi: Interval | None, min_change: float) -> bool
 @dataclass
 class Trial:
     run: str                   # "quiet" or "hog"
+    pair: int                  # which quiet/hog pair (0, 1, ...)
     key: str
     row: dict[str, Any]
     evidence: PathCpu
-    moved: bool | None         # None: not judged
+    moved: bool | None         # None: not judged; a quiet trial never moved (it is the reference)
 
 
 @dataclass
@@ -232,43 +235,34 @@ class Score:
         return min(self.precision or 0.0, self.recall or 0.0)
 
 
-def build_trials(quiet_dir: Path, hog_dir: Path, min_change: float) -> tuple[list[Trial], dict[str, Interval | None]]:
-    quiet, hog = final_rows(quiet_dir), final_rows(hog_dir)
-    rates = link_rates(quiet_dir)
+Pair = tuple[Path, Path]      # (quiet run, hog run) of one plan
+
+
+def quiet_intervals(quiet_dirs: Iterable[Path]) -> dict[str, Interval | None]:
+    """Each cell's 99 % prediction interval from its successful trials in every quiet run."""
     cells: dict[str, list[float]] = {}
-    for k, r in quiet.items():
-        if r.get("status") == "ok" and r.get("goodput_mbps"):
-            cells.setdefault(cell_of(k), []).append(r["goodput_mbps"])
-    pis = {c: prediction_interval(g) for c, g in cells.items()}
-    sensitive = cpu_sensitive_cells(hog, pis, min_change)
+    for d in quiet_dirs:
+        for k, r in final_rows(d).items():
+            if r.get("status") == "ok" and r.get("goodput_mbps"):
+                cells.setdefault(cell_of(k), []).append(r["goodput_mbps"])
+    return {c: prediction_interval(g) for c, g in cells.items()}
+
+
+def build_trials(pairs: list[Pair], min_change: float) -> tuple[list[Trial], dict[str, Interval | None]]:
+    """Every successful trial of every run, judged against the quiet noise of all quiet runs."""
+    rates = link_rates(pairs[0][0])
+    pis = quiet_intervals(q for q, _ in pairs)
     trials = []
-    for run, rows in (("quiet", quiet), ("hog", hog)):
-        for k, r in rows.items():
-            if r.get("status") != "ok":
-                continue
-            e = PathCpu.from_row(r, rates.get(r["condition"]))
-            # a quiet trial's CPU set its pace when taking CPU away moves its cell; a hog trial's
-            # when it moved itself
-            truth = (sensitive.get(cell_of(k)) if run == "quiet"
-                     else moved(r.get("goodput_mbps"), pis.get(cell_of(k)), min_change))
-            trials.append(Trial(run, k, r, e, truth))
+    for i, (quiet_dir, hog_dir) in enumerate(pairs):
+        for run, d in (("quiet", quiet_dir), ("hog", hog_dir)):
+            for k, r in final_rows(d).items():
+                if r.get("status") != "ok":
+                    continue
+                pi = pis.get(cell_of(k))
+                truth = (False if pi is not None else None) if run == "quiet" else \
+                    moved(r.get("goodput_mbps"), pi, min_change)
+                trials.append(Trial(run, i, k, r, PathCpu.from_row(r, rates.get(r["condition"])), truth))
     return trials, pis
-
-
-def cpu_sensitive_cells(hog: dict[str, dict[str, Any]], pis: dict[str, Interval | None],
-                        min_change: float) -> dict[str, bool | None]:
-    """Cells whose goodput the hogs moved as a whole: the geometric mean of the cell's hog trials is
-    outside the quiet cell's prediction interval and at least min_change from its geometric mean.
-    There the CPU, not the link, set the pace of the quiet trials too (less CPU, less goodput)."""
-    by: dict[str, list[float]] = {}
-    for k, r in hog.items():
-        if r.get("status") == "ok" and r.get("goodput_mbps"):
-            by.setdefault(cell_of(k), []).append(r["goodput_mbps"])
-    out: dict[str, bool | None] = {}
-    for c, pi in pis.items():
-        g = by.get(c)
-        out[c] = None if pi is None or not g else moved(math.exp(sum(map(math.log, g)) / len(g)), pi, min_change)
-    return out
 
 
 def score(name: str, rule: Callable[[PathCpu], list[str]], trials: list[Trial]) -> Score:
@@ -308,8 +302,16 @@ def shown(d: Path) -> str:
         return str(d)
 
 
-def page(args: argparse.Namespace, quiet_dir: Path, hog_dir: Path, facts: dict[str, Any]) -> tuple[str, Score, Score]:
-    trials, pis = build_trials(quiet_dir, hog_dir, args.min_change)
+def pair_label(i: int) -> str:
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i] if i < 26 else str(i + 1)
+
+
+def run_id(d: Path) -> str:
+    return json.loads((d / "meta.json").read_text()).get("run_id") or d.name
+
+
+def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> tuple[str, Score, Score]:
+    trials, pis = build_trials(pairs, args.min_change)
     scores = [score(name, rule, trials) for name, rule in CANDIDATES]
     default = scores[0]
     best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
@@ -317,44 +319,43 @@ def page(args: argparse.Namespace, quiet_dir: Path, hog_dir: Path, facts: dict[s
     quiet = [t for t in trials if t.run == "quiet"]
     n_moved = sum(bool(t.moved) for t in hog)
     unjudged = sum(t.moved is None for t in trials)
-    meta = json.loads((quiet_dir / "meta.json").read_text())
+    meta = json.loads((pairs[0][0] / "meta.json").read_text())
     subset = bool(meta.get("only") or meta.get("reps"))
-    hog_meta = json.loads((hog_dir / "meta.json").read_text())
+    labels = [pair_label(i) for i in range(len(pairs))]
+    runs = "; ".join(f"{lab}: `{run_id(q)}` (quiet) and `{run_id(h)}` (with hogs)" for lab, (q, h) in zip(labels, pairs))
     out = ["# Which trials did the CPU slow down? Choosing the CPU-bound rule by experiment", ""]
-    out += [f"Generated by `tools/experiments/cpu_rule.py` on {facts['date']} from the runs "
-            f"`{meta.get('run_id') or quiet_dir.name}` (quiet) and `{hog_meta.get('run_id') or hog_dir.name}` "
-            f"({facts['hogs']} CPU hogs at nice 0, one per core) of the plan `{(meta.get('plan') or {}).get('name')}`, "
-            f"quicbench {(meta.get('host') or {}).get('quicbench_commit') or '(commit not recorded)'}.", ""]
+    out += [f"Generated by `tools/experiments/cpu_rule.py` on {facts['date']} from {len(pairs)} pair(s) of runs of "
+            f"the plan `{(meta.get('plan') or {}).get('name')}` ({runs}; {facts['hogs']} CPU hogs at nice 0, one "
+            f"per core), quicbench {(meta.get('host') or {}).get('quicbench_commit') or '(commit not recorded)'}.", ""]
     if facts.get("command"):
         out += ["```", facts["command"], "```", ""]
-    if shown(quiet_dir).startswith("docs/results/"):
-        out += [f"The two runs' meta.json and rows are committed in `{shown(quiet_dir)}` and `{shown(hog_dir)}` "
-                f"(`quicbench results publish`; the hog run's `{FACTS}` holds the facts below); "
-                "tests/unit/test_published_results.py rebuilds this page from them.", ""]
+    if shown(pairs[0][0]).startswith("docs/results/"):
+        dirs = ", ".join(f"`{shown(d)}`" for pair in pairs for d in pair)
+        out += [f"The runs' meta.json and rows are committed in {dirs} (`quicbench results publish`; each hog "
+                f"run's `{FACTS}` holds the facts below); tests/unit/test_published_results.py rebuilds this page "
+                "from them.", ""]
+    busy = facts.get("busy_before") or []
     out += [f"Machine: {facts['host']}, {facts['cpus']} CPUs, kernel {facts['kernel']}; busy share of its CPUs "
-            f"over 5 s before the quiet run: {pct(facts.get('busy_before'))}."]
-    if facts.get("busy_before") is not None and facts["busy_before"] > 0.1:
-        out += [f"**The machine was not idle before the quiet run ({pct(facts['busy_before'])} busy): the "
-                f"quiet run's noise and flags are not those of a quiet machine; these numbers are indicative only.**"]
+            f"over 5 s before each quiet run: {', '.join(pct(b) for b in busy) or '–'}."]
+    if any(b is not None and b > 0.1 for b in busy):
+        out += ["**The machine was not idle before a quiet run: the quiet noise and flags are not those of a "
+                "quiet machine; these numbers are indicative only.**"]
     if subset:
         out += [f"**A subset of the plan** (only: {meta.get('only') or '–'}, repetitions: "
                 f"{meta.get('reps') or 'the plan'}'s, plan: {args.plan or 'default'}): not the page's publishable numbers."]
     out += ["", "## Method", "",
-            "The plan runs twice with `quicbench run`: first on the quiet machine, then with one busy loop per "
-            "core at plain priority (nice 0), and the trials are paired by key. A hog-run trial's goodput "
-            f"**moved** when it lies outside its quiet cell's {100 * PREDICTION:g} % prediction interval (t on log "
-            f"goodput, n − 1 degrees of freedom: where one more quiet trial would fall) and differs from the quiet "
-            f"cell's geometric mean by at least {100 * args.min_change:g} %. Every rule judges every successful "
-            "trial of both runs from the CPU columns its row holds (client, server and link emulator: on-CPU "
-            "and run-queue wait seconds over the transfer; the machine's busy share; goodput against the "
-            "link's rate). A quiet trial's CPU **set its pace** when the hogs moved its cell as a whole (the "
-            "geometric mean of the cell's hog trials is outside the quiet prediction interval and at least "
-            f"{100 * args.min_change:g} % off): with less CPU, less goodput. A flag on a hog trial that moved, or on "
-            "a quiet trial whose CPU set its pace, is a true positive; a flag on any other trial a false positive; "
-            "such a trial without a flag a miss. Precision = TP / (TP + FP), recall = TP / (TP + FN); the target "
-            "is ≥ 0.9 for both.", "",
+            f"The plan runs in {len(pairs)} pair(s) with `quicbench run`, one after the other: on the quiet machine, "
+            "then with one busy loop per core at plain priority (nice 0). Each cell's quiet noise is pooled over "
+            "the quiet runs. A hog-run trial's goodput **moved** when it lies outside its cell's "
+            f"{100 * PREDICTION:g} % prediction interval (t on log goodput, n − 1 degrees of freedom: where one more "
+            f"quiet trial would fall) and differs from the quiet cell's geometric mean by at least "
+            f"{100 * args.min_change:g} %. Every rule judges every successful trial of every run from the CPU columns "
+            "its row holds (client, server and link emulator: on-CPU and run-queue wait seconds over the transfer; "
+            "the machine's busy share; goodput against the link's rate). A flag on a hog trial that moved is a "
+            "true positive; a flag on any other trial — every quiet trial among them: on the quiet machine "
+            "nothing should be flagged — a false positive; a moved trial without one a miss. Precision = TP / "
+            "(TP + FP), recall = TP / (TP + FN); the target is ≥ 0.9 for both.", "",
             f"Trials: {len(quiet)} quiet, {len(hog)} with hogs; {n_moved} of the hog trials moved; "
-            f"{sum(bool(t.moved) for t in quiet)} quiet trials are in cells whose CPU set their pace; "
             f"{unjudged} not judged (no goodput, or fewer than 3 successful quiet trials in the cell).", "",
             "## Rules", "",
             "| rule | flagged quiet | flagged with hogs | TP | FP | missed | precision | recall |",
@@ -367,44 +368,60 @@ def page(args: argparse.Namespace, quiet_dir: Path, hog_dir: Path, facts: dict[s
     out += ["", "## Verdict", "",
             f"quicbench's default rule: precision {num(default.precision)}, recall {num(default.recall)} — "
             + ("meets the target of 0.9 for both." if meets else "**does not meet the target of 0.9 for both.**"),
-            f"It flags {default.quiet_flagged} of {len(quiet)} quiet trials (a quiet machine flags only the trials "
-            f"whose CPU set their pace).",
+            f"It flags {default.quiet_flagged} of {len(quiet)} quiet trials.",
             f"Best candidate here: {best.name} (precision {num(best.precision)}, recall {num(best.recall)})."]
     machine = next(s for s in scores if s.name.startswith("previous `machine`"))
     out += [f"The previous machine-busy rule: precision {num(machine.precision)}, recall {num(machine.recall)}, "
             f"{machine.quiet_flagged} quiet trials flagged."]
+    if len(pairs) > 1:
+        # each pair alone: its own quiet run's noise (half the trials per cell: a wider interval)
+        alone = []
+        for i, pair in enumerate(pairs):
+            own, _ = build_trials([pair], args.min_change)
+            s = score("default", DEFAULT_RULE, own)
+            alone.append(f"{labels[i]}: precision {num(s.precision)}, recall {num(s.recall)} "
+                         f"({s.tp + s.fn} moved, {s.quiet_flagged} quiet flagged)")
+        out += ["Each pair alone, judged against its own quiet run's noise (half the quiet trials per cell, so a "
+                "wider prediction interval): " + "; ".join(alone) + "."]
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
-    notes = hog_dir / NOTES
+    notes = pairs[-1][1] / NOTES
     if notes.is_file():
         # the author's reading of these runs, kept with them so the page is rebuilt whole
         out += ["", notes.read_text().strip()]
     out += ["", "## Trials", "",
             "Goodput in Mbit/s; the hog run's CPU: client / server / link emulator run-queue wait as a share of "
             "the transfer, their largest on-CPU share, the machine's busy share; flags of the default rule and "
-            "of the previous machine rule. Quiet trials are listed only when a rule flagged them.", "",
-            "| trial | quiet | with hogs | change | quiet cell: geo mean [99 % PI] | moved | wait c / s / l | ran max "
-            "| machine | default | machine rule |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    quiet_by_key = {t.key: t for t in quiet}
+            "of the previous machine rule. The first column names the pair; quiet trials are listed only when a "
+            "rule flagged them.", "",
+            "| pair | trial | quiet | with hogs | change | quiet cell: geo mean [99 % PI] | moved | wait c / s / l | "
+            "ran max | machine | default | machine rule |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    quiet_by_key = {(t.pair, t.key): t for t in quiet}
     for t in trials:
         if t.run == "quiet" and not (DEFAULT_RULE(t.evidence) or machine_rule(t.evidence)):
             continue
-        q = quiet_by_key.get(t.key)
+        q = quiet_by_key.get((t.pair, t.key))
         g, gq = t.row.get("goodput_mbps"), q.row.get("goodput_mbps") if q else None
         pi = pis.get(cell_of(t.key))
         cell = f"{pi.geo_mean:.2f} [{pi.low:.2f}, {pi.high:.2f}]" if pi else "–"
         waits = " / ".join(pct(t.evidence.wait_share(p), 1) for p in PATH_PROCESSES)
         ran = max((x for x in (t.evidence.ran_share(p) for p in PATH_PROCESSES) if x is not None), default=None)
         change = f"{100 * (g / gq - 1):+.1f} %" if g and gq and t.run == "hog" else "–"
-        out.append(f"| {t.key}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
+        out.append(f"| {labels[t.pair]} | {t.key}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
                    f"{num(g) if t.run == 'hog' else '–'} | {change} | {cell} | "
                    f"{'–' if t.moved is None else ('yes' if t.moved else 'no')} | {waits} | {pct(ran)} | "
                    f"{pct(t.evidence.machine_busy)} | {','.join(DEFAULT_RULE(t.evidence)) or ''} | "
                    f"{'yes' if machine_rule(t.evidence) else ''} |")
-    out += ["", "To regenerate this page from the same two runs:", "", "```",
-            f"python tools/experiments/cpu_rule.py --quiet {shown(quiet_dir)} --hog {shown(hog_dir)}", "```", ""]
+    quiet_args = " ".join(shown(q) for q, _ in pairs)
+    hog_args = " ".join(shown(h) for _, h in pairs)
+    out += ["", "To regenerate this page from the same runs:", "", "```",
+            f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}", "```", ""]
     return "\n".join(out), default, best
+
+
+def is_run_dir(d: Path) -> bool:
+    return (d / "trials.jsonl").is_file() or (d / "trials.jsonl.gz").is_file()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,42 +430,51 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", help="plan file (default: quicbench's built-in default plan)")
     ap.add_argument("--reps", type=int, help="override the plan's repetitions (at least 3: the quiet cells' noise)")
     ap.add_argument("--only", action="append", default=[], help="passed to quicbench run (repeatable)")
-    ap.add_argument("--out", default=str(REPO / "runs" / "cpu-rule"), help="directory for the two runs")
+    ap.add_argument("--pairs", type=int, default=2, help="quiet/hog pairs of runs to measure (default 2)")
+    ap.add_argument("--out", default=str(REPO / "runs" / "cpu-rule"), help="directory for the runs")
     ap.add_argument("--hogs", type=int, default=os.cpu_count() or 1, help="CPU hogs (default: one per core)")
     ap.add_argument("--min-change", type=float, default=MIN_CHANGE, help="smallest goodput change that counts as moved")
-    ap.add_argument("--quiet", type=Path, help="an existing quiet run directory (with --hog: no new runs)")
-    ap.add_argument("--hog", type=Path, help="an existing run directory measured with hogs")
+    ap.add_argument("--quiet", type=Path, nargs="+", help="existing quiet run directories (with --hog: no new runs)")
+    ap.add_argument("--hog", type=Path, nargs="+", help="existing run directories measured with hogs, in the same order")
     ap.add_argument("--page", type=Path, default=PAGE, help=f"where to write the page (default {PAGE})")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 3:
         ap.error("--reps: accepted: 3 or more (a quiet cell's noise needs 3 trials)")
-    if (args.quiet is None) != (args.hog is None):
-        ap.error("--quiet and --hog: give both run directories, or neither to run the plan twice")
+    if args.pairs < 1:
+        ap.error("--pairs: accepted: 1 or more")
+    if (args.quiet is None) != (args.hog is None) or (args.quiet and len(args.quiet) != len(args.hog)):
+        ap.error("--quiet and --hog: as many hog runs as quiet runs, or neither to run the plan")
     facts: dict[str, Any] = {"date": dt.date.today().isoformat(), "host": platform.node(), "cpus": os.cpu_count(),
                              "kernel": platform.release(), "hogs": args.hogs}
     if args.quiet:
-        quiet_dir, hog_dir = args.quiet, args.hog
-        for d in (quiet_dir, hog_dir):
-            if not ((d / "trials.jsonl").is_file() or (d / "trials.jsonl.gz").is_file()):
+        pairs = list(zip(args.quiet, args.hog))
+        for d in (d for pair in pairs for d in pair):
+            if not is_run_dir(d):
                 ap.error(f"{d}: not a run directory with trials (no trials.jsonl or trials.jsonl.gz)")
-        kept = hog_dir / FACTS
-        facts.update(json.loads(kept.read_text()) if kept.exists() else {"busy_before": None})
+        kept = [json.loads((h / FACTS).read_text()) if (h / FACTS).exists() else {} for _, h in pairs]
+        facts.update({k: v for k, v in kept[-1].items() if k != "busy_before"})
+        facts["busy_before"] = [k.get("busy_before") for k in kept]
     else:
         facts["command"] = shlex.join(["python", "tools/experiments/cpu_rule.py", *(argv or sys.argv[1:])])
-        facts["busy_before"] = machine_busy()
-        if facts["busy_before"] is not None and facts["busy_before"] > 0.1:
-            print(f"cpu_rule: the machine is {100 * facts['busy_before']:.0f} % busy before the quiet run: "
-                  "the page will say its numbers are indicative only", file=sys.stderr)
-        quiet_dir = run_plan(args, "quiet")
-        hogs = start_hogs(args.hogs)
-        try:
-            time.sleep(1.0)
-            hog_dir = run_plan(args, f"{args.hogs} hogs")
-        finally:
-            stop_hogs(hogs)
-        # what the page says of the runs, kept beside the hog run for regenerating it
-        (hog_dir / FACTS).write_text(json.dumps({**facts, "quiet_run": str(quiet_dir)}, indent=1))
-    text, default, best = page(args, quiet_dir, hog_dir, facts)
+        facts["busy_before"], pairs = [], []
+        for i in range(args.pairs):
+            busy = machine_busy()
+            facts["busy_before"].append(busy)
+            if busy is not None and busy > 0.1:
+                print(f"cpu_rule: the machine is {100 * busy:.0f} % busy before quiet run {i + 1}: "
+                      "the page will say its numbers are indicative only", file=sys.stderr)
+            quiet_dir = run_plan(args, f"quiet {pair_label(i)}")
+            hogs = start_hogs(args.hogs)
+            try:
+                time.sleep(1.0)
+                hog_dir = run_plan(args, f"{args.hogs} hogs {pair_label(i)}")
+            finally:
+                stop_hogs(hogs)
+            pairs.append((quiet_dir, hog_dir))
+            # what the page says of the runs, kept beside each hog run for regenerating it
+            (hog_dir / FACTS).write_text(json.dumps({**facts, "busy_before": busy, "quiet_run": str(quiet_dir)},
+                                                    indent=1))
+    text, default, best = page(args, pairs, facts)
     args.page.parent.mkdir(parents=True, exist_ok=True)
     args.page.write_text(text)
     print(f"page: {args.page}")
