@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from quicbench.errors import QuicbenchError
+
 if TYPE_CHECKING:
     from quicbench.content.objects import ContentSet
     from quicbench.lab.base import Lab
@@ -90,8 +92,18 @@ class Client(ABC):
         """Run one trial's transfer; never raise for a failed transfer, report it in .error."""
 
     @classmethod
+    def executable(cls) -> str | None:
+        """The client's program (a QuicbenchError says how to install it when missing); None for a
+        driver with no program of its own."""
+        return None
+
+    @classmethod
     def available(cls) -> tuple[bool, str]:
-        return True, ""
+        """(True, the program) when the client can run here, else (False, why not)."""
+        try:
+            return True, cls.executable() or ""
+        except QuicbenchError as e:
+            return False, str(e)
 
     @classmethod
     def workload_problem(cls, workload: "Workload") -> str | None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from quicbench.paths import find_binary
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.errors import QuicbenchError
 from quicbench.store import read_jsonl
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
@@ -27,11 +26,8 @@ class LoadClient(Client):
         return find_binary("qb-load", FIX)
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            return True, cls.binary()
-        except QuicbenchError as e:
-            return False, str(e)
+    def executable(cls) -> str:
+        return cls.binary()
 
     @classmethod
     def version(cls) -> dict[str, str]:

@@ -144,13 +144,6 @@ class Ngtcp2Client(Client):
         raise QuicbenchError(f"missing binary '{CLIENT_BINARY}': {INSTALL_HINT}")
 
     @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            return True, cls.executable()
-        except QuicbenchError as e:
-            return False, str(e)
-
-    @classmethod
     def version(cls) -> dict[str, str]:
         from quicbench.servers.ngtcp2 import ngtcp2_stack     # the same Debian packaging
         return ngtcp2_stack(PACKAGE)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
@@ -116,16 +116,21 @@ class BrowserClient(Client):
             "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split(),
         }
 
-    @classmethod
-    def available(cls) -> tuple[bool, str]:
-        try:
-            return True, cls.executable()
-        except QuicbenchError as e:
-            return False, str(e)
+    # the child script of one load, how its errors name it, and what its summary.json adds
+    child_script: ClassVar[str] = CHILD
+    load_label: ClassVar[str] = "browser load"
+
+    def summary_facts(self, page: dict[str, Any]) -> dict[str, Any]:
+        """What summary.json records of the browser that loaded the page."""
+        return {"chromium": page.get("browser_version"), "flags": page.get("flags")}
+
+    def page_error(self, error: str | None, page: dict[str, Any]) -> str | None:
+        """The load's error, with what this browser's own readings add (none for Chromium)."""
+        return error
 
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
-        run = run_browser_child(req, CHILD, "page.json", "browser load",
+        run = run_browser_child(req, self.child_script, "page.json", self.load_label,
                                 ("page.json", "page.har", "requests.jsonl", httpstat.REQUESTS_FILE,
                                  httpstat.SUMMARY_FILE),
                                 lambda profile: self.child_args(target, protocol, workload, trial_dir,
@@ -133,18 +138,17 @@ class BrowserClient(Client):
         if isinstance(run, ClientResult):
             return run
         page = run.out
-        expected = expected_resources(target, workload)
-        requests, extra, error = interpret(page, protocol, expected)
+        requests, extra, error = interpret(page, protocol, expected_resources(target, workload))
+        error = self.page_error(error, page)
         if error is None:
             # DNCS's connection phases came from httpstat (curl) fetching the page's HTML, not from
-            # the browser: the same fetch, on a new connection, once the browser has gone
+            # the browser: the same fetch (qb-load), on a new connection, once the browser has gone
             phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,
                                                 min(req.timeout_s, httpstat.DEADLINE_S))
             extra.update(phases)
             error = why
         summary = write_requests_and_summary(trial_dir, requests, page, {
-            "url": page.get("url"), "chromium": page.get("browser_version"), "flags": page.get("flags"),
-            "har_entries": page.get("har_entries")})
+            "url": page.get("url"), **self.summary_facts(page), "har_entries": page.get("har_entries")})
         return ClientResult(requests=requests, summary=summary, process_cpu_s=run.cpu, wall_s=run.wall,
                             returncode=run.returncode, error=error, extra=extra)
 

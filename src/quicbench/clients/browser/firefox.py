@@ -20,10 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import ClientResult, FetchRequest, Target
-from quicbench.clients.browser.driver import BrowserClient, run_browser_child, write_requests_and_summary
-from quicbench.clients.browser.page_metrics import expected_resources, interpret
+from quicbench.clients.browser.driver import BrowserClient, run_browser_child
 from quicbench.clients.browser.video import VideoClient, player_url, workload_video_key
 from quicbench.errors import QuicbenchError
 from quicbench.paths import REPO_ROOT
@@ -141,30 +139,14 @@ class FirefoxClient(BrowserClient):
             "executable": self.executable(), "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
         }
 
-    def fetch(self, req: FetchRequest) -> ClientResult:
-        target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
-        run = run_browser_child(req, CHILD, "page.json", "firefox load",
-                                ("page.json", "page.har", "requests.jsonl", httpstat.REQUESTS_FILE,
-                                 httpstat.SUMMARY_FILE),
-                                lambda profile: self.child_args(target, protocol, workload, trial_dir,
-                                                                req.timeout_s, profile))
-        if isinstance(run, ClientResult):
-            return run
-        page = run.out
-        requests, extra, error = interpret(page, protocol, expected_resources(target, workload))
-        error = with_disagreements(error, page)
-        if error is None:
-            # DNCS's connection phases, as for Chromium: qb-load fetches the page's HTML on a new
-            # connection once the browser has gone (clients/httpstat.py)
-            phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,
-                                                min(req.timeout_s, httpstat.DEADLINE_S))
-            extra.update(phases)
-            error = why
-        summary = write_requests_and_summary(trial_dir, requests, page, {
-            "url": page.get("url"), "firefox": page.get("browser_version"), "prefs": page.get("prefs"),
-            "har_entries": page.get("har_entries")})
-        return ClientResult(requests=requests, summary=summary, process_cpu_s=run.cpu, wall_s=run.wall,
-                            returncode=run.returncode, error=error, extra=extra)
+    child_script = CHILD
+    load_label = "firefox load"
+
+    def summary_facts(self, page: dict[str, Any]) -> dict[str, Any]:
+        return {"firefox": page.get("browser_version"), "prefs": page.get("prefs")}
+
+    def page_error(self, error: str | None, page: dict[str, Any]) -> str | None:
+        return with_disagreements(error, page)
 
 
 def with_disagreements(error: str | None, out: dict[str, Any]) -> str | None:
