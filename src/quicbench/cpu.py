@@ -73,6 +73,35 @@ def machine_busy_share(t0: tuple[int, int, int], t1: tuple[int, int, int]) -> fl
     return (t1[0] - t0[0]) / total
 
 
+_SOFTIRQ_PIDS: list[int] = []
+
+
+def softirq_thread_wait_seconds() -> float | None:
+    """Run-queue wait so far of this machine's softirq threads (ksoftirqd/N), summed over CPUs.
+
+    The kernel processes packets in softirq context, mostly in whichever task sent or received
+    them (its time counts as that task's); under load it defers the rest to ksoftirqd/N, a
+    kernel thread at plain priority that waits for a CPU like any other. None when unreadable."""
+    global _SOFTIRQ_PIDS
+    for attempt in range(2):
+        if not _SOFTIRQ_PIDS:
+            _SOFTIRQ_PIDS = [int(d.name) for d in os.scandir("/proc") if d.name.isdigit()
+                             and _comm(d.name).startswith("ksoftirqd/")]
+        try:
+            return sum(int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) for pid in _SOFTIRQ_PIDS) / 1e9 \
+                if _SOFTIRQ_PIDS else None
+        except (OSError, IndexError, ValueError):
+            _SOFTIRQ_PIDS = []      # a CPU went away: look the threads up again
+    return None
+
+
+def _comm(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 # -- was the CPU what set a trial's pace? ---------------------------------------------------------
 
 PATH_PROCESSES = ("client", "server", "link")   # the link: the lab's linkem process(es)
@@ -94,6 +123,7 @@ class PathCpu:
     machine_busy: float | None = None
     goodput_mbps: float | None = None
     link_mbit: float | None = None
+    softirq_wait: float | None = None     # the kernel's softirq threads' run-queue wait, s
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], link_mbit: float | None) -> "PathCpu":
@@ -101,7 +131,11 @@ class PathCpu:
         busy = row.get("machine_cpu_pct")
         return cls(transfer_seconds(row), {p: row.get(f"{p}_cpu_s") for p in PATH_PROCESSES},
                    {p: row.get(f"{p}_cpu_wait_s") for p in PATH_PROCESSES},
-                   busy / 100 if busy is not None else None, row.get("goodput_mbps"), link_mbit)
+                   busy / 100 if busy is not None else None, row.get("goodput_mbps"), link_mbit,
+                   row.get("softirq_wait_s"))
+
+    def softirq_wait_share(self) -> float | None:
+        return self._share(self.softirq_wait)
 
     def _share(self, seconds: float | None) -> float | None:
         if seconds is None or not self.duration_s or self.duration_s <= 0:

@@ -55,6 +55,7 @@ def test_trial_row_is_verified(served):
     assert row["goodput_mbps"] > 1 and row["server_cpu_s"] > 0 and row["client_cpu_s"] > 0
     # run-queue waits: measured (from schedstat) for both ends, never negative
     assert row["client_cpu_wait_s"] >= 0 and row["server_cpu_wait_s"] >= 0
+    assert row["softirq_wait_s"] >= 0       # the kernel's softirq threads: read on every trial
     assert row["ttfb_ms"] is not None and row["connect_ms"] is not None
 
 

@@ -268,6 +268,7 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
         # the server's CPU is read on its host (its remote process group), as on a local lab
         assert 0 < r["server_cpu_s"] < r["wall_s"] + 1 and r["server_cpu_wait_s"] >= 0, r
         assert r["machine_cpu_pct"] is None or 0 <= r["machine_cpu_pct"] <= 100, r
+        assert r["softirq_wait_s"] is not None and r["softirq_wait_s"] >= 0, r     # read on the hosts too
     # qb-load wrote its per-request file under the client host's workdir (its --requests names the
     # mirror there); the controller's copy, one line per request, came back when it ended
     for r in rows:

@@ -87,6 +87,15 @@ def one_waited(share: float) -> Callable[[PathCpu], list[str]]:
     return lambda e: [p for p in PATH_PROCESSES if (e.wait_share(p) or 0.0) >= share]
 
 
+def softirq_waited(share: float) -> Callable[[PathCpu], list[str]]:
+    """The kernel's softirq threads (ksoftirqd) waited ≥ share of the transfer for a CPU."""
+    return lambda e: ["softirq"] if (e.softirq_wait_share() or 0.0) >= share else []
+
+
+def either(*rules: Callable[[PathCpu], list[str]]) -> Callable[[PathCpu], list[str]]:
+    return lambda e: [w for r in rules for w in r(e)]
+
+
 def below_rate(rule: Callable[[PathCpu], list[str]]) -> Callable[[PathCpu], list[str]]:
     return lambda e: [] if e.link_limited else rule(e)
 
@@ -104,6 +113,12 @@ CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
     ("ran ≥ 90 %, or the path waited ≥ 10 %, only below 80 % of the rate", below_rate(ran_or_waited(wait=0.1))),
     *[(f"ran ≥ 90 %, or the path waited ≥ {100 * x:g} % while all CPUs were ≥ 90 % busy",
        ran_or_waited_on_busy(wait=x)) for x in (0.05, 0.1, 0.2)],
+]
+# the kernel's deferred packet work: judged only on runs whose rows have softirq_wait_s
+SOFTIRQ_CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
+    *[(f"the softirq threads waited ≥ {100 * x:g} % of the transfer", softirq_waited(x)) for x in (0.01, 0.05)],
+    *[(f"the default, or the softirq threads waited ≥ {100 * x:g} %", either(DEFAULT_RULE, softirq_waited(x)))
+      for x in (0.01, 0.05)],
 ]
 
 
@@ -312,7 +327,8 @@ def run_id(d: Path) -> str:
 
 def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> tuple[str, Score, Score]:
     trials, pis = build_trials(pairs, args.min_change)
-    scores = [score(name, rule, trials) for name, rule in CANDIDATES]
+    softirq = any(t.evidence.softirq_wait is not None for t in trials)
+    scores = [score(name, rule, trials) for name, rule in CANDIDATES + (SOFTIRQ_CANDIDATES if softirq else [])]
     default = scores[0]
     best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
     hog = [t for t in trials if t.run == "hog"]

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quicbench.cpu import group_sched_seconds, machine_cpu_ticks
+from quicbench.cpu import group_sched_seconds, machine_cpu_ticks, softirq_thread_wait_seconds
 from quicbench.errors import QuicbenchError
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, auto_choice, resolve_link
 from quicbench.model.conditions import Condition
@@ -37,9 +37,11 @@ class CpuCounters:
 
     server: the server's process group, (on-CPU s, run-queue wait s); None when not readable.
     machines: each endpoint machine, (busy ticks, total ticks, CPUs) from its /proc/stat.
+    softirq_wait: each endpoint machine, its softirq threads' run-queue wait so far (seconds).
     """
     server: tuple[float, float] | None = None
     machines: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    softirq_wait: dict[str, float] = field(default_factory=dict)
 
 
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -206,7 +208,9 @@ class Lab(ABC):
     def endpoint_cpu(self, server_pid: int | None) -> CpuCounters:
         """The server's and the endpoint machines' CPU counters now. Here every node is on this
         machine: the server's group and /proc/stat are read locally (inside User-Mode Linux, its)."""
-        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()})
+        softirq = softirq_thread_wait_seconds()
+        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()},
+                           {"": softirq} if softirq is not None else {})
 
     def row_hosts(self) -> dict[str, Any]:
         """Row columns that name the hosts a trial was measured on (none for a one-host lab)."""

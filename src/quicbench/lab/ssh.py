@@ -358,17 +358,18 @@ class SshLab(Lab):
         for node in ("server", "client"):
             readers.setdefault(self.inv.host(node).host, node)
 
-        def read(node: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None]:
+        def read(node: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None, float | None]:
             try:
                 cp = self.sh(node, cpu_script(pgfile if node == "server" else None), check=False, timeout=5)
             except QuicbenchError:
-                return None, None
+                return None, None, None
             return parse_cpu_script(cp.stdout)
 
         with ThreadPoolExecutor(len(readers)) as pool:
             readings = dict(zip(readers, pool.map(read, readers.values())))
         return CpuCounters(readings[self.inv.host("server").host][0],
-                           {h: m for h, (_, m) in readings.items() if m is not None})
+                           {h: m for h, (_, m, _) in readings.items() if m is not None},
+                           {h: w for h, (_, _, w) in readings.items() if w is not None})
 
     def row_hosts(self) -> dict[str, Any]:
         return {"client_host": self.inv.host("client").host, "server_host": self.inv.host("server").host,
@@ -713,7 +714,8 @@ class SshLab(Lab):
 
 # One reading on a host: "group RUN_NS WAIT_NS CHILD_TICKS CLK_TCK" for the process group whose
 # id the file PGFILE holds (its live members' threads' schedstat; the leader's reaped children's
-# utime+stime), then "machine BUSY TOTAL CPUS" from /proc/stat (busy: all but idle and iowait).
+# utime+stime), then "machine BUSY TOTAL CPUS" from /proc/stat (busy: all but idle and iowait),
+# then "softirq WAIT_NS": the run-queue wait of the host's softirq threads (ksoftirqd/N).
 # POSIX sh and awk: no Python needed on the host.
 CPU_SCRIPT = r"""
 f=__PGFILE__
@@ -724,6 +726,7 @@ if [ -n "$f" ] && pg=$(cat "$f" 2>/dev/null) && [ -n "$pg" ]; then
   [ -n "$pids" ] && echo "group $sched ${kids:-0} $(getconf CLK_TCK)"
 fi
 awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; t=b+$5+$6} /^cpu[0-9]/ {n++} END {printf "machine %.0f %.0f %d\n", b, t, n}' /proc/stat
+for p in /proc/[0-9]*; do case $(cat $p/comm 2>/dev/null) in ksoftirqd/*) cat $p/schedstat;; esac; done 2>/dev/null | awk '{w+=$2; n++} END {if (n) printf "softirq %.0f\n", w}'
 """
 
 
@@ -731,9 +734,10 @@ def cpu_script(pgfile: str | None) -> str:
     return CPU_SCRIPT.replace("__PGFILE__", shlex.quote(pgfile or ""))
 
 
-def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None]:
-    """(server group (run s, wait s), machine (busy, total, CPUs)) from cpu_script's output."""
-    group = machine = None
+def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None, float | None]:
+    """(server group (run s, wait s), machine (busy, total, CPUs), softirq threads' wait s) from
+    cpu_script's output."""
+    group = machine = softirq = None
     for line in out.splitlines():
         f = line.split()
         try:
@@ -741,9 +745,11 @@ def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, i
                 group = (int(f[1]) / 1e9 + int(f[3]) / int(f[4]), int(f[2]) / 1e9)
             elif f[:1] == ["machine"] and len(f) == 4 and int(f[3]) > 0:
                 machine = (int(f[1]), int(f[2]), int(f[3]))
+            elif f[:1] == ["softirq"] and len(f) == 2:
+                softirq = int(f[1]) / 1e9
         except (ValueError, ZeroDivisionError):
             continue
-    return group, machine
+    return group, machine, softirq
 
 
 def _pgfile(local_pid: int) -> str | None:

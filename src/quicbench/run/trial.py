@@ -147,6 +147,8 @@ def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1
     shares = [machine_busy_share(m0, cpu1.machines[h]) for h, m0 in cpu0.machines.items() if h in cpu1.machines]
     busy = max((x for x in shares if x is not None), default=None)
     out["machine_cpu_pct"] = 100 * busy if busy is not None else None
+    waits = [cpu1.softirq_wait[h] - w0 for h, w0 in cpu0.softirq_wait.items() if h in cpu1.softirq_wait]
+    out["softirq_wait_s"] = max(0.0, max(waits)) if waits else None
     bound_by = cpu_bound_by(PathCpu.from_row({**row, **out}, spec.condition.down_rate_mbit))
     out["cpu_bound"] = bool(bound_by)
     out["cpu_bound_by"] = ",".join(bound_by) or None
