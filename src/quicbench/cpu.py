@@ -73,7 +73,7 @@ def machine_busy_share(t0: tuple[int, int, int], t1: tuple[int, int, int]) -> fl
     return (t1[0] - t0[0]) / total
 
 
-_SOFTIRQ_PIDS: list[int] = []
+_SOFTIRQ_PIDS: list[int] = []      # found once: kernel threads stay while their CPU does
 
 
 def softirq_thread_wait_seconds() -> float | None:
@@ -83,16 +83,15 @@ def softirq_thread_wait_seconds() -> float | None:
     them (its time counts as that task's); under load it defers the rest to ksoftirqd/N, a
     kernel thread at plain priority that waits for a CPU like any other. None when unreadable."""
     global _SOFTIRQ_PIDS
-    for attempt in range(2):
-        if not _SOFTIRQ_PIDS:
-            _SOFTIRQ_PIDS = [int(d.name) for d in os.scandir("/proc") if d.name.isdigit()
-                             and _comm(d.name).startswith("ksoftirqd/")]
-        try:
-            return sum(int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) for pid in _SOFTIRQ_PIDS) / 1e9 \
-                if _SOFTIRQ_PIDS else None
-        except (OSError, IndexError, ValueError):
-            _SOFTIRQ_PIDS = []      # a CPU went away: look the threads up again
-    return None
+    if not _SOFTIRQ_PIDS:
+        _SOFTIRQ_PIDS = [int(d.name) for d in os.scandir("/proc") if d.name.isdigit()
+                         and _comm(d.name).startswith("ksoftirqd/")]
+    try:
+        return sum(int(Path(f"/proc/{p}/schedstat").read_text().split()[1]) for p in _SOFTIRQ_PIDS) / 1e9 \
+            if _SOFTIRQ_PIDS else None
+    except (OSError, IndexError, ValueError):
+        _SOFTIRQ_PIDS = []      # a CPU went offline: look the threads up again next time
+        return None
 
 
 def _comm(pid: str) -> str:
