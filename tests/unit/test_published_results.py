@@ -88,7 +88,8 @@ def test_a_block_may_name_the_studies_its_report_is_set_beside():
 
 CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
     "cpu-rule.md": (["cpu-rule-bulk-a-quiet", "cpu-rule-bulk-b-quiet"], ["cpu-rule-bulk-a-hog", "cpu-rule-bulk-b-hog"]),
-    "cpu-rule-short.md": (["cpu-rule-quiet"], ["cpu-rule-hog"]),
+    "cpu-rule-short.md": (["cpu-rule-short-a-quiet", "cpu-rule-short-b-quiet"],
+                          ["cpu-rule-short-a-hog", "cpu-rule-short-b-hog"]),
 }
 
 
