@@ -41,7 +41,7 @@ def test_background_flows_are_counted_with_their_congestion_control(tmp_path, no
         try:
             target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
                             content=content)
-            with Background(lab, target, cond, "cubic", LoadClient.binary(), tmp_path / "bg") as bg:
+            with Background(lab, target, cond, "cubic", LoadClient.executable(), tmp_path / "bg") as bg:
                 ss = subprocess.run(lab.cmd("server", ["ss", "-Htin", "state", "established"]), capture_output=True,
                                     text=True).stdout
                 ccs = {port: sending_cc(ss, port) for port in (bg.flows[0].port, bg.flows[1].port)}

@@ -22,16 +22,12 @@ class LoadClient(Client):
     binaries = ("qb-load",)
 
     @staticmethod
-    def binary() -> str:
+    def executable() -> str:
         return find_binary("qb-load", FIX)
 
     @classmethod
-    def executable(cls) -> str:
-        return cls.binary()
-
-    @classmethod
     def version(cls) -> dict[str, str]:
-        out = subprocess.run([cls.binary(), "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run([cls.executable(), "--version"], capture_output=True, text=True, timeout=10).stdout
         try:
             return json.loads(out)
         except json.JSONDecodeError:
@@ -50,7 +46,7 @@ class LoadClient(Client):
         """qb-load's command line: `count` requests of path_template ({i} = 1..count) from the
         lab's server over `protocol`, every body checked against the content manifest."""
         port = "" if target.port == 443 else f":{target.port}"
-        return [cls.binary(), "--proto", protocol,
+        return [cls.executable(), "--proto", protocol,
                 "--base-url", f"https://{target.hostname}{port}",
                 "--connect", f"{target.address}:{target.port}",
                 "--ca", str(target.tls.ca_cert),

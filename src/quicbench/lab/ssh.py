@@ -726,7 +726,7 @@ if [ -n "$f" ] && pg=$(cat "$f" 2>/dev/null) && [ -n "$pg" ]; then
   [ -n "$pids" ] && echo "group $sched ${kids:-0} $(getconf CLK_TCK)"
 fi
 awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; t=b+$5+$6} /^cpu[0-9]/ {n++} END {printf "machine %.0f %.0f %d\n", b, t, n}' /proc/stat
-for p in /proc/[0-9]*; do case $(cat $p/comm 2>/dev/null) in ksoftirqd/*) cat $p/schedstat;; esac; done 2>/dev/null | awk '{w+=$2; n++} END {if (n) printf "softirq %.0f\n", w}'
+for p in /proc/[0-9]*; do read -r c < $p/comm || continue; case $c in ksoftirqd/*) cat $p/schedstat;; esac; done 2>/dev/null | awk '{w+=$2; n++} END {if (n) printf "softirq %.0f\n", w}'
 """
 
 

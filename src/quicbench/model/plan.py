@@ -583,8 +583,7 @@ def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | Non
     """
     reps = reps or plan.repetitions
     rng = random.Random(plan.seed)
-    check_only(plan, only or {})
-    only = _sizes_as_labels(only or {})
+    only = check_only(plan, only or {})
     trials: list[TrialSpec] = []
     blocks: list[tuple[Any, ...]] = []        # order = "interleaved": each condition's cells, visited per repetition
 
@@ -666,8 +665,9 @@ def _sizes_as_labels(only: dict[str, list[str]]) -> dict[str, list[str]]:
     return {**only, "size": [label(v) for v in only["size"]]} if "size" in only else only
 
 
-def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
-    """--only values must name things the plan has (an error names the value as given)."""
+def check_only(plan: Plan, only: dict[str, list[str]]) -> dict[str, list[str]]:
+    """--only values must name things the plan has (an error names the value as given); returns
+    them with sizes as the plan labels them."""
     labels = _sizes_as_labels(only)
     known = {"condition": [c.name for c in plan.conditions], "protocol": list(plan.protocols),
              "server": sorted({s for p in plan.protocols for s in plan.server_options(p)}),
@@ -683,6 +683,7 @@ def check_only(plan: Plan, only: dict[str, list[str]]) -> None:
             if label not in known[field]:
                 raise QuicbenchError(f"--only {field}={v}: plan '{plan.name}' has no such {field}; "
                                      f"accepted: {', '.join(known[field])}")
+    return labels
 
 
 MAX_PLAN_BYTES = 1_000_000

@@ -44,7 +44,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     options = options or TrialOptions()
     background = None
     if spec.condition.background or spec.condition.probes_latency:
-        background = Background(target.lab, target, spec.condition, options.tcp_cc, LoadClient.binary(),
+        background = Background(target.lab, target, spec.condition, options.tcp_cc, LoadClient.executable(),
                                 trial_dir / "background")
     rebinding, local_port = None, None
     if spec.condition.rebind_at_s:
