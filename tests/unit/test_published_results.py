@@ -93,16 +93,37 @@ CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
 }
 
 
-@pytest.mark.parametrize("name", sorted(CPU_RULE_PAGES))
-def test_the_cpu_rule_pages_are_what_their_committed_runs_give(tmp_path, name):
-    """docs/results/cpu-rule.md and cpu-rule-short.md are written by tools/experiments/cpu_rule.py
-    from pairs of runs; with their committed rows the tool writes the same pages again."""
+def cpu_rule_tool():
     import importlib.util
-    quiet, hog = ([str(RESULTS / "runs" / d) for d in ds] for ds in CPU_RULE_PAGES[name])
     spec = importlib.util.spec_from_file_location("cpu_rule", RESULTS.parents[1] / "tools" / "experiments" / "cpu_rule.py")
     tool = importlib.util.module_from_spec(spec)
     sys.modules["cpu_rule"] = tool           # its dataclasses look their module up
     spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize("name", sorted(CPU_RULE_PAGES))
+def test_the_cpu_rule_pages_are_what_their_committed_runs_give(tmp_path, name):
+    """docs/results/cpu-rule.md and cpu-rule-short.md are written by tools/experiments/cpu_rule.py
+    from pairs of runs; with their committed rows the tool writes the same pages again."""
+    quiet, hog = ([str(RESULTS / "runs" / d) for d in ds] for ds in CPU_RULE_PAGES[name])
+    tool = cpu_rule_tool()
     out = tmp_path / name
     assert tool.main(["--quiet", *quiet, "--hog", *hog, "--page", str(out)]) == 0
     assert out.read_text() == (RESULTS / name).read_text()
+
+
+def test_a_trial_slower_than_its_siblings_is_flagged_only_when_the_cpu_waits_cover_the_extra_time():
+    from quicbench.cpu import PathCpu
+    tool = cpu_rule_tool()
+
+    def trial(seconds: float, client_wait: float) -> object:
+        e = PathCpu(seconds, {"client": 0.01, "server": 0.01, "link": 0.0},
+                    {"client": client_wait, "server": 0.0, "link": 0.0})
+        return tool.Trial("hog", 0, "c|r1", {}, e, True, excess_s=seconds - 0.2, median_s=0.2)
+
+    rule = tool.slower_than_siblings(0.05, 1.0)
+    assert rule(trial(0.23, 0.03)) == ["client"]       # 15 % slower, waited all of the 30 ms
+    assert rule(trial(0.23, 0.02)) == []               # waited 20 of the 30 ms
+    assert rule(trial(0.205, 0.05)) == []              # 2.5 % slower: within a loss-free cell's spread
+    assert tool.slower_than_siblings(0.05, 0.5)(trial(0.23, 0.02)) == ["client"]

@@ -32,6 +32,7 @@ import os
 import platform
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -114,6 +115,29 @@ CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
     *[(f"ran ≥ 90 %, or the path waited ≥ {100 * x:g} % while all CPUs were ≥ 90 % busy",
        ran_or_waited_on_busy(wait=x)) for x in (0.05, 0.1, 0.2)],
 ]
+# judged against the trial's cell in the same run, after the run: not a per-trial rule quicbench can
+# apply as a trial ends. On a loss-free path a cell's repetitions take nearly the same time, so one
+# clearly slower than its siblings lost time somewhere; the path's run-queue waits say whether a CPU
+# could have cost it. Added after the short-transfer experiment showed no per-trial rule works there.
+def slower_than_siblings(excess: float, covered: float) -> Callable[[Trial], list[str]]:
+    """Took ≥ `excess` longer than its cell's median in the same run, and the path's processes
+    waited for a CPU at least `covered` of that extra time."""
+    def rule(t: Trial) -> list[str]:
+        e = t.evidence
+        if t.excess_s is None or not t.median_s or t.excess_s < excess * t.median_s:
+            return []
+        waited = sum(w for w in (e.waited.get(p) for p in PATH_PROCESSES) if w is not None)
+        return (e.waiters() or ["path"]) if waited >= covered * t.excess_s else []
+    return rule
+
+
+CELL_CANDIDATES: list[tuple[str, Callable[[Trial], list[str]]]] = [
+    *[(f"after the run: ≥ {100 * x:g} % slower than its cell's median in the same run, the path's waits "
+       f"≥ {100 * c:g} % of the extra time", slower_than_siblings(x, c)) for x, c in ((0.05, 0.5), (0.05, 1.0))],
+    ("after the run: the default, or ≥ 5 % slower than its cell's median with waits ≥ 50 % of the extra time",
+     lambda t: DEFAULT_RULE(t.evidence) or slower_than_siblings(0.05, 0.5)(t)),
+]
+
 # the kernel's deferred packet work: judged only on runs whose rows have softirq_wait_s
 SOFTIRQ_CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
     *[(f"the softirq threads waited ≥ {100 * x:g} % of the transfer", softirq_waited(x)) for x in (0.01, 0.05)],
@@ -226,6 +250,8 @@ class Trial:
     row: dict[str, Any]
     evidence: PathCpu
     moved: bool | None         # None: not judged; a quiet trial never moved (it is the reference)
+    excess_s: float | None = None     # its time over the median time of its cell in the same run
+    median_s: float | None = None     # that median
 
 
 @dataclass
@@ -277,15 +303,25 @@ def build_trials(pairs: list[Pair], min_change: float) -> tuple[list[Trial], dic
                 truth = (False if pi is not None else None) if run == "quiet" else \
                     moved(r.get("goodput_mbps"), pi, min_change)
                 trials.append(Trial(run, i, k, r, PathCpu.from_row(r, rates.get(r["condition"])), truth))
+    cells: dict[tuple[str, int, str], list[Trial]] = {}
+    for t in trials:
+        if t.evidence.duration_s:
+            cells.setdefault((t.run, t.pair, cell_of(t.key)), []).append(t)
+    for group in cells.values():
+        median = statistics.median(t.evidence.duration_s for t in group)
+        for t in group:
+            t.median_s, t.excess_s = median, t.evidence.duration_s - median
     return trials, pis
 
 
-def score(name: str, rule: Callable[[PathCpu], list[str]], trials: list[Trial]) -> Score:
+def score(name: str, rule: Callable[[Any], list[str]], trials: list[Trial], on_trial: bool = False) -> Score:
+    """Rule's flags against the moved trials; `on_trial`: the rule takes the Trial (it needs its cell),
+    else its PathCpu."""
     s = Score(name, 0, 0, 0, 0, 0)
     for t in trials:
         if t.moved is None:
             continue
-        flagged = bool(rule(t.evidence))
+        flagged = bool(rule(t if on_trial else t.evidence))
         if t.run == "quiet":
             s.quiet_flagged += flagged
         else:
@@ -329,6 +365,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     trials, pis = build_trials(pairs, args.min_change)
     softirq = any(t.evidence.softirq_wait is not None for t in trials)
     scores = [score(name, rule, trials) for name, rule in CANDIDATES + (SOFTIRQ_CANDIDATES if softirq else [])]
+    scores += [score(name, rule, trials, on_trial=True) for name, rule in CELL_CANDIDATES]
     default = scores[0]
     best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
     hog = [t for t in trials if t.run == "hog"]
@@ -370,7 +407,9 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "the machine's busy share; goodput against the link's rate). A flag on a hog trial that moved is a "
             "true positive; a flag on any other trial — every quiet trial among them: on the quiet machine "
             "nothing should be flagged — a false positive; a moved trial without one a miss. Precision = TP / "
-            "(TP + FP), recall = TP / (TP + FN); the target is ≥ 0.9 for both.", "",
+            "(TP + FP), recall = TP / (TP + FN); the target is ≥ 0.9 for both. Rules marked \"after the run\" "
+            "judge a trial against the other repetitions of its cell in the same run (its time against their "
+            "median), which a trial cannot do as it ends.", "",
             f"Trials: {len(quiet)} quiet, {len(hog)} with hogs; {n_moved} of the hog trials moved; "
             f"{unjudged} not judged (no goodput, or fewer than 3 successful quiet trials in the cell).", "",
             "## Rules", "",
