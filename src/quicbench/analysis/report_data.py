@@ -291,8 +291,10 @@ def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData],
             out.append(f"Cells have n = {lo if lo == hi else f'{lo}–{hi}'} successful trials; the studies reviewers "
                        f"trust (Kakhki et al. IMC'17, Yu & Benson WWW'21) use 10–20.")
     if c["cpu_bound"]:
-        out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (client or server ran, or below the "
-                   f"link's rate wanted, ≥ 90 % of a core): their goodput measures the CPU rather than the protocol on the link (marked ⚙).")
+        out.append(f"{c['cpu_bound']} of {c['used']} successful trials were CPU-bound (a path process ran ≥ 90 % of a "
+                   "core, or with every CPU busy and goodput below 80 % of the rate the path's processes waited for "
+                   "a CPU ≥ 20 % of the transfer): their goodput measures the CPU rather than the protocol on the link "
+                   "(marked ⚙).")
     near = int((run.ok["near_ceiling"] == True).sum()) if "near_ceiling" in run.ok else 0  # noqa: E712 - nullable
     if near:
         ceiling = run.meta.get("ceiling") or {}
