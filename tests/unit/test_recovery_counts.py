@@ -47,12 +47,42 @@ def test_a_lost_packet_acknowledged_later_was_a_spurious_loss(tmp_path):
     with open(f, "ab") as out:
         out.write(b"\x1e{\"name\": \"transport:packet_se")     # torn by a writer still at it
     assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "untriggered": 0, "spurious": 1,
-                              "received": 1, "out_of_order": 0}
+                              "received": 1, "out_of_order": 0, "ss_exit_cwnd": None, "ss_exit_without_loss": None}
     g = tmp_path / "b_server.sqlog"
     write_sqlog(g, sent[:4])
     cols = quic_columns([f, g])
     assert cols["quic_packets_sent"] == 14 and cols["quic_lost_spurious"] == 1 and cols["quic_qlog_connections"] == 2
     assert quic_columns([]) == {}
+
+
+def congestion(new_state):
+    return {"name": "recovery:congestion_state_updated", "data": {"new": new_state}}
+
+
+def window(cwnd):
+    return {"name": "recovery:metrics_updated", "data": {"congestion_window": cwnd, "bytes_in_flight": 0}}
+
+
+def test_slow_starts_end_is_the_window_when_the_sender_first_left_it_and_whether_a_loss_ended_it(tmp_path):
+    """quic-go's qlog: slow start paused by application_limited is not its end; the first move to
+    congestion avoidance or recovery is, with the window of the last metrics update before it."""
+    lost = {"name": "recovery:packet_lost", "data": {"header": {"packet_type": "1RTT", "packet_number": 7},
+                                                    "trigger": "reordering_threshold"}}
+    by_delay = tmp_path / "d_server.sqlog"
+    write_sqlog(by_delay, [congestion("slow_start"), window(38400), congestion("application_limited"),
+                           congestion("slow_start"), window(187200), congestion("congestion_avoidance"),
+                           window(190000), lost, congestion("recovery")])
+    by_loss = tmp_path / "l_server.sqlog"
+    write_sqlog(by_loss, [congestion("slow_start"), window(38400), window(709200), lost, congestion("recovery"),
+                          window(354600), congestion("congestion_avoidance")])
+    never = tmp_path / "n_server.sqlog"      # a short transfer that ended in slow start
+    write_sqlog(never, [congestion("slow_start"), window(38400)])
+    assert (quic_counts(by_delay)["ss_exit_cwnd"], quic_counts(by_delay)["ss_exit_without_loss"]) == (187200, 1)
+    assert (quic_counts(by_loss)["ss_exit_cwnd"], quic_counts(by_loss)["ss_exit_without_loss"]) == (709200, 0)
+    assert quic_counts(never)["ss_exit_cwnd"] is None
+    cols = quic_columns([by_delay, by_loss, never])
+    assert cols["quic_ss_exit_cwnd"] == (187200 + 709200) // 2 and cols["quic_ss_exit_without_loss"] == 1
+    assert quic_columns([never])["quic_ss_exit_cwnd"] is None
 
 
 def test_ngtcp2s_qlog_counts_losses_without_a_trigger(tmp_path):
@@ -135,7 +165,8 @@ def test_quinn_triggers_are_recomputed_and_spurious_losses_come_from_the_client(
     write_sqlog(client / "abcd_client.sqlog", [_pkt(20.0 + n, "transport:packet_received", n)
                                                for n in range(10) if n not in (5, 8)])
     assert quic_counts(f) == {"sent": 10, "lost": 4, "reordering": 2, "time": 2, "untriggered": 0, "spurious": None,
-                              "received": 2, "out_of_order": 0}
+                              "received": 2, "out_of_order": 0, "ss_exit_cwnd": None,
+                              "ss_exit_without_loss": None}
     assert quic_counts(f, client / "abcd_client.sqlog")["spurious"] == 2      # 2 and 7 arrived
     cols = quic_columns([f], client)
     assert (cols["quic_lost"], cols["quic_lost_reordering"], cols["quic_lost_time"], cols["quic_lost_spurious"]) == \

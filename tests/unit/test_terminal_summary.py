@@ -255,3 +255,31 @@ def test_a_loss_trigger_the_sender_does_not_report_is_unknown_not_zero():
         rows.append(r3)
     rec = loss_recovery(run_of(rows))
     assert rec["by_reordering_pct"].isna().all() and rec["spurious_of_lost_pct"].tolist() == [50.0]
+
+
+def test_slow_start_exits_below_the_bdp_without_a_loss_are_counted_per_cell():
+    """quic-go's qlog logs its congestion state (run/recovery.py): per cell the window the sender
+    left slow start with, and how many trials left it without a loss below the path's BDP (40
+    Mbit/s x 50 ms = 250 KB); the recovery table shows both only for runs that have them."""
+    from types import SimpleNamespace
+
+    from quicbench.analysis.recovery import loss_recovery
+    from quicbench.report.views import recovery_table
+    rows = []
+    for rep, (cwnd, no_loss) in enumerate([(100_800, 1), (709_200, 1), (190_000, 0)], start=1):
+        r3 = row("spikes", "1x1MB/p1", "h3", rep, goodput=30.0)
+        r3.update(quic_packets_sent=1000, quic_lost=0, quic_lost_reordering=0, quic_lost_time=0, quic_lost_spurious=0,
+                  quic_ss_exit_cwnd=cwnd, quic_ss_exit_without_loss=no_loss)
+        rows.append(r3)
+    spikes = {"spikes": {"delay_ms": 50, "loss_pct": 0, "rate_mbit": 40, "jitter_ms": 0, "spikes": True, "rtt_ms": 50}}
+    rec = loss_recovery(run_of(rows, spikes))
+    r = rec.iloc[0]
+    assert (r["ss_exit_early"], r["n_ss_exit"], r["ss_exit_cwnd_kb"], r["bdp_kb"]) == (1, 3, 190.0, 250.0)
+    table = recovery_table(SimpleNamespace(recovery=rec, workload_title=lambda w: w))
+    assert "left it below the BDP without a loss" in table.headers and "1 of 3 (BDP 250 KB)" in table.rows[0]
+    for r3 in rows:
+        r3["quic_ss_exit_cwnd"] = r3["quic_ss_exit_without_loss"] = None
+    rec = loss_recovery(run_of(rows, spikes))
+    assert rec["n_ss_exit"].isna().all()
+    assert "left it below the BDP without a loss" not in recovery_table(
+        SimpleNamespace(recovery=rec, workload_title=lambda w: w)).headers

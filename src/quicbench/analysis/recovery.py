@@ -9,7 +9,8 @@ import pandas as pd
 from quicbench.analysis.load import RunData
 
 RECOVERY_COLUMNS = ["condition", "workload", "protocol", "n", "sent", "declared_lost_pct", "spurious_of_lost_pct",
-                    "by_reordering_pct", "out_of_order_pct", "tcp_reorder_events", "tcp_undos"]
+                    "by_reordering_pct", "out_of_order_pct", "tcp_reorder_events", "tcp_undos",
+                    "ss_exit_cwnd_kb", "ss_exit_early", "n_ss_exit", "bdp_kb"]
 
 
 def _pct(num: pd.Series, den: pd.Series) -> float | None:
@@ -24,12 +25,35 @@ def _known_pct(g: pd.DataFrame, num: str, den: str) -> float | None:
     return _pct(g.loc[known, num], g.loc[known, den]) if known.any() else None
 
 
+def bdp_bytes(run: RunData, condition: str) -> float | None:
+    """The condition's bandwidth-delay product: its bottleneck rate times its base RTT, bytes."""
+    if condition not in run.conditions.index:
+        return None
+    rate, rtt = run.conditions.at[condition, "rate_mbit"], run.conditions.at[condition, "rtt_ms"]
+    return None if pd.isna(rate) or pd.isna(rtt) or not rtt else float(rate) * 1e6 / 8 * float(rtt) / 1000
+
+
+def slow_start_exits(q: pd.DataFrame, bdp: float | None) -> dict[str, float | int | None]:
+    """The window the server left slow start with (median, KB), and in how many trials it left it
+    without a loss below the path's BDP (a delay-based exit that leaves the window to grow a packet
+    per round trip), of the trials whose qlog logs its congestion state."""
+    none = {"ss_exit_cwnd_kb": None, "ss_exit_early": None, "n_ss_exit": None, "bdp_kb": None}
+    if "quic_ss_exit_cwnd" not in q or not q["quic_ss_exit_cwnd"].notna().any():
+        return none
+    known = q[q["quic_ss_exit_cwnd"].notna()]
+    cwnd = known["quic_ss_exit_cwnd"].astype(float)
+    early = None if bdp is None else int(((cwnd < bdp) & (known["quic_ss_exit_without_loss"].fillna(0) > 0)).sum())
+    return {"ss_exit_cwnd_kb": float(cwnd.median()) / 1000, "ss_exit_early": early, "n_ss_exit": len(known),
+            "bdp_kb": None if bdp is None else bdp / 1000}
+
+
 def loss_recovery(run: RunData) -> pd.DataFrame:
     """Per condition x workload x protocol, over the successful trials with counts: packets
     (QUIC) or segments (TCP) the server sent; the share it declared lost (QUIC) or retransmitted
     (TCP); the share of those that were spurious (QUIC: acknowledged later; TCP: reported as
     duplicates by DSACK); QUIC's share declared by the packet-reordering threshold; TCP's
-    reordering detections and undone recoveries per trial (median)."""
+    reordering detections and undone recoveries per trial (median); QUIC's slow-start exits
+    (slow_start_exits)."""
     ok = run.ok
     has_quic = ok["quic_packets_sent"].notna() if "quic_packets_sent" in ok else pd.Series(False, index=ok.index)
     has_tcp = ok["tcp_out_segs"].notna() if "tcp_out_segs" in ok else pd.Series(False, index=ok.index)
@@ -45,7 +69,7 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
                          "by_reordering_pct": _known_pct(q, "quic_lost_reordering", "quic_lost"),
                          "out_of_order_pct": _pct(q["quic_client_out_of_order"], q["quic_client_received"])
                          if q["quic_client_received"].notna().any() else None,
-                         "tcp_reorder_events": None, "tcp_undos": None})
+                         "tcp_reorder_events": None, "tcp_undos": None, **slow_start_exits(q, bdp_bytes(run, c))})
         elif len(t):
             rows.append({"condition": c, "workload": w, "protocol": p, "n": len(t),
                          "sent": float(t["tcp_out_segs"].median()),
@@ -53,7 +77,8 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
                          "spurious_of_lost_pct": _pct(t["tcp_dsack_segs"], t["tcp_retrans_segs"]),
                          "by_reordering_pct": None, "out_of_order_pct": None,
                          "tcp_reorder_events": float(np.median(t["tcp_reorder_events"].astype(float))),
-                         "tcp_undos": float(np.median(t["tcp_loss_undos"].astype(float)))})
+                         "tcp_undos": float(np.median(t["tcp_loss_undos"].astype(float))),
+                         **slow_start_exits(t.iloc[0:0], None)})
     out = pd.DataFrame(rows, columns=RECOVERY_COLUMNS)
     order = {c: i for i, c in enumerate(run.condition_order)}
     return out.sort_values(["condition", "workload", "protocol"], key=lambda s: s.map(order) if s.name == "condition"

@@ -144,6 +144,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_client_lost", "int", "", "QUIC packets the client declared lost (requests, acknowledgements)", "recovery"),
     Column("quic_client_lost_spurious", "int", "", "of those, acknowledged later by the server: spurious", "recovery"),
     Column("quic_qlog_connections", "int", "", "server qlogs (connections) the QUIC counts sum over", "recovery"),
+    Column("quic_ss_exit_cwnd", "int", "B", "the server's congestion window when it first left slow start (its qlog's congestion state going from slow start to congestion avoidance or recovery; median over the trial's connections); set it beside the path's bandwidth-delay product: below it, the sender then grows its window one packet per round trip; empty for a sender whose qlog does not log its congestion state (ngtcp2, quinn)", "recovery"),
+    Column("quic_ss_exit_without_loss", "int", "", "connections whose server left slow start before declaring any packet lost: a delay-based exit (quic-go: HyStart, on a rise of the round's minimum RTT), not a loss", "recovery"),
     Column("link_late", "bool", "", "the link emulator released packets late: p99 lateness above max(0.5 ms, 5 % of the condition's one-way delay); the row does not have the condition it names ([link.md](link.md#link-fidelity-per-trial))", "link"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),

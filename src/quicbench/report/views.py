@@ -57,15 +57,21 @@ def cpu_bound_table(data: ReportData) -> SimpleTable:
 
 
 def recovery_table(data: ReportData) -> SimpleTable:
+    # the slow-start columns only for runs whose QUIC qlogs log the congestion state
+    ss = "n_ss_exit" in data.recovery and data.recovery["n_ss_exit"].notna().any()
     t = SimpleTable(["condition", "workload", "protocol", "sent per trial", "declared lost / retransmitted",
                      "of those spurious", "by reordering threshold", "client got out of order", "TCP reordering seen",
-                     "TCP undos", "n"])
+                     "TCP undos", *(["left slow start at (KB, median)", "left it below the BDP without a loss"]
+                                    if ss else []), "n"])
     for _, r in data.recovery.iterrows():
+        early = "–"
+        if ss and pd.notna(r["n_ss_exit"]) and pd.notna(r["ss_exit_early"]):
+            early = f"{int(r['ss_exit_early'])} of {int(r['n_ss_exit'])} (BDP {num(r['bdp_kb'])} KB)"
         t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"], num(r["sent"]),
                        pct(r["declared_lost_pct"], signed=False), pct(r["spurious_of_lost_pct"], signed=False),
                        pct(r["by_reordering_pct"], signed=False), pct(r["out_of_order_pct"], signed=False),
                        num(r["tcp_reorder_events"]),
-                       num(r["tcp_undos"]), str(r["n"])])
+                       num(r["tcp_undos"]), *([num(r["ss_exit_cwnd_kb"]), early] if ss else []), str(r["n"])])
     return t
 
 

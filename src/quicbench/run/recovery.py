@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -109,6 +110,12 @@ def qlog_records(path: Path):
         yield from trace.get("events", [])
 
 
+# congestion states a sender leaves slow start for (qlog's congestion_state_updated); quic-go also
+# logs application_limited, which pauses slow start without ending it
+SLOW_START_EXITS = ("congestion_avoidance", "recovery")
+# per connection, not summed over a trial's connections
+PER_CONNECTION = ("ss_exit_cwnd", "ss_exit_without_loss")
+
 # quinn-proto 0.11's loss delay: time_threshold x max(smoothed, latest RTT), at least the timer granularity
 QUINN_TIME_THRESHOLD = 9 / 8
 QUINN_GRANULARITY_MS = 1.0
@@ -156,6 +163,10 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     sent_at: dict[tuple[str, int], float] = {}
     rtt = {"smoothed_rtt": 0.0, "latest_rtt": 0.0}
     pending: list[tuple[tuple[str, int], float]] = []
+    # slow start's end: the window when the sender first left it, and whether it had declared a
+    # packet lost by then (no: a delay-based exit, HyStart in quic-go)
+    cwnd: int | None = None
+    ss_exit: tuple[int | None, bool] | None = None
 
     def settle() -> None:
         delay = max(QUINN_TIME_THRESHOLD * max(rtt["smoothed_rtt"], rtt["latest_rtt"]) * 1000, QUINN_GRANULARITY_MS)
@@ -187,10 +198,16 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
                 pending.append((k, float(t)))
             elif k:
                 lost[k] = str(data.get("trigger") or "unknown")
-        elif name in ("recovery:metrics_updated", "quic:recovery_metrics_updated") and quinn:
-            for k in rtt:
-                if isinstance(data.get(k), (int, float)):
-                    rtt[k] = float(data[k])
+        elif name in ("recovery:metrics_updated", "quic:recovery_metrics_updated"):
+            if isinstance(data.get("congestion_window"), (int, float)):
+                cwnd = int(data["congestion_window"])
+            if quinn:
+                for k in rtt:
+                    if isinstance(data.get(k), (int, float)):
+                        rtt[k] = float(data[k])
+        elif name in ("recovery:congestion_state_updated", "quic:congestion_state_updated"):
+            if ss_exit is None and data.get("new") in SLOW_START_EXITS:
+                ss_exit = (cwnd, bool(lost or pending))
         elif name in ("transport:packet_received", "quic:packet_received"):
             header = data.get("header") or {}
             space = SPACE.get(header.get("packet_type"), "?")
@@ -215,14 +232,21 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),
-            "spurious": spurious, "received": received, "out_of_order": out_of_order}
+            "spurious": spurious, "received": received, "out_of_order": out_of_order,
+            "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
+            "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
 
 
-def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dict[str, int | None]:
-    """Counts summed over connections; a count unknown for one of them is unknown (None)."""
-    total: dict[str, int | None] = {}
+def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dict[str, Any]:
+    """Counts summed over connections; a count unknown for one of them is unknown (None). The
+    per-connection measures (PER_CONNECTION) are lists, one value per connection that has it."""
+    total: dict[str, Any] = {k: [] for k in PER_CONNECTION}
     for f in files:
         for k, v in quic_counts(f, (peers or {}).get(f)).items():
+            if k in PER_CONNECTION:
+                if v is not None:
+                    total[k].append(v)
+                continue
             prev = total.get(k, 0)
             total[k] = None if v is None or prev is None else prev + v
     return total
@@ -246,7 +270,9 @@ def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict
     return {"quic_packets_sent": t["sent"], "quic_lost": t["lost"],
             "quic_lost_reordering": t["reordering"] if split else None,
             "quic_lost_time": t["time"] if split else None, "quic_lost_spurious": t["spurious"],
-            "quic_qlog_connections": len(files)}
+            "quic_qlog_connections": len(files),
+            "quic_ss_exit_cwnd": int(statistics.median(t["ss_exit_cwnd"])) if t["ss_exit_cwnd"] else None,
+            "quic_ss_exit_without_loss": sum(t["ss_exit_without_loss"]) if t["ss_exit_without_loss"] else None}
 
 
 def quic_client_columns(qlog_dir: Path) -> dict[str, Any]:
