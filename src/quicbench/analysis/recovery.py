@@ -33,13 +33,15 @@ def bdp_bytes(run: RunData, condition: str) -> float | None:
     return None if pd.isna(rate) or pd.isna(rtt) or not rtt else float(rate) * 1e6 / 8 * float(rtt) / 1000
 
 
+NO_SLOW_START_EXITS = {"ss_exit_cwnd_kb": None, "ss_exit_early": None, "n_ss_exit": None, "bdp_kb": None}
+
+
 def slow_start_exits(q: pd.DataFrame, bdp: float | None) -> dict[str, float | int | None]:
     """The window the server left slow start with (median, KB), and in how many trials it left it
     without a loss below the path's BDP (a delay-based exit that leaves the window to grow a packet
     per round trip), of the trials whose qlog logs its congestion state."""
-    none = {"ss_exit_cwnd_kb": None, "ss_exit_early": None, "n_ss_exit": None, "bdp_kb": None}
     if "quic_ss_exit_cwnd" not in q or not q["quic_ss_exit_cwnd"].notna().any():
-        return none
+        return NO_SLOW_START_EXITS
     known = q[q["quic_ss_exit_cwnd"].notna()]
     cwnd = known["quic_ss_exit_cwnd"].astype(float)
     early = None if bdp is None else int(((cwnd < bdp) & (known["quic_ss_exit_without_loss"].fillna(0) > 0)).sum())
@@ -78,7 +80,7 @@ def loss_recovery(run: RunData) -> pd.DataFrame:
                          "by_reordering_pct": None, "out_of_order_pct": None,
                          "tcp_reorder_events": float(np.median(t["tcp_reorder_events"].astype(float))),
                          "tcp_undos": float(np.median(t["tcp_loss_undos"].astype(float))),
-                         **slow_start_exits(t.iloc[0:0], None)})
+                         **NO_SLOW_START_EXITS})
     out = pd.DataFrame(rows, columns=RECOVERY_COLUMNS)
     order = {c: i for i, c in enumerate(run.condition_order)}
     return out.sort_values(["condition", "workload", "protocol"], key=lambda s: s.map(order) if s.name == "condition"
