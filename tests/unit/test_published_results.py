@@ -120,7 +120,7 @@ def test_a_trial_slower_than_its_siblings_is_flagged_only_when_the_cpu_waits_cov
     def trial(seconds: float, client_wait: float) -> object:
         e = PathCpu(seconds, {"client": 0.01, "server": 0.01, "link": 0.0},
                     {"client": client_wait, "server": 0.0, "link": 0.0})
-        return tool.Trial("hog", 0, "c|r1", {}, e, True, excess_s=seconds - 0.2, median_s=0.2)
+        return tool.Trial("hog", 0, "c|r1", {}, e, True, cell_median_s=0.2)
 
     rule = tool.slower_than_siblings(0.05, 1.0)
     assert rule(trial(0.23, 0.03)) == ["client"]       # 15 % slower, waited all of the 30 ms

@@ -124,10 +124,13 @@ def slower_than_siblings(excess: float, covered: float) -> Callable[[Trial], lis
     waited for a CPU at least `covered` of that extra time."""
     def rule(t: Trial) -> list[str]:
         e = t.evidence
-        if t.excess_s is None or not t.median_s or t.excess_s < excess * t.median_s:
+        if not e.duration_s or not t.cell_median_s:
+            return []
+        extra = e.duration_s - t.cell_median_s
+        if extra < excess * t.cell_median_s:
             return []
         waited = sum(w for w in (e.waited.get(p) for p in PATH_PROCESSES) if w is not None)
-        return (e.waiters() or ["path"]) if waited >= covered * t.excess_s else []
+        return (e.waiters() or ["path"]) if waited >= covered * extra else []
     return rule
 
 
@@ -250,8 +253,7 @@ class Trial:
     row: dict[str, Any]
     evidence: PathCpu
     moved: bool | None         # None: not judged; a quiet trial never moved (it is the reference)
-    excess_s: float | None = None     # its time over the median time of its cell in the same run
-    median_s: float | None = None     # that median
+    cell_median_s: float | None = None     # the median time of its cell's trials in the same run
 
 
 @dataclass
@@ -310,7 +312,7 @@ def build_trials(pairs: list[Pair], min_change: float) -> tuple[list[Trial], dic
     for group in cells.values():
         median = statistics.median(t.evidence.duration_s for t in group)
         for t in group:
-            t.median_s, t.excess_s = median, t.evidence.duration_s - median
+            t.cell_median_s = median
     return trials, pis
 
 
