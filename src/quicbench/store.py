@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gzip
 import json
 import os
 import re
@@ -93,7 +94,8 @@ def read_jsonl_checked(path: Path) -> JsonlRead:
     if not path.exists():
         return JsonlRead([], [])
     rows, torn = [], []
-    for n, line in enumerate(path.read_bytes().splitlines(), 1):
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -232,7 +232,10 @@ def load_run(run_dir: Path | str) -> RunData:
     if not d.is_dir():
         raise QuicbenchError(f"'{d}' is not a directory")
     layout = RunLayout(d)
-    if not layout.meta.exists() and not layout.trials.exists():
+    # a published run (quicbench results publish) keeps its rows compressed
+    trials = d / "trials.jsonl.gz" if not layout.trials.exists() and (d / "trials.jsonl.gz").exists() \
+        else layout.trials
+    if not layout.meta.exists() and not trials.exists():
         raise QuicbenchError(f"'{d}' is not a quicbench run directory (no meta.json, no trials.jsonl)")
     notes = []
     meta: dict[str, Any] = {}
@@ -245,8 +248,8 @@ def load_run(run_dir: Path | str) -> RunData:
             notes.append(f"meta.json is not valid JSON; run metadata is missing ({e})")
     else:
         notes.append("meta.json is missing: no plan, versions or host facts")
-    read = read_jsonl_checked(layout.trials)
-    if not layout.trials.exists():
+    read = read_jsonl_checked(trials)
+    if not trials.exists():
         notes.append("trials.jsonl is missing: the run recorded no trial")
     if read.torn:
         notes.append(f"trials.jsonl has {len(read.torn)} unreadable line(s) (line {', '.join(map(str, read.torn[:5]))}): "
