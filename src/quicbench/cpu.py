@@ -215,6 +215,34 @@ def cpu_bound_by(e: PathCpu, rule: Rule = DEFAULT_RULE) -> list[str]:
     return rule(e)
 
 
+# Judged after the run, against the trial's cell: a trial can not do this as it ends.
+SLOWER_THAN_CELL = 0.05    # of its cell's median time in the same run: the trial lost time somewhere
+WAITS_COVER = 1.0          # ... and the path's run-queue waits add up to at least this share of that extra time
+CELL_MIN_TRIALS = 3        # a cell's median needs this many successful trials
+
+
+def slowed_against_cell(e: PathCpu, cell_median_s: float | None, excess: float = SLOWER_THAN_CELL,
+                        covered: float = WAITS_COVER) -> list[str]:
+    """Which path processes the CPU slowed this trial through, judged against its cell in the same
+    run (empty: not slowed, or no evidence). On a loss-free path a cell's repetitions take nearly
+    the same time, so a trial `excess` slower than the cell's median lost time somewhere; the
+    path's processes' run-queue waits say whether waiting for a CPU can account for all of it
+    (`covered`). Who: the processes that waited (≥ 1 % of the transfer), else "path".
+
+    Checked by tools/experiments/cpu_rule.py on the default plan (docs/results/cpu-rule-default.md:
+    no false flag in 504 trials, 6 of the 10 trials a CPU hog moved; the other 4 lost their time to
+    a loss, not to waiting); on an unimpaired gigabit path, where the CPU paces even a quiet
+    machine's transfers, it also flags trials whose slowness is the path's own CPU contention
+    (docs/results/cpu-rule-short-heldout.md)."""
+    if not e.duration_s or not cell_median_s:
+        return []
+    extra = e.duration_s - cell_median_s
+    if extra < excess * cell_median_s:
+        return []
+    waited = sum(w for w in (e.waited.get(p) for p in PATH_PROCESSES) if w is not None)
+    return (e.waiters() or ["path"]) if waited >= covered * extra else []
+
+
 def transfer_seconds(row: Mapping[str, Any]) -> float | None:
     """The span a trial's CPU is judged over: its requests' first start to last byte; for video,
     the playback (a player's CPU is spent decoding, not over its requests' span)."""

@@ -44,7 +44,7 @@ from typing import Any
 from scipy import stats
 
 from quicbench.cpu import (DEFAULT_RULE, PATH_PROCESSES, RAN_SHARE, PathCpu, machine_busy_share, machine_cpu_ticks,
-                           ran_or_waited, ran_or_waited_on_busy)
+                           ran_or_waited, ran_or_waited_on_busy, slowed_against_cell)
 from quicbench.model.plan import Plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,23 +115,13 @@ CANDIDATES: list[tuple[str, Callable[[PathCpu], list[str]]]] = [
     *[(f"ran ≥ 90 %, or the path waited ≥ {100 * x:g} % while all CPUs were ≥ 90 % busy",
        ran_or_waited_on_busy(wait=x)) for x in (0.05, 0.1, 0.2)],
 ]
-# judged against the trial's cell in the same run, after the run: not a per-trial rule quicbench can
-# apply as a trial ends. On a loss-free path a cell's repetitions take nearly the same time, so one
-# clearly slower than its siblings lost time somewhere; the path's run-queue waits say whether a CPU
-# could have cost it. Added after the short-transfer experiment showed no per-trial rule works there.
+# judged against the trial's cell in the same run, after the run (quicbench.cpu.slowed_against_cell,
+# what the report applies): not a per-trial rule a trial can apply as it ends. Added after the
+# short-transfer experiment showed no per-trial rule works there; tried on fresh pairs since.
 def slower_than_siblings(excess: float, covered: float) -> Callable[[Trial], list[str]]:
     """Took ≥ `excess` longer than its cell's median in the same run, and the path's processes
     waited for a CPU at least `covered` of that extra time."""
-    def rule(t: Trial) -> list[str]:
-        e = t.evidence
-        if not e.duration_s or not t.cell_median_s:
-            return []
-        extra = e.duration_s - t.cell_median_s
-        if extra < excess * t.cell_median_s:
-            return []
-        waited = sum(w for w in (e.waited.get(p) for p in PATH_PROCESSES) if w is not None)
-        return (e.waiters() or ["path"]) if waited >= covered * extra else []
-    return rule
+    return lambda t: slowed_against_cell(t.evidence, t.cell_median_s, excess, covered)
 
 
 CELL_CANDIDATES: list[tuple[str, Callable[[Trial], list[str]]]] = [

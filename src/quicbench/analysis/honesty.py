@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from quicbench import stats
+from quicbench.cpu import CELL_MIN_TRIALS, PathCpu, slowed_against_cell
 from quicbench.analysis.load import RunData
 from quicbench.stats import finite as _num
 
@@ -47,6 +48,37 @@ def cpu_bound_trials(run: RunData) -> pd.DataFrame:
            .groupby(["condition", "workload", "protocol", "cpu_bound_by"]).size().rename("trials").reset_index())
     out["of"] = [int(total.get((c, w, p), 0)) for c, w, p in zip(out["condition"], out["workload"], out["protocol"])]
     return out
+
+
+SLOWED_COLUMNS = ["condition", "workload", "protocol", "rep", "time_s", "cell_median_s", "path_wait_s", "slowed_by"]
+
+
+def cpu_slowed_trials(run: RunData) -> pd.DataFrame:
+    """Successful trials the CPU slowed, judged after the run against their cell
+    (quicbench.cpu.slowed_against_cell): at least 5 % slower than the cell's median time, with the
+    path's run-queue waits adding up to the extra time. Cells of fewer than 3 successful trials
+    are not judged."""
+    t = run.ok
+    if t.empty:
+        return pd.DataFrame(columns=SLOWED_COLUMNS)
+    cell = t["key"].str.rsplit("|", n=1).str[0]        # the cell with its server and client: all but the repetition
+    out = []
+    for _, g in t.groupby(cell, sort=False):
+        rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in g.to_dict("records")]
+        evidence = [PathCpu.from_row(r, None) for r in rows]
+        times = [e.duration_s for e in evidence if e.duration_s]
+        if len(times) < CELL_MIN_TRIALS:
+            continue
+        median = float(pd.Series(times).median())
+        for r, e in zip(rows, evidence):
+            who = slowed_against_cell(e, median)
+            if who:
+                out.append({"condition": r["condition"], "workload": r["workload"], "protocol": r["protocol"],
+                            "rep": r.get("rep"), "time_s": e.duration_s, "cell_median_s": median,
+                            "path_wait_s": sum(w for w in e.waited.values() if w is not None),
+                            "slowed_by": ",".join(who)})
+    return pd.DataFrame(out, columns=SLOWED_COLUMNS)
 
 
 _MASK = [(re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<addr>"),

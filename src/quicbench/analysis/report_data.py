@@ -88,11 +88,12 @@ class ReportData:
     diffs: dict[tuple[str, str], pd.DataFrame]       # (a, b) -> pairwise(): % difference and verdict per cell
     cpu: pd.DataFrame                                # CPU s/GB per protocol x workload
     cpu_bound: pd.DataFrame                          # CPU-bound trials per cell
+    cpu_slowed: pd.DataFrame                         # trials the CPU slowed, judged after the run against their cell
     failed: pd.DataFrame                             # every failed row
     failure_reasons: pd.DataFrame                    # failed rows grouped by masked reason
     calibration: pd.DataFrame                        # configured vs measured per condition
     metadata: list[tuple[str, str]]                  # (label, value) of the run's self-description
-    counts: dict[str, int]                           # rows, trials, ok, failed, used, warmup, superseded, cpu_bound
+    counts: dict[str, int]                           # rows, trials, ok, failed, used, warmup, superseded, cpu_bound, cpu_slowed
     missing: list[str]                               # what the report cannot show or claim, and why
     n_tests_table1: int                              # tests behind Table 1's verdicts
     studies: list[StudyData] = field(default_factory=list)          # the studies the run is set beside
@@ -246,7 +247,7 @@ def counts(run: RunData) -> dict[str, int]:
     return {"rows": len(r), "trials": len(t), "ok": int((t["status"] == "ok").sum()),
             "failed": int((t["status"] != "ok").sum()), "used": int(r["used"].sum()),
             "warmup": int(r["warmup"].sum()), "superseded": int(r["superseded"].sum()),
-            "cpu_bound": int(run.ok["cpu_bound"].sum()),
+            "cpu_bound": int(run.ok["cpu_bound"].sum()), "cpu_slowed": len(honesty.cpu_slowed_trials(run)),
             "link_late": int(run.ok["link_late"].sum()) if "link_late" in run.ok else 0}
 
 
@@ -295,6 +296,10 @@ def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData],
                    "core, or with every CPU busy and goodput below 80 % of the rate the path's processes waited for "
                    "a CPU ≥ 20 % of the transfer): their goodput measures the CPU rather than the protocol on the link "
                    "(marked ⚙).")
+    if c["cpu_slowed"]:
+        out.append(f"{c['cpu_slowed']} of {c['used']} successful trials took ≥ 5 % longer than their cell's median "
+                   "while the path's processes waited for a CPU at least that extra time (judged after the run; "
+                   "listed in the honesty panel): a busy CPU likely slowed them.")
     near = int((run.ok["near_ceiling"] == True).sum()) if "near_ceiling" in run.ok else 0  # noqa: E712 - nullable
     if near:
         ceiling = run.meta.get("ceiling") or {}
@@ -473,7 +478,8 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
     objects = summary[summary["workload"].map(run.kind_of) == "objects"] if not summary.empty else summary
     data = ReportData(
         run=run, method=method, summary=summary, table1=[], diffs=diffs,
-        cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run), failed=honesty.failed_trials(run),
+        cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run),
+        cpu_slowed=honesty.cpu_slowed_trials(run), failed=honesty.failed_trials(run),
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
         counts=counts(run), missing=missing_items(run, summary, study_data, study_notes, calibration),
         n_tests_table1=int(objects["p_vs_best"].notna().sum()) if not objects.empty else 0,

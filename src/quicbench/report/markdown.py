@@ -86,6 +86,9 @@ def render_markdown(data: ReportData) -> str:
         out += ["### CPU seconds per GB", "", cpu.markdown(), ""]
     if not data.cpu_bound.empty:
         out += ["### CPU-bound trials", "", views.cpu_bound_table(data).markdown(), ""]
+    if not data.cpu_slowed.empty:
+        out += ["### Trials the CPU slowed (judged after the run)", "", views.SLOWED_NOTE, "",
+                views.cpu_slowed_table(data).markdown(), ""]
     hosts = views.host_table(data)
     if hosts:
         out += ["### Hosts (goodput relative to the same cell's mean over all hosts)", "", hosts.markdown(), ""]

@@ -56,6 +56,24 @@ def cpu_bound_table(data: ReportData) -> SimpleTable:
     return t
 
 
+SLOWED_NOTE = ("A trial the CPU slowed took at least 5 % longer than its cell's median in this run, and its path's "
+               "processes (client, server, link emulator) waited for a CPU at least that extra time. The judgement "
+               "needs the cell's other repetitions, so it is made after the run; the trials stay in the statistics. "
+               "On the default plan it flagged no trial of a quiet machine and 6 of the 10 a busy loop per core "
+               "moved, the other 4 losing their time to a loss (docs/results/cpu-rule-default.md); where the CPU "
+               "paces even a quiet machine's transfers (an unimpaired gigabit path) it also flags slow repetitions "
+               "of the path's own CPU contention (docs/results/cpu-rule-short-heldout.md).")
+
+
+def cpu_slowed_table(data: ReportData) -> SimpleTable:
+    t = SimpleTable(["condition", "workload", "protocol", "repetition", "time (s)", "cell's median (s)",
+                     "path waited (s)", "waited"])
+    for _, r in data.cpu_slowed.iterrows():
+        t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"], str(r["rep"]), num(r["time_s"], 3),
+                       num(r["cell_median_s"], 3), num(r["path_wait_s"], 3), r["slowed_by"]])
+    return t
+
+
 def recovery_table(data: ReportData) -> SimpleTable:
     # the slow-start columns only for runs whose QUIC qlogs log the congestion state
     ss = "n_ss_exit" in data.recovery and data.recovery["n_ss_exit"].notna().any()
