@@ -90,6 +90,8 @@ CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
     "cpu-rule.md": (["cpu-rule-bulk-a-quiet", "cpu-rule-bulk-b-quiet"], ["cpu-rule-bulk-a-hog", "cpu-rule-bulk-b-hog"]),
     "cpu-rule-short.md": (["cpu-rule-short-a-quiet", "cpu-rule-short-b-quiet"],
                           ["cpu-rule-short-a-hog", "cpu-rule-short-b-hog"]),
+    "cpu-rule-short-heldout.md": (["cpu-rule-short-c-quiet"], ["cpu-rule-short-c-hog"]),
+    "cpu-rule-default.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcd"], [f"cpu-rule-default-{x}-hog" for x in "abcd"]),
 }
 
 
@@ -127,3 +129,30 @@ def test_a_trial_slower_than_its_siblings_is_flagged_only_when_the_cpu_waits_cov
     assert rule(trial(0.23, 0.02)) == []               # waited 20 of the 30 ms
     assert rule(trial(0.205, 0.05)) == []              # 2.5 % slower: within a loss-free cell's spread
     assert tool.slower_than_siblings(0.05, 0.5)(trial(0.23, 0.02)) == ["client"]
+
+
+@pytest.mark.parametrize("pair", "abcd")
+def test_the_report_flags_the_trials_the_experiment_judged_slowed_by_the_cpu(pair):
+    """The report's after-the-run judgement (honesty.cpu_slowed_trials) and the experiment's
+    (tools/experiments/cpu_rule.py) flag the same trials of a committed default-plan hog run."""
+    from quicbench.analysis.honesty import cpu_slowed_trials
+    from quicbench.analysis.load import load_run
+    tool = cpu_rule_tool()
+    run_dir = RESULTS / "runs" / f"cpu-rule-default-{pair}-hog"
+    trials, _ = tool.build_trials([(RESULTS / "runs" / f"cpu-rule-default-{pair}-quiet", run_dir)], tool.MIN_CHANGE)
+    rule = tool.slower_than_siblings(0.05, 1.0)
+    by_tool = sorted(t.key for t in trials if t.run == "hog" and rule(t))
+    report = cpu_slowed_trials(load_run(run_dir))
+    by_report = sorted(f"{c}|{w}|{p}|caddy|r{r}" for c, w, p, r in
+                       zip(report["condition"], report["workload"], report["protocol"], report["rep"]))
+    assert by_report == by_tool
+    assert pair == "a" or by_tool              # pairs b-d each have broadband trials the hogs slowed
+
+
+def test_the_report_lists_the_trials_the_cpu_slowed():
+    from quicbench.report.published import report_of
+    text = report_of(RESULTS / "runs" / "cpu-rule-default-d-hog")
+    assert "3 of 63 successful trials took ≥ 5 % longer than their cell's median" in text
+    table = section_body(text, "Trials the CPU slowed (judged after the run)")
+    assert [line.split(" | ")[2:4] for line in table.splitlines() if line.startswith("| broadband")] == \
+        [["h1", "1"], ["h1", "5"], ["h3", "2"]]
