@@ -306,6 +306,23 @@ def build_trials(pairs: list[Pair], min_change: float) -> tuple[list[Trial], dic
     return trials, pis
 
 
+def moves_left_out(pairs: list[Pair], min_change: float) -> dict[str, tuple[int, int, int]]:
+    """The truth's own noise: per condition, how many trials of each quiet run, and of its pair's
+    hog run, move against the other quiet runs' cells (every quiet run left out in turn), and how
+    many trials each side had. A quiet run's moves are what the truth calls moved with no hog."""
+    out: dict[str, list[int]] = {}
+    for i, (quiet_dir, hog_dir) in enumerate(pairs):
+        pis = quiet_intervals(q for j, (q, _) in enumerate(pairs) if j != i)
+        for side, d in ((0, quiet_dir), (1, hog_dir)):
+            for k, r in final_rows(d).items():
+                if r.get("status") != "ok":
+                    continue
+                counts = out.setdefault(r["condition"], [0, 0, 0])
+                counts[side] += bool(moved(r.get("goodput_mbps"), pis.get(cell_of(k)), min_change))
+                counts[2] += side == 0
+    return {c: (q, h, n) for c, (q, h, n) in out.items()}
+
+
 def score(name: str, rule: Callable[[Any], list[str]], trials: list[Trial], on_trial: bool = False) -> Score:
     """Rule's flags against the moved trials; `on_trial`: the rule takes the Trial (it needs its cell),
     else its PathCpu."""
@@ -430,6 +447,14 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                          f"({s.tp + s.fn} moved, {s.quiet_flagged} quiet flagged)")
         out += ["Each pair alone, judged against its own quiet run's noise (half the quiet trials per cell, so a "
                 "wider prediction interval): " + "; ".join(alone) + "."]
+    if len(pairs) > 1:
+        out += ["", "### How often the truth moves without a hog", "",
+                "Each quiet run judged against the other quiet runs' cells (each left out in turn), beside its "
+                "pair's hog run judged against the same cells: the quiet column is what \"moved\" counts on a quiet "
+                "machine (noise, losses), the hog column what it counts with the hogs.", "",
+                "| condition | quiet trials that moved | hog trials that moved | trials per side |", "|---|---|---|---|"]
+        for c, (q, h, n) in moves_left_out(pairs, args.min_change).items():
+            out.append(f"| {c} | {q} | {h} | {n} |")
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
     notes = pairs[-1][1] / NOTES
