@@ -283,3 +283,18 @@ def test_slow_start_exits_below_the_bdp_without_a_loss_are_counted_per_cell():
     assert rec["n_ss_exit"].isna().all()
     assert "left it below the BDP without a loss" not in recovery_table(
         SimpleNamespace(recovery=rec, workload_title=lambda w: w)).headers
+
+
+def test_a_trial_the_cpu_slowed_is_a_caveat_judged_against_its_cell():
+    rows = objects_run("clean")
+    waits = {"client_cpu_wait_s": 0.004, "server_cpu_wait_s": 0.002, "link_cpu_wait_s": 0.0}
+    for r in rows:
+        r.update(waits)
+    slow = next(r for r in rows if r["protocol"] == "h1" and r["rep"] == 2)
+    slow.update(total_time_s=0.44, client_cpu_wait_s=0.045)     # 10 % slower; the client waited all 40 ms of it
+    waited_less = next(r for r in rows if r["protocol"] == "h2" and r["rep"] == 3)
+    waited_less.update(total_time_s=0.44, client_cpu_wait_s=0.02)   # as slow, but waited half the extra time
+    data = summary_data(run_of(rows))
+    assert data["conditions"][0]["cpu_slowed"] == 1
+    (s,) = data["sentences"]
+    assert "Caveat: 1 trial slowed by the CPU (judged after the run" in s, s

@@ -17,6 +17,7 @@ from typing import Any
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
 from quicbench.analysis.tables import higher_is_better
+from quicbench.analysis.honesty import cpu_slowed_trials
 from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
 
@@ -75,12 +76,14 @@ def protocol_name(p: str) -> str:
 def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
     """Everything the terminal summary shows, as JSON-able data."""
     cells = cell_summary(run, method)
+    slowed = cpu_slowed_trials(run)["condition"].value_counts()
     conditions = []
     for c in run.condition_order:
         p = run.conditions.loc[c]
         in_c = run.ok[run.ok["condition"] == c]
         conditions.append({"name": c, "desc": condition_words(p) or run.condition_desc(c),
                            "link_late": int(in_c["link_late"].sum()) if "link_late" in in_c else 0,
+                           "cpu_slowed": int(slowed.get(c, 0)),
                            "recovery": _recovery(in_c),
                            "rtt_ms": finite(p.get("rtt_ms")), "loss_pct": finite(p.get("loss_pct")),
                            "rate_mbit": finite(p.get("rate_mbit"))})
@@ -244,6 +247,11 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
         who = ", ".join(f"{protocol_name(p)}: {k}" for p, k in bound.items())
         text += (f" Caveat: {n} trial{'s' if n > 1 else ''} CPU-bound ({who}): there the CPU, not the "
                  f"network, set the pace.")
+    slowed = cond.get("cpu_slowed") or 0
+    if slowed:
+        text += (f" Caveat: {slowed} trial{'s' if slowed > 1 else ''} slowed by the CPU (judged after the run: "
+                 f"≥ 5 % slower than {'their' if slowed > 1 else 'its'} cell's median, the path's CPU waits "
+                 f"covering the extra time).")
     rec = cond.get("recovery") or []
     if rec:
         said = []
