@@ -260,6 +260,13 @@ class TestResult:
         return self.verdict == DIFFERENT
 
     @property
+    def inside_margin(self) -> bool:
+        """A difference shown to be smaller than the equivalence margin: both tests decided
+        (different, and equivalent within the margin). Said beside the verdict, so a real but
+        small difference is never read as a large one."""
+        return inside_margin(self.verdict, self.p_equiv, self.alpha)
+
+    @property
     def higher(self) -> bool | None:
         """a above b (a 'different' verdict's direction)."""
         if self.ratio is not None:
@@ -282,6 +289,21 @@ class TestResult:
                 need = reps_to_decide(LogWelch(self.effect, self.effect_se, 0.0), self.n_a, self.n_b,
                                       self.alpha / max(family, 1), None, delta=self.equiv_bound)
         return replace(self, p=p, p_equiv=p_equiv, verdict=verdict, reps_to_decide=need)
+
+
+def inside_margin(verdict: str | None, p_equiv: float | None, alpha: float | None) -> bool:
+    """Different, and also equivalent within the margin (p_equiv, after correction, below alpha)."""
+    return bool(verdict == DIFFERENT and p_equiv is not None and alpha is not None and p_equiv == p_equiv
+                and p_equiv < alpha)
+
+
+def margin_text(t: "TestResult") -> str | None:
+    """The margin a different result was also shown equivalent within ('±10 %', or '±0.5' on the
+    difference scale); None when it was not."""
+    if not t.inside_margin:
+        return None
+    return f"±{t.margin_abs:g}" if t.difference is not None and t.ratio is None and t.margin_abs is not None \
+        else f"±{100 * t.margin:g} %"
 
 
 def _verdict(p: float | None, p_equiv: float | None, alpha: float) -> str:
@@ -512,10 +534,12 @@ def _p_text(p: float | None) -> str:
 
 def comparison_phrase(other: str, verdict: str | None, ratio: float | None, lo: float | None, hi: float | None,
                       p: float | None, reps: float | None, difference: float | None = None,
-                      diff_low: float | None = None, diff_high: float | None = None) -> str:
+                      diff_low: float | None = None, diff_high: float | None = None,
+                      within: str | None = None) -> str:
     """One comparison in words for a table cell: 'vs h1: different, 1.32 [1.10, 1.58], p 0.003'
     (the ratio is the row's protocol over other); on the difference scale 'vs h1: different,
-    diff +0.8 [+0.3, +1.3], p 0.003' (the row's protocol minus other)."""
+    diff +0.8 [+0.3, +1.3], p 0.003' (the row's protocol minus other). `within`: the margin (e.g.
+    '±10 %') a different result was also shown equivalent within: 'inside the ±10 % margin'."""
     r = "" if ratio is None else (f"{ratio:.3g} [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None
                                   else f"{ratio:.3g}")
     if ratio is None and difference is not None:
@@ -524,6 +548,8 @@ def comparison_phrase(other: str, verdict: str | None, ratio: float | None, lo: 
     bits = [f"vs {other}: {verdict}"] + ([r] if r else [])
     if verdict == DIFFERENT and p is not None:
         bits.append(_p_text(p))
+    if verdict == DIFFERENT and within:
+        bits.append(f"inside the {within} margin")
     if verdict == INCONCLUSIVE and reps is not None:
         bits.append(f"n>={int(reps)} to decide")
     return ", ".join(bits)

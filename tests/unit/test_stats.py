@@ -220,3 +220,16 @@ def test_difference_of_means_for_metrics_that_can_be_zero():
     z = stats.compare_difference([0, 0, 0, 0], [0, 0, 0], margin_abs=0.5)
     assert z.no_variation and z.p is None and z.verdict == stats.INCONCLUSIVE
     assert stats.adjust([z, r], "holm")[1].p == pytest.approx(t.pvalue)     # a family of one test
+
+
+def test_a_difference_smaller_than_the_margin_is_named_as_such():
+    from quicbench.report.fmt import verdict_text
+    a = [101.0, 101.05, 101.0, 101.05, 101.0, 101.05]
+    b = [100.0, 100.05, 100.1, 100.0, 100.05, 100.1]
+    r = stats.compare(a, b)
+    assert r.verdict == stats.DIFFERENT and r.inside_margin and stats.margin_text(r) == "±10 %"
+    assert "inside the ±10 % margin" in stats.comparison_phrase("h1", r.verdict, r.ratio, r.ratio_low, r.ratio_high,
+                                                                r.p, r.reps_to_decide, within=stats.margin_text(r))
+    assert verdict_text(r.verdict, None, stats.margin_text(r)) == "different, inside the ±10 % margin"
+    far = stats.compare([130.0, 131.0, 130.5, 131.5], [100.0, 100.5, 101.0, 100.2])
+    assert far.verdict == stats.DIFFERENT and not far.inside_margin and stats.margin_text(far) is None

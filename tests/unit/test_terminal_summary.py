@@ -298,3 +298,12 @@ def test_a_trial_the_cpu_slowed_is_a_caveat_judged_against_its_cell():
     assert data["conditions"][0]["cpu_slowed"] == 1
     (s,) = data["sentences"]
     assert "Caveat: 1 trial slowed by the CPU (judged after the run" in s, s
+
+
+def test_a_difference_inside_the_margin_says_so():
+    rows = []
+    for rep in range(1, 11):
+        rows.append(row("x", "1x1MB/p1", "h1", rep, 100 + (rep % 3) * 0.05, 1))
+        rows.append(row("x", "1x1MB/p1", "h2", rep, 101 + (rep % 2) * 0.05, 1))     # 1 % ahead, every trial
+    (s,) = summary_data(run_of(rows))["sentences"]
+    assert "HTTP/2 was fastest" in s and "inside the ±10 % margin" in s, s

@@ -17,7 +17,7 @@ from quicbench.model.workload_kinds import KINDS
 
 COMPARE_COLUMNS = ["condition", "workload", "protocol", "metric", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
                    "ci_low_b", "ci_high_b", "diff_pct", "ratio", "ratio_low", "ratio_high", "p", "p_raw", "verdict",
-                   "reps_to_decide", "in"]
+                   "reps_to_decide", "within", "in"]
 
 
 def cell_metric(a: RunData, b: RunData, workload: str) -> str:
@@ -64,7 +64,7 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                 rows.append(row)
     for (i, _), r in zip(tested, stats.adjust([r for _, r in tested], method.correction)):
         rows[i].update(p=r.p, p_raw=r.p_raw, verdict=r.verdict, ratio=r.ratio, ratio_low=r.ratio_low,
-                       ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide)
+                       ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide, within=stats.margin_text(r))
     return pd.DataFrame(rows, columns=COMPARE_COLUMNS)
 
 

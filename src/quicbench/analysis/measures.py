@@ -30,7 +30,8 @@ NOT_TESTED = "0 in every trial"      # both samples all zero: nothing to test
 SAME_OUTCOME = "the same outcome in every trial"   # a count: all or none in both
 
 COMPARISON_COLUMNS = ["condition", "workload", "protocol", "metric", "a", "b", "mean_a", "mean_b", "n_a", "n_b",
-                      "diff", "ratio", "ratio_low", "ratio_high", "test", "p", "verdict", "reps_to_decide"]
+                      "diff", "ratio", "ratio_low", "ratio_high", "test", "p", "verdict", "reps_to_decide",
+                      "within"]
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,7 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
     adjusted = stats.adjust([r for _, r in results], method.correction)
     for (row, _), r in zip(results, adjusted):
         row.update(test=r.test, p=r.p, verdict=r.verdict, ratio=r.ratio, ratio_low=r.ratio_low,
-                   ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide)
+                   ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide, within=stats.margin_text(r))
     n_tests = sum(1 for _, r in results if r.verdict != stats.N_TOO_SMALL)
     return MeasureData(section, cells=pd.DataFrame(cells),
                        comparisons=pd.DataFrame(comps, columns=COMPARISON_COLUMNS), metrics=metrics, n_tests=n_tests)

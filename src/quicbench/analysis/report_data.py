@@ -206,6 +206,8 @@ def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> 
                               "ratio_vs_best_ci_high": _f(r["ratio_vs_best_ci_high"]),
                               "verdict_vs_best": r["verdict_vs_best"] if isinstance(r["verdict_vs_best"], str) else None,
                               "reps_to_decide": _f(r["reps_to_decide"]),
+                              "within": f"±{100 * r['margin']:g} %" if stats.inside_margin(
+                                  r["verdict_vs_best"], _f(r["p_equiv_vs_best"]), _f(r["alpha"])) else None,
                               "ref": _f(rv.get(k)) if len(rv) else None})
             if not any(cell["present"] for cell in cells):
                 continue
@@ -236,7 +238,7 @@ def comparisons_text(best: str | None, cells: list[dict[str, Any]]) -> str:
     vs h2 inconclusive, 1.05 [0.92, 1.20], n>=18 to decide' (ratios best/other)."""
     parts = [stats.comparison_phrase(c["protocol"], c.get("verdict_vs_best"), c.get("ratio_vs_best"),
                                c.get("ratio_vs_best_ci_low"), c.get("ratio_vs_best_ci_high"), c.get("p_vs_best"),
-                               c.get("reps_to_decide"))
+                               c.get("reps_to_decide"), within=c.get("within"))
              for c in cells if c.get("present") and not c.get("is_best") and c.get("verdict_vs_best")]
     return "; ".join(parts) if best else ""
 
@@ -384,7 +386,8 @@ def tests_text(tests: dict[str, Any]) -> str:
     """The best protocol against each other one, in words: 'vs h1: different, 0.82 [0.75, 0.90],
     p 0.003; vs h3: inconclusive, diff +0.2 [-0.1, +0.5]'."""
     return "; ".join(stats.comparison_phrase(p, t.verdict, _f(t.ratio), _f(t.ratio_low), _f(t.ratio_high), _f(t.p),
-                                             t.reps_to_decide, _f(t.difference), _f(t.diff_low), _f(t.diff_high))
+                                             t.reps_to_decide, _f(t.difference), _f(t.diff_low), _f(t.diff_high),
+                                             within=stats.margin_text(t))
                      for p, t in tests.items())
 
 

@@ -360,7 +360,8 @@ def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: st
                          "diff_pct": stats.pct_diff(float(xa.mean()), float(xb.mean()))})
     for row, r in zip(rows, stats.adjust(results, method.correction)):
         row.update(p=r.p, p_raw=r.p_raw, p_equiv=r.p_equiv, verdict=r.verdict, significant=r.significant,
-                   ratio=r.ratio, ratio_low=r.ratio_low, ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide)
+                   ratio=r.ratio, ratio_low=r.ratio_low, ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide,
+                   within=stats.margin_text(r))
     return pd.DataFrame(rows, columns=["condition", "workload", "a", "b", "mean_a", "mean_b", "n_a", "n_b",
                                        "diff_pct", "ratio", "ratio_low", "ratio_high", "p", "p_raw", "p_equiv",
-                                       "verdict", "significant", "reps_to_decide"])
+                                       "verdict", "significant", "reps_to_decide", "within"])

@@ -23,7 +23,7 @@ def compare_table(df: pd.DataFrame) -> SimpleTable:
                        cell(r["mean_a"], r["ci_low_a"], r["ci_high_a"], r["n_a"]), str(r["n_a"]),
                        cell(r["mean_b"], r["ci_low_b"], r["ci_high_b"], r["n_b"]), str(r["n_b"]),
                        pct(r["diff_pct"]), ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]), pval(r["p"]),
-                       verdict_text(r["verdict"], r["reps_to_decide"])])
+                       verdict_text(r["verdict"], r["reps_to_decide"], r.get("within"))])
     return t
 
 

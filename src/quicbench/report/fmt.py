@@ -71,10 +71,13 @@ def ratio_ci(ratio: Any, lo: Any, hi: Any) -> str:
     return f"{r:.3g} [{_finite(lo):.3g}, {_finite(hi):.3g}]"
 
 
-def verdict_text(verdict: Any, reps: Any = None) -> str:
-    """A comparison's verdict for a table: 'different', 'equivalent', 'inconclusive (~N reps)'."""
+def verdict_text(verdict: Any, reps: Any = None, within: Any = None) -> str:
+    """A comparison's verdict for a table: 'different', 'different, inside the ±10 % margin' (also
+    shown equivalent within it), 'equivalent', 'inconclusive (n≥N to decide)'."""
     v = str(verdict) if verdict is not None and verdict == verdict else "–"
     n = _finite(reps)
+    if v == "different" and isinstance(within, str) and within:
+        return f"{v}, inside the {within} margin"
     return f"{v} (n≥{int(n)} to decide)" if v == "inconclusive" and n is not None else v
 
 

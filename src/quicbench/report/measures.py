@@ -53,7 +53,7 @@ def comparison_table(data: ReportData, m: MeasureData) -> SimpleTable:
         elif r["test"] == "welch" and r["verdict"] != "n too small":
             verdict = verdict_text(r["verdict"], r["reps_to_decide"]) + " (Welch on values: some trials 0)"
         else:
-            verdict = verdict_text(r["verdict"], r["reps_to_decide"])
+            verdict = verdict_text(r["verdict"], r["reps_to_decide"], r.get("within"))
         is_count = r["metric"] in counts
         fmt = (lambda v: f"{100 * v:.0f} %") if is_count else num
         t.rows.append([r["condition"], f"{r['protocol']}, {data.workload_title(r['b'])}" if by_workload

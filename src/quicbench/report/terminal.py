@@ -19,7 +19,7 @@ from quicbench.analysis.load import PROTOCOL_NAMES
 from quicbench.analysis.tables import higher_is_better
 from quicbench.analysis.honesty import cpu_slowed_trials
 from quicbench.model.workload_kinds import KINDS
-from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite
+from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite, margin_text
 
 # per workload kind (model/workload_kinds.py): the columns shown, the first the headline that
 # decides "best"
@@ -141,7 +141,8 @@ def _versus(tests: dict, means: dict[str, float | None], winner: str, higher: bo
                     "difference_ci": [finite(t.diff_low), finite(t.diff_high)] if t is not None else None,
                     "margin": t.margin if t is not None else None,
                     "margin_abs": t.margin_abs if t is not None else None,
-                    "reps_to_decide": t.reps_to_decide if t is not None else None})
+                    "reps_to_decide": t.reps_to_decide if t is not None else None,
+                    "within": margin_text(t) if t is not None else None})
     return out
 
 
@@ -220,7 +221,8 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
             ratio = _ratio(o, best)
             more = f"{better} {what} than" if i == 0 else f"{better} than"
             if o["verdict"] == DIFFERENT:
-                against.append(f"{by} {more} {other} ({ratio}, {_fmt_p(o['p'])})")
+                inside = f", inside the {o['within']} margin" if o.get("within") else ""
+                against.append(f"{by} {more} {other} ({ratio}, {_fmt_p(o['p'])}{inside})")
             elif o["verdict"] == EQUIVALENT:
                 against.append(f"equivalent to {other} within {_margin(o, v['metric'])} ({ratio})")
             elif o["verdict"] == INCONCLUSIVE:

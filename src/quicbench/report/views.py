@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from quicbench import stats
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
 from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
@@ -20,7 +21,7 @@ def diff_table(data: ReportData, a: str, b: str) -> SimpleTable:
     for _, r in d.iterrows():
         t.rows.append([r["condition"], _wl(data, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
                        pct(r["diff_pct"]), ratio_ci(r["ratio"], r["ratio_low"], r["ratio_high"]), pval(r["p"]),
-                       verdict_text(r["verdict"], r["reps_to_decide"]), f"{r['n_a']} / {r['n_b']}"])
+                       verdict_text(r["verdict"], r["reps_to_decide"], r.get("within")), f"{r['n_a']} / {r['n_b']}"])
     return t
 
 
@@ -340,7 +341,7 @@ def variants_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
                     r["base"], r["variant_name"], r["workload"], r["protocol"],
                     f"{mean_ci(r['base_mean'], *r['base_ci'])} ({r['base_n']})",
                     f"{mean_ci(r['variant_mean'], *r['variant_ci'])} ({r['variant_n']})",
-                    change, pval(res.p), verdict_text(res.verdict, res.reps_to_decide)])
+                    change, pval(res.p), verdict_text(res.verdict, res.reps_to_decide, stats.margin_text(res))])
             out.append((tbl, t))
     return out
 
