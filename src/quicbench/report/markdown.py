@@ -14,6 +14,9 @@ VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's 
               "per metric the best protocol against each other one. Startup, bitrate and latency are compared on "
               "the ratio of geometric means; stall time and QoE, which can be 0 or negative, on the difference of "
               "means (Welch), stall time equivalent within ±0.5 s (docs/report.md).")
+PHASES_NOTE = ("Per object download: TCP connect, TLS handshake, time to first byte (from the request's start), "
+               "the median request's transfer from its first byte to its last, and the trial's total time; a "
+               "QUIC handshake is one phase (connect; TLS 0).")
 ABOVE_NOTE = ("† the mean lies above the interval: the trials are very unequal, and their geometric mean (which the "
               "interval is for) is well below their arithmetic mean.")
 
@@ -58,6 +61,8 @@ def render_markdown(data: ReportData) -> str:
         t = views.diff_table(data, a, b)
         if t:
             out += [f"## {a.upper()} vs {b.upper()}: % difference in mean goodput", "", t.markdown(), ""]
+    if data.has_phases:
+        out += ["## Connection phases: mean [95 % CI]", "", PHASES_NOTE, "", views.phases_table(data).markdown(), ""]
     video = views.video_table(data)
     if video:
         out += ["## Video (HLS / DASH in the browser)", "", VIDEO_NOTE, "", video.markdown(), "",
