@@ -54,16 +54,19 @@ SLOWED_COLUMNS = ["condition", "workload", "protocol", "rep", "time_s", "cell_me
 
 
 def cpu_slowed_trials(run: RunData) -> pd.DataFrame:
-    """Successful trials the CPU slowed, judged after the run against their cell
+    """Successful trials the CPU slowed, judged after the run against their cell on the same host
     (quicbench.cpu.slowed_against_cell): at least 5 % slower than the cell's median time, with the
     path's run-queue waits adding up to the extra time. Cells of fewer than 3 successful trials
     are not judged."""
     t = run.ok
     if t.empty:
         return pd.DataFrame(columns=SLOWED_COLUMNS)
-    cell = t["key"].str.rsplit("|", n=1).str[0]        # the cell with its server and client: all but the repetition
+    # the cell with its server and client (the key but the repetition), on one host: a merged run's
+    # hosts differ in speed, and the judgement is of a trial against its siblings on the same machine
+    cell = t["key"].str.rsplit("|", n=1).str[0]
+    host = t["host"].fillna("?") if "host" in t else pd.Series("", index=t.index)
     out = []
-    for _, g in t.groupby(cell, sort=False):
+    for _, g in t.groupby([cell, host], sort=False):
         rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
                 for r in g.to_dict("records")]
         evidence = [PathCpu.from_row(r, None) for r in rows]
