@@ -297,13 +297,22 @@ def inside_margin(verdict: str | None, p_equiv: float | None, alpha: float | Non
                 and p_equiv < alpha)
 
 
+def margin_label(margin: float, margin_abs: float | None = None) -> str:
+    """'±10 %' for a ratio's margin (a fraction), '±0.5' for a difference's (in the metric's unit)."""
+    return f"±{margin_abs:g}" if margin_abs is not None else f"±{100 * margin:g} %"
+
+
 def margin_text(t: "TestResult") -> str | None:
     """The margin a different result was also shown equivalent within ('±10 %', or '±0.5' on the
     difference scale); None when it was not."""
     if not t.inside_margin:
         return None
-    return f"±{t.margin_abs:g}" if t.difference is not None and t.ratio is None and t.margin_abs is not None \
-        else f"±{100 * t.margin:g} %"
+    return margin_label(t.margin, t.margin_abs if t.difference is not None and t.ratio is None else None)
+
+
+def inside_margin_words(within: str | None) -> str:
+    """How a different result inside the margin `within` ('±10 %') is said; '' without one."""
+    return f"inside the {within} margin" if within else ""
 
 
 def _verdict(p: float | None, p_equiv: float | None, alpha: float) -> str:
@@ -549,7 +558,7 @@ def comparison_phrase(other: str, verdict: str | None, ratio: float | None, lo: 
     if verdict == DIFFERENT and p is not None:
         bits.append(_p_text(p))
     if verdict == DIFFERENT and within:
-        bits.append(f"inside the {within} margin")
+        bits.append(inside_margin_words(within))
     if verdict == INCONCLUSIVE and reps is not None:
         bits.append(f"n>={int(reps)} to decide")
     return ", ".join(bits)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gzip
+import functools
 import json
 import math
 import os
@@ -46,6 +46,7 @@ from scipy import stats
 from quicbench.cpu import (DEFAULT_RULE, PATH_PROCESSES, RAN_SHARE, PathCpu, machine_busy_share, machine_cpu_ticks,
                            ran_or_waited, ran_or_waited_on_busy, slowed_against_cell)
 from quicbench.model.plan import Plan
+from quicbench.store import read_jsonl_checked
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "results" / "cpu-rule.md"
@@ -184,17 +185,13 @@ def run_plan(args: argparse.Namespace, label: str) -> Path:
 
 # -- the analysis ---------------------------------------------------------------------------------
 
+@functools.cache      # a page reads each run's rows for every pair and every rule: once is enough (read-only)
 def final_rows(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The final row of every measured trial (warm-ups out, a retry supersedes its failure), by key."""
-    rows: dict[str, dict[str, Any]] = {}
     plain = run_dir / "trials.jsonl"
     # a run directory, or its rows as docs/results keeps them (quicbench results publish: gzip)
-    with (open(plain) if plain.is_file() else gzip.open(run_dir / "trials.jsonl.gz", "rt")) as f:
-        for line in f:
-            r = json.loads(line)
-            if not r.get("warmup"):
-                rows[r["key"]] = r
-    return rows
+    read = read_jsonl_checked(plain if plain.is_file() else run_dir / "trials.jsonl.gz")
+    return {r["key"]: r for r in read.rows if not r.get("warmup")}
 
 
 def link_rates(run_dir: Path) -> dict[str, float | None]:

@@ -67,8 +67,7 @@ def cpu_slowed_trials(run: RunData) -> pd.DataFrame:
     host = t["host"].fillna("?") if "host" in t else pd.Series("", index=t.index)
     out = []
     for _, g in t.groupby([cell, host], sort=False):
-        rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-                for r in g.to_dict("records")]
+        rows = g.astype(object).where(g.notna(), None).to_dict("records")
         evidence = [PathCpu.from_row(r, None) for r in rows]
         times = [e.duration_s for e in evidence if e.duration_s]
         if len(times) < CELL_MIN_TRIALS:

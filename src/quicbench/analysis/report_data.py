@@ -20,6 +20,7 @@ from quicbench.analysis.measures import HOL, MeasureData, measure_sections
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.studies import REFERENCE_COLUMNS, Bests, StudyData, View, build_studies, figure_views
 from quicbench.stats import MIN_N
+from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.stats import finite as _f
 from quicbench.analysis.tables import METRICS, OPTIONAL_METRICS, Method, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
@@ -206,7 +207,7 @@ def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> 
                               "ratio_vs_best_ci_high": _f(r["ratio_vs_best_ci_high"]),
                               "verdict_vs_best": r["verdict_vs_best"] if isinstance(r["verdict_vs_best"], str) else None,
                               "reps_to_decide": _f(r["reps_to_decide"]),
-                              "within": f"±{100 * r['margin']:g} %" if stats.inside_margin(
+                              "within": stats.margin_label(r["margin"]) if stats.inside_margin(
                                   r["verdict_vs_best"], _f(r["p_equiv_vs_best"]), _f(r["alpha"])) else None,
                               "ref": _f(rv.get(k)) if len(rv) else None})
             if not any(cell["present"] for cell in cells):
@@ -243,13 +244,13 @@ def comparisons_text(best: str | None, cells: list[dict[str, Any]]) -> str:
     return "; ".join(parts) if best else ""
 
 
-def counts(run: RunData) -> dict[str, int]:
+def counts(run: RunData, cpu_slowed: pd.DataFrame) -> dict[str, int]:
     r = run.rows
     t = run.trials
     return {"rows": len(r), "trials": len(t), "ok": int((t["status"] == "ok").sum()),
             "failed": int((t["status"] != "ok").sum()), "used": int(r["used"].sum()),
             "warmup": int(r["warmup"].sum()), "superseded": int(r["superseded"].sum()),
-            "cpu_bound": int(run.ok["cpu_bound"].sum()), "cpu_slowed": len(honesty.cpu_slowed_trials(run)),
+            "cpu_bound": int(run.ok["cpu_bound"].sum()), "cpu_slowed": len(cpu_slowed),
             "link_late": int(run.ok["link_late"].sum()) if "link_late" in run.ok else 0}
 
 
@@ -268,10 +269,9 @@ def _expected_trials(run: RunData) -> int | None:
 
 
 def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData], study_notes: list[str],
-                  calibration: pd.DataFrame) -> list[str]:
-    """What this report cannot show or claim, and why, in plain words."""
+                  calibration: pd.DataFrame, c: dict[str, int]) -> list[str]:
+    """What this report cannot show or claim, and why, in plain words (c: the run's counts())."""
     out = list(run.notes)
-    c = counts(run)
     if c["trials"] == 0:
         return out + ["The run has no trial rows: there is nothing to analyse."]
     expected = _expected_trials(run)
@@ -299,9 +299,9 @@ def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData],
                    "a CPU ≥ 20 % of the transfer): their goodput measures the CPU rather than the protocol on the link "
                    "(marked ⚙).")
     if c["cpu_slowed"]:
-        out.append(f"{c['cpu_slowed']} of {c['used']} successful trials took ≥ 5 % longer than their cell's median "
-                   "while the path's processes waited for a CPU at least that extra time (judged after the run; "
-                   "listed in the honesty panel): a busy CPU likely slowed them.")
+        out.append(f"{c['cpu_slowed']} of {c['used']} successful trials took ≥ {100 * SLOWER_THAN_CELL:g} % longer "
+                   "than their cell's median while the path's processes waited for a CPU at least that extra time "
+                   "(judged after the run; listed in the honesty panel): a busy CPU likely slowed them.")
     near = int((run.ok["near_ceiling"] == True).sum()) if "near_ceiling" in run.ok else 0  # noqa: E712 - nullable
     if near:
         ceiling = run.meta.get("ceiling") or {}
@@ -477,14 +477,16 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
     diffs = {(a, b): pairwise(run, a, b, method, kind="objects") for a, b in COMPARISONS
              if a in run.protocols and b in run.protocols}
     calibration = honesty.calibration(run.meta)
+    slowed = honesty.cpu_slowed_trials(run)
+    c = counts(run, slowed)
     params = run.conditions
     objects = summary[summary["workload"].map(run.kind_of) == "objects"] if not summary.empty else summary
     data = ReportData(
         run=run, method=method, summary=summary, table1=[], diffs=diffs,
         cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run),
-        cpu_slowed=honesty.cpu_slowed_trials(run), failed=honesty.failed_trials(run),
+        cpu_slowed=slowed, failed=honesty.failed_trials(run),
         failure_reasons=honesty.failure_reasons(run), calibration=calibration, metadata=honesty.metadata(run),
-        counts=counts(run), missing=missing_items(run, summary, study_data, study_notes, calibration),
+        counts=c, missing=missing_items(run, summary, study_data, study_notes, calibration, c),
         n_tests_table1=int(objects["p_vs_best"].notna().sum()) if not objects.empty else 0,
         studies=study_data, views=figure_views(study_data),
         pages=page_loads(run, summary, bests), video=video_cells(run, summary, bests),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from quicbench.stats import finite as _finite
+from quicbench.stats import finite as _finite, inside_margin_words
 
 
 
@@ -77,7 +77,7 @@ def verdict_text(verdict: Any, reps: Any = None, within: Any = None) -> str:
     v = str(verdict) if verdict is not None and verdict == verdict else "–"
     n = _finite(reps)
     if v == "different" and isinstance(within, str) and within:
-        return f"{v}, inside the {within} margin"
+        return f"{v}, {inside_margin_words(within)}"
     return f"{v} (n≥{int(n)} to decide)" if v == "inconclusive" and n is not None else v
 
 

@@ -48,7 +48,7 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "plan_desc": plan.get("description") or "", "test_name": TESTS[data.method.test],
         "diff_tables": [((a, b), views.diff_table(data, a, b)) for (a, b) in data.diffs],
         "phases_table": views.phases_table(data), "cpu_table": views.cpu_table(data),
-        "cpu_bound_table": views.cpu_bound_table(data), "cpu_slowed_table": views.cpu_slowed_table(data) if not data.cpu_slowed.empty else None,
+        "cpu_bound_table": views.cpu_bound_table(data), "cpu_slowed_table": views.cpu_slowed_table(data),
         "slowed_note": views.SLOWED_NOTE, "host_table": views.host_table(data), "failure_table": views.failure_reason_table(data),
         "failed_table": views.failed_table(data), "calibration_table": views.calibration_table(data),
         "calibration_details": views.calibration_details(data),

@@ -24,7 +24,6 @@ import gzip
 import json
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,13 +80,7 @@ def report_of(data_dir: Path, studies: list[str] | None = None) -> str:
     if missing:
         raise QuicbenchError(f"data={data_dir}: missing {', '.join(missing)} (make it with "
                              f"'quicbench results publish RUN_DIR {data_dir}')")
-    with tempfile.TemporaryDirectory(prefix="qb-published-") as tmp:
-        run = Path(tmp) / data_dir.name
-        run.mkdir()
-        shutil.copyfile(data_dir / "meta.json", run / "meta.json")
-        with gzip.open(data_dir / "trials.jsonl.gz", "rb") as src, open(run / "trials.jsonl", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        return report_markdown(run, studies=studies)
+    return report_markdown(data_dir, studies=studies)     # a published run loads as it is (analysis.load)
 
 
 def regenerate(page: Path) -> tuple[str, list[Block]]:

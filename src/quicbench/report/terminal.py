@@ -18,8 +18,9 @@ from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
 from quicbench.analysis.tables import higher_is_better
 from quicbench.analysis.honesty import cpu_slowed_trials
+from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.model.workload_kinds import KINDS
-from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite, margin_text
+from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite, inside_margin_words, margin_text
 
 # per workload kind (model/workload_kinds.py): the columns shown, the first the headline that
 # decides "best"
@@ -221,7 +222,7 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
             ratio = _ratio(o, best)
             more = f"{better} {what} than" if i == 0 else f"{better} than"
             if o["verdict"] == DIFFERENT:
-                inside = f", inside the {o['within']} margin" if o.get("within") else ""
+                inside = f", {inside_margin_words(o['within'])}" if o.get("within") else ""
                 against.append(f"{by} {more} {other} ({ratio}, {_fmt_p(o['p'])}{inside})")
             elif o["verdict"] == EQUIVALENT:
                 against.append(f"equivalent to {other} within {_margin(o, v['metric'])} ({ratio})")
@@ -252,8 +253,8 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
     slowed = cond.get("cpu_slowed") or 0
     if slowed:
         text += (f" Caveat: {slowed} trial{'s' if slowed > 1 else ''} slowed by the CPU (judged after the run: "
-                 f"≥ 5 % slower than {'their' if slowed > 1 else 'its'} cell's median, the path's CPU waits "
-                 f"covering the extra time).")
+                 f"≥ {100 * SLOWER_THAN_CELL:g} % slower than {'their' if slowed > 1 else 'its'} cell's median, "
+                 "the path's CPU waits covering the extra time).")
     rec = cond.get("recovery") or []
     if rec:
         said = []

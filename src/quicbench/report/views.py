@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from quicbench import stats
+from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
 from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
@@ -57,7 +58,7 @@ def cpu_bound_table(data: ReportData) -> SimpleTable:
     return t
 
 
-SLOWED_NOTE = ("A trial the CPU slowed took at least 5 % longer than its cell's median in this run, and its path's "
+SLOWED_NOTE = (f"A trial the CPU slowed took at least {100 * SLOWER_THAN_CELL:g} % longer than its cell's median in this run, and its path's "
                "processes (client, server, link emulator) waited for a CPU at least that extra time. The judgement "
                "needs the cell's other repetitions, so it is made after the run; the trials stay in the statistics. "
                "On the default plan it flagged no trial of a quiet machine and 6 of the 10 a busy loop per core "

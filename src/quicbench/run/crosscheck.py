@@ -212,7 +212,7 @@ def _goodput_verdict(a: dict[str, Any], b: dict[str, Any], result: stats.TestRes
     if result.verdict == stats.EQUIVALENT:
         v["verdict"] = f"ok: equivalent within ±{100 * GOODPUT_MARGIN:g} % ({ratio})"
     elif result.verdict == stats.DIFFERENT:
-        inside = f", inside the {stats.margin_text(result)} margin" if result.inside_margin else ""
+        inside = f", {stats.inside_margin_words(stats.margin_text(result))}" if result.inside_margin else ""
         v["verdict"] = f"differ ({ratio}, p {result.p:.2g}{inside})"
     elif result.verdict == stats.INCONCLUSIVE:
         need = f"; about {result.reps_to_decide} repetitions per side would likely decide" if result.reps_to_decide else ""
