@@ -156,3 +156,19 @@ def test_the_report_lists_the_trials_the_cpu_slowed():
     table = section_body(text, "Trials the CPU slowed (judged after the run)")
     assert [line.split(" | ")[2:4] for line in table.splitlines() if line.startswith("| broadband")] == \
         [["h1", "1"], ["h1", "5"], ["h3", "2"]]
+
+
+def test_the_noise_floor_only_takes_moves_out_of_the_truth_and_a_flag_on_a_closed_path_counts_against_the_rule():
+    from quicbench.cpu import PathCpu
+    tool = cpu_rule_tool()
+    e = PathCpu(0.2, {"client": 0.01, "server": 0.01, "link": 0.0}, {"client": 0.0, "server": 0.0, "link": 0.0})
+    trials = [tool.Trial("hog", 0, f"{c}|w|h1|caddy|r{i}", {"condition": c}, e, moved)
+              for c, i, moved in (("lossy", 1, True), ("lossy", 2, False), ("fast", 1, True), ("fast", 2, False))]
+    tool.apply_noise_floor(trials, {"lossy": False, "fast": True})
+    assert [t.moved_over_floor for t in trials] == [False, False, True, False]
+    every = lambda _: ["client"]                        # noqa: E731  flags every trial
+    plain, floor = tool.score("all", every, trials), tool.score("all", every, trials, over_floor=True)
+    assert (plain.tp, plain.fp, plain.fn) == (2, 2, 0)
+    assert (floor.tp, floor.fp, floor.fn) == (1, 3, 0)   # the lossy path's move is now a false positive
+    tool.apply_noise_floor(trials, {})                  # one pair: no quiet run to leave out, not judged
+    assert [t.moved_over_floor for t in trials] == [False, False, True, False]    # unchanged

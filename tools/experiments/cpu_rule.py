@@ -241,6 +241,9 @@ class Trial:
     evidence: PathCpu
     moved: bool | None         # None: not judged; a quiet trial never moved (it is the reference)
     cell_median_s: float | None = None     # the median time of its cell's trials in the same run
+    # moved, and on a path where the hog runs move more trials than the quiet runs judged against
+    # each other (noise_floor); None where it cannot be judged (one pair: no quiet run to leave out)
+    moved_over_floor: bool | None = None
 
 
 @dataclass
@@ -320,23 +323,45 @@ def moves_left_out(pairs: list[Pair], min_change: float) -> dict[str, tuple[int,
     return {c: (q, h, n) for c, (q, h, n) in out.items()}
 
 
-def score(name: str, rule: Callable[[Any], list[str]], trials: list[Trial], on_trial: bool = False) -> Score:
+def noise_floor(pairs: list[Pair], min_change: float) -> dict[str, bool]:
+    """Per condition (path): do the hog runs move more trials than the quiet runs judged against each
+    other (moves_left_out)? Where they do not, the path's moves are what it does without a hog (its
+    losses' tail), and no hog trial there counts as moved by the hog. Needs two pairs or more.
+
+    The gate can only take moved trials out of the truth: a flag on a path it closes counts as a false
+    positive. A gate wrongly open (noise moved more with hogs by chance) keeps noise in the truth, which
+    lowers a correct rule's recall; one wrongly closed (the hogs' moves outnumbered by the quiet runs')
+    turns a correct rule's flags there into false positives: either way against the rule."""
+    if len(pairs) < 2:
+        return {}
+    return {c: h > q for c, (q, h, _) in moves_left_out(pairs, min_change).items()}
+
+
+def apply_noise_floor(trials: list[Trial], floor: dict[str, bool]) -> None:
+    for t in trials:
+        if t.moved is not None and floor:
+            t.moved_over_floor = t.moved and floor.get(t.row["condition"], False)
+
+
+def score(name: str, rule: Callable[[Any], list[str]], trials: list[Trial], on_trial: bool = False,
+          over_floor: bool = False) -> Score:
     """Rule's flags against the moved trials; `on_trial`: the rule takes the Trial (it needs its cell),
-    else its PathCpu."""
+    else its PathCpu; `over_floor`: the truth is moved_over_floor, not moved."""
     s = Score(name, 0, 0, 0, 0, 0)
     for t in trials:
-        if t.moved is None:
+        truth = t.moved_over_floor if over_floor else t.moved
+        if truth is None:
             continue
         flagged = bool(rule(t if on_trial else t.evidence))
         if t.run == "quiet":
             s.quiet_flagged += flagged
         else:
             s.hog_flagged += flagged
-        if flagged and t.moved:
+        if flagged and truth:
             s.tp += 1
         elif flagged:
             s.fp += 1
-        elif t.moved:
+        elif truth:
             s.fn += 1
     return s
 
@@ -369,11 +394,16 @@ def run_id(d: Path) -> str:
 
 def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> tuple[str, Score, Score]:
     trials, pis = build_trials(pairs, args.min_change)
+    floor = noise_floor(pairs, args.min_change)
+    apply_noise_floor(trials, floor)
     softirq = any(t.evidence.softirq_wait is not None for t in trials)
-    scores = [score(name, rule, trials) for name, rule in CANDIDATES + (SOFTIRQ_CANDIDATES if softirq else [])]
-    scores += [score(name, rule, trials, on_trial=True) for name, rule in CELL_CANDIDATES]
+    rules = [(name, rule, False) for name, rule in CANDIDATES + (SOFTIRQ_CANDIDATES if softirq else [])]
+    rules += [(name, rule, True) for name, rule in CELL_CANDIDATES]
+    scores = [score(name, rule, trials, on_trial) for name, rule, on_trial in rules]
     default = scores[0]
     best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
+    floor_scores = [score(name, rule, trials, on_trial, over_floor=True) for name, rule, on_trial in rules] \
+        if floor else []
     hog = [t for t in trials if t.run == "hog"]
     quiet = [t for t in trials if t.run == "quiet"]
     n_moved = sum(bool(t.moved) for t in hog)
@@ -416,6 +446,12 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "(TP + FP), recall = TP / (TP + FN); the target is ≥ 0.9 for both. Rules marked \"after the run\" "
             "judge a trial against the other repetitions of its cell in the same run (its time against their "
             "median), which a trial cannot do as it ends.", "",
+            "With two pairs or more the rules are also scored against a second truth, **moved over the path's "
+            "noise floor**: each quiet run is judged against the other quiet runs' cells (each left out in turn) "
+            "and its pair's hog run against the same cells; on a path (condition) where the hog runs do not move "
+            "more trials than the quiet runs, a moved hog trial is not counted as moved by the hog (the path "
+            "moves as often without one: its losses' tail), and a flag there is a false positive. The gate only "
+            "takes moves out of the truth and every flag on a closed path counts against the rule.", "",
             f"Trials: {len(quiet)} quiet, {len(hog)} with hogs; {n_moved} of the hog trials moved; "
             f"{unjudged} not judged (no goodput, or fewer than 3 successful quiet trials in the cell).", "",
             "## Rules", "",
@@ -452,6 +488,24 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                 "| condition | quiet trials that moved | hog trials that moved | trials per side |", "|---|---|---|---|"]
         for c, (q, h, n) in moves_left_out(pairs, args.min_change).items():
             out.append(f"| {c} | {q} | {h} | {n} |")
+    if floor_scores:
+        f_default = floor_scores[0]
+        f_best = max(floor_scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
+        opened = [c for c, o in floor.items() if o]
+        n_over = sum(bool(t.moved_over_floor) for t in hog)
+        f_meets = [s for s in floor_scores if (s.precision or 0) >= TARGET and (s.recall or 0) >= TARGET]
+        out += ["", "### Against the path's noise floor", "",
+                f"Paths where the hog runs moved more trials than the quiet runs: {', '.join(opened) or 'none'}; "
+                f"{n_over} of the {n_moved} moved hog trials lie on them.", "",
+                "| rule | TP | FP | missed | precision | recall |", "|---|---|---|---|---|---|"]
+        for s in floor_scores:
+            mark = " **(best)**" if s is f_best else ""
+            out.append(f"| {s.name}{mark} | {s.tp} | {s.fp} | {s.fn} | {num(s.precision)} | {num(s.recall)} |")
+        out += ["", f"Against this truth: quicbench's default rule precision {num(f_default.precision)}, recall "
+                f"{num(f_default.recall)}; best {f_best.name} (precision {num(f_best.precision)}, recall "
+                f"{num(f_best.recall)}); "
+                + (f"{len(f_meets)} rule(s) meet the target of 0.9 for both." if f_meets
+                   else "**no rule meets the target of 0.9 for both.**")]
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
     notes = pairs[-1][1] / NOTES
@@ -479,7 +533,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         change = f"{100 * (g / gq - 1):+.1f} %" if g and gq and t.run == "hog" else "–"
         out.append(f"| {labels[t.pair]} | {t.key}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
                    f"{num(g) if t.run == 'hog' else '–'} | {change} | {cell} | "
-                   f"{'–' if t.moved is None else ('yes' if t.moved else 'no')} | {waits} | {pct(ran)} | "
+                   f"{moved_text(t)} | {waits} | {pct(ran)} | "
                    f"{pct(t.evidence.machine_busy)} | {','.join(DEFAULT_RULE(t.evidence)) or ''} | "
                    f"{'yes' if machine_rule(t.evidence) else ''} |")
     quiet_args = " ".join(shown(q) for q, _ in pairs)
@@ -487,6 +541,14 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     out += ["", "To regenerate this page from the same runs:", "", "```",
             f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}", "```", ""]
     return "\n".join(out), default, best
+
+
+def moved_text(t: Trial) -> str:
+    if t.moved is None:
+        return "–"
+    if t.moved and t.moved_over_floor is False:
+        return "yes, within the path's floor"
+    return "yes" if t.moved else "no"
 
 
 def is_run_dir(d: Path) -> bool:
