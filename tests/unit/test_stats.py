@@ -233,3 +233,17 @@ def test_a_difference_smaller_than_the_margin_is_named_as_such():
     assert verdict_text(r.verdict, None, stats.margin_text(r)) == "different, inside the ±10 % margin"
     far = stats.compare([130.0, 131.0, 130.5, 131.5], [100.0, 100.5, 101.0, 100.2])
     assert far.verdict == stats.DIFFERENT and not far.inside_margin and stats.margin_text(far) is None
+
+
+def test_a_cells_verdict_says_when_the_best_is_ahead_by_less_than_the_margin():
+    from quicbench.analysis.tables import FASTER_THAN_ALL, cell_verdict
+
+    def result(p: float, p_equiv: float, verdict: str = stats.DIFFERENT) -> stats.TestResult:
+        return stats.TestResult("log-welch", 7, 7, 3.0, p, 0.05, verdict, ratio=1.05, p_equiv=p_equiv)
+
+    big, small = result(0.001, 0.6), result(0.002, 0.01)
+    assert cell_verdict({"h1": big, "h2": big}) == (FASTER_THAN_ALL, 0.001)
+    assert cell_verdict({"h1": small, "h2": small}) == ("ahead of all, inside the ±10 % margin", 0.002)
+    assert cell_verdict({"h1": big, "h2": small}) == ("ahead of h1; ahead of h2 inside the ±10 % margin", 0.002)
+    assert cell_verdict({"h1": small, "h2": result(0.4, 0.3, stats.INCONCLUSIVE)}) == \
+        ("ahead of h1 inside the ±10 % margin; inconclusive vs h2", 0.002)

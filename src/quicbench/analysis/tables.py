@@ -216,25 +216,35 @@ def samples(run: RunData, metric: str = "goodput_mbps", kind: str | None = None
 def cell_verdict(results: dict[str, stats.TestResult]) -> tuple[str, float | None]:
     """A cell's verdict, from the best protocol's comparison with each other one, never hiding a
     significant difference behind another comparison's p: 'faster than all', or each other
-    protocol's own verdict ('faster than h1; equivalent to h2; inconclusive vs h3'). The p
+    protocol's own verdict ('faster than h1; equivalent to h2; inconclusive vs h3'), a difference
+    shown smaller than the margin saying so ('ahead of h2 inside the ±10 % margin'). The p
     returned is the largest (adjusted) p of the comparisons that decided 'different'."""
     if not results:
         return ("only one protocol with data", None)
     by: dict[str, list[str]] = {}
+    small: dict[str, list[str]] = {}        # different, and shown equivalent within this margin
     for proto, r in results.items():
-        by.setdefault(r.verdict, []).append(proto)
-    if set(by) == {stats.DIFFERENT}:
-        return (FASTER_THAN_ALL, max(r.p for r in results.values() if r.p is not None))
+        within = stats.margin_text(r)
+        if within:
+            small.setdefault(within, []).append(proto)
+        else:
+            by.setdefault(r.verdict, []).append(proto)
+    diff = [r.p for r in results.values() if r.verdict == stats.DIFFERENT and r.p is not None]
+    if set(by) == {stats.DIFFERENT} and not small:
+        return (FASTER_THAN_ALL, max(diff) if diff else None)
+    if not by and len(small) == 1:
+        return (f"{FASTER_THAN_ALL}, {stats.inside_margin_words(next(iter(small)))}", max(diff) if diff else None)
     parts = []
     if stats.DIFFERENT in by:
         parts.append("ahead of " + ", ".join(by[stats.DIFFERENT]))
+    for within, protos in small.items():
+        parts.append(f"ahead of {', '.join(protos)} {stats.inside_margin_words(within)}")
     if stats.EQUIVALENT in by:
         parts.append("equivalent to " + ", ".join(by[stats.EQUIVALENT]))
     if stats.INCONCLUSIVE in by:
         parts.append("inconclusive vs " + ", ".join(by[stats.INCONCLUSIVE]))
     if stats.N_TOO_SMALL in by:
         parts.append("n too small vs " + ", ".join(by[stats.N_TOO_SMALL]))
-    diff = [r.p for r in results.values() if r.verdict == stats.DIFFERENT and r.p is not None]
     return ("; ".join(parts), max(diff) if diff else None)
 
 
