@@ -138,6 +138,9 @@ impl DirConfig {
 pub struct Config {
     pub up: Option<DirConfig>,
     pub down: Option<DirConfig>,
+    /// `set` only: restart both directions' random draws from this seed (each direction mixes
+    /// in its own constant, as at start), so a trial meets the same loss/jitter sequence again
+    pub seed: Option<u64>,
 }
 
 pub type Res<T> = Result<T, String>;
@@ -207,8 +210,11 @@ pub fn parse_config_str(text: &str) -> Res<Config> {
 
 pub fn parse_config(v: &Value) -> Res<Config> {
     let m = obj(v, "(top level)")?;
-    check_keys(m, "", &["up", "down"])?;
+    check_keys(m, "", &["up", "down", "seed"])?;
     let mut c = Config::default();
+    if let Some(s) = m.get("seed") {
+        c.seed = Some(s.as_u64().ok_or_else(|| "seed: expected an integer from 0 to 2^64-1".to_string())?);
+    }
     if let Some(u) = m.get("up") {
         c.up = Some(parse_dir(u, "up")?);
     }

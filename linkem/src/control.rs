@@ -5,6 +5,7 @@
 //!                     own CPU, cumulative since start (a reader takes the
 //!                     difference of two replies; `reset` does not change them)
 //!   set <json>\n   -> replace the config of the directions given -> ok | error: ...
+//!                     (a top-level "seed": N restarts their random draws from N)
 //!   reset\n        -> zero the counters -> ok
 
 use crate::config::{parse_config, Config};
@@ -173,11 +174,14 @@ impl Ctl {
     pub fn set(&self, text: &str) -> Result<(), String> {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("config: invalid JSON: {}", e))?;
         let cfg: Config = parse_config(&v)?;
+        if cfg.seed.is_some() && cfg.up.is_none() && cfg.down.is_none() {
+            return Err("seed: give it with the directions it seeds (up, down)".into());
+        }
         let mut waits = Vec::new();
         for (i, dc) in [cfg.up, cfg.down].into_iter().enumerate() {
             if let Some(dc) = dc {
                 *self.shared.current[i].lock().unwrap() = dc.source.clone();
-                *self.shared.pending[i].lock().unwrap() = Some(dc);
+                *self.shared.pending[i].lock().unwrap() = Some((dc, cfg.seed.map(|s| s ^ crate::emu::DIR_SEED[i])));
                 let g = self.shared.req_gen[i].fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
                 waits.push((i, g));
             }

@@ -56,6 +56,9 @@ fn make_gens(cfg: &DirConfig, rng: &mut Rng) -> (LossGen, JitterGen) {
     (loss, jitter)
 }
 
+/// Mixed into the seed per direction (up, down), so the two draw different sequences.
+pub const DIR_SEED: [u64; 2] = [0x7570_5f5f_7570, 0x646f_776e_0000];
+
 impl Emu {
     pub fn new(cfg: DirConfig, seed: u64, now: u64) -> Emu {
         let mut rng = Rng::new(seed);
@@ -65,8 +68,11 @@ impl Emu {
     }
 
     /// Replace the configuration at run time. Packets already scheduled keep
-    /// their times; the RNG stream continues; correlation/GE state restart.
-    pub fn reconfigure(&mut self, cfg: DirConfig, now: u64) {
+    /// their times; the RNG stream continues, or restarts from `seed`; correlation/GE state restart.
+    pub fn reconfigure(&mut self, cfg: DirConfig, seed: Option<u64>, now: u64) {
+        if let Some(s) = seed {
+            self.rng = Rng::new(s);
+        }
         let (loss, jitter) = make_gens(&cfg, &mut self.rng);
         self.loss = loss;
         self.jitter = jitter;
@@ -430,7 +436,7 @@ mod tests {
             assert_eq!(e.process(t0, 1514, 1500, 1480, &st, &mut out), 1);
             assert!(out[0].held.is_some());
         }
-        e.reconfigure(parse_dir(&json!({"rate_mbit": 10}), "up").unwrap(), t0);
+        e.reconfigure(parse_dir(&json!({"rate_mbit": 10}), "up").unwrap(), None, t0);
         // still held behind the three: FIFO order is kept
         assert_eq!(e.process(t0, 1514, 1500, 1480, &st, &mut out), 1);
         assert!(out[0].held.is_some());
@@ -448,7 +454,7 @@ mod tests {
         let mut e = emu(json!({"delay_ms": 50}), 10);
         let (_, c) = run(&mut e, 1, 0);
         assert_eq!(c[0].send_at, 1_050_000_000);
-        e.reconfigure(parse_dir(&json!({"delay_ms": 5}), "up").unwrap(), 1_000_000_000);
+        e.reconfigure(parse_dir(&json!({"delay_ms": 5}), "up").unwrap(), None, 1_000_000_000);
         let (_, c) = run(&mut e, 1, 0);
         // reorder = false: may not overtake the packet already scheduled at 1.05 s
         assert_eq!(c[0].send_at, 1_050_000_000);
@@ -456,5 +462,23 @@ mod tests {
         let mut out = [Copy::default(); 2];
         e.process(2_000_000_000, 100, 86, 66, &st, &mut out);
         assert_eq!(out[0].send_at, 2_005_000_000);
+    }
+
+    #[test]
+    fn a_seed_restarts_the_same_loss_and_jitter_sequence() {
+        let cfg = json!({"delay_ms": 20, "jitter_ms": 5, "loss": {"model": "random", "pct": 10.0}});
+        let draw = |e: &mut Emu| -> Vec<(bool, i64)> {
+            (0..2000).map(|_| (e.loss_event(), e.jitter.sample(&mut e.rng))).collect()
+        };
+        let mut e = emu(cfg.clone(), 7);
+        let _ = draw(&mut e); // the stream has moved on
+        e.reconfigure(parse_dir(&cfg, "up").unwrap(), Some(42), 0);
+        let first = draw(&mut e);
+        e.reconfigure(parse_dir(&cfg, "up").unwrap(), Some(42), 0);
+        assert_eq!(draw(&mut e), first);
+        e.reconfigure(parse_dir(&cfg, "up").unwrap(), Some(43), 0);
+        assert_ne!(draw(&mut e), first);
+        e.reconfigure(parse_dir(&cfg, "up").unwrap(), None, 0);
+        assert_ne!(draw(&mut e), first); // no seed: the stream continues
     }
 }

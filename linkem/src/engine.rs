@@ -35,7 +35,7 @@ pub struct Shared {
     pub dir_stats: [Arc<DirStats>; 2],
     pub port_stats: [Arc<PortStats>; 2],
     pub timing: Mutex<Vec<Arc<TimingStats>>>,
-    pub pending: [Mutex<Option<DirConfig>>; 2],
+    pub pending: [Mutex<Option<(DirConfig, Option<u64>)>>; 2],
     pub req_gen: [AtomicU64; 2],
     pub done_gen: [AtomicU64; 2],
     pub wake_fds: Mutex<Vec<i32>>,
@@ -550,8 +550,8 @@ impl Engine {
         for d in self.dirs.iter_mut() {
             let g = self.shared.req_gen[d.idx].load(Ordering::Acquire);
             if g != d.seen_gen {
-                if let Some(cfg) = self.shared.pending[d.idx].lock().unwrap().take() {
-                    d.emu.reconfigure(cfg, now);
+                if let Some((cfg, seed)) = self.shared.pending[d.idx].lock().unwrap().take() {
+                    d.emu.reconfigure(cfg, seed, now);
                 }
                 d.seen_gen = g;
                 self.shared.done_gen[d.idx].store(g, Ordering::Release);

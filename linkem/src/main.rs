@@ -195,8 +195,8 @@ fn main() {
     if cli.gso && !vnet {
         die(1, "linkem: --gso: this kernel refused PACKET_VNET_HDR");
     }
-    let mut up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ 0x7570_5f5f_7570, now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
-    let mut down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ 0x646f_776e_0000, now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
+    let mut up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ emu::DIR_SEED[0], now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
+    let mut down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ emu::DIR_SEED[1], now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
     up.gro_window_ns = cli.gro_window_us * 1000;
     down.gro_window_ns = cli.gro_window_us * 1000;
     let port_a = Port { name: ia.name.clone(), mac: ia.mac, rx: rx_a, stats: shared.port_stats[0].clone() };

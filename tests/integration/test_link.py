@@ -54,6 +54,27 @@ def test_loss_ratio_within_binomial_interval_and_directions_independent(lab):
     assert st["down"]["forwarded"] == len(rtts)
 
 
+def lost_pings(lab, count, interval=0.002):
+    out = subprocess.run(lab.cmd("client", ["ping", "-n", "-c", str(count), "-i", str(interval), "-W", "2",
+                                            lab.address("server")]),
+                         capture_output=True, text=True, timeout=count * interval + 30).stdout
+    answered = {int(x) for x in re.findall(r"icmp_seq=(\d+)", out)}
+    return sorted(set(range(1, count + 1)) - answered)
+
+
+def test_a_seed_makes_the_same_packets_lost_again(lab):
+    """plan link_seed: linkem restarts its draws from a trial's seed, so the same packets of a
+    repeated sequence are lost, in both directions; another seed loses others."""
+    lab.set_condition(cond(loss_pct=10))
+    lost = []
+    for seed in (11, 11, 12):
+        lab.link.reseed(seed)
+        lost.append(lost_pings(lab, 400))
+    assert 40 <= len(lost[0]) <= 120, lost[0]        # each echo crosses twice: 1 - 0.9² = 19 % lost
+    assert lost[1] == lost[0]
+    assert lost[2] != lost[0]
+
+
 def test_rate_within_tolerance(lab):
     lab.set_condition(cond(rate_mbit=20, delay_ms=5))
     gp = measure_iperf3(lab, seconds=3)["goodput_mbps"]

@@ -194,3 +194,18 @@ def test_interleaved_order_runs_each_repetition_over_every_condition():
         first = min(i for i, t in enumerate(b) if t.condition.name == c)
         assert b[first].warmup
     assert [t.key for t in expand(inter)] == [t.key for t in b]
+
+
+def test_link_seed_needs_linkem_and_is_one_per_repetition_of_every_protocol():
+    base = {"workloads": [{"size": "10KB"}], "conditions": [{"name": "a", "loss_pct": 1}, {"name": "b"}],
+            "repetitions": 2}
+    with pytest.raises(QuicbenchError, match='link_seed: accepted with link = "linkem"'):
+        plan_from_dict({**base, "link_seed": True})
+    plan = plan_from_dict({**base, "link_seed": True, "link": "linkem"})
+    seeds: dict[tuple[str, int], set[int]] = {}
+    for spec in expand(plan):
+        seeds.setdefault((spec.condition.name, spec.rep), set()).add(spec.link_seed(plan.seed))
+    assert all(len(s) == 1 for s in seeds.values())                 # h1, h2, h3 of a repetition alike
+    assert len({next(iter(s)) for s in seeds.values()}) == 4        # repetitions and conditions differ
+    first = expand(plan)[0]
+    assert first.link_seed(2) != first.link_seed(1)                 # the plan's seed is in it

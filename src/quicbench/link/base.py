@@ -46,6 +46,8 @@ class LinkEmulator(ABC):
     # Why this driver cannot shape a lab whose endpoints send GSO super-frames (offload = true);
     # None if it can.
     no_offload: ClassVar[str | None] = None
+    # Whether reseed() restarts the emulator's random draws (plan link_seed)
+    seeds: ClassVar[bool] = False
 
     def __init__(self, routers: list[RouterPorts], nodes: NodeCommands, workdir: Path, offload: bool = False,
                  described: dict[str, Any] | None = None):
@@ -90,6 +92,11 @@ class LinkEmulator(ABC):
         """The emulator's cumulative lateness and CPU counters now (a trial takes one before and
         one after its transfer, quicbench.link.fidelity); None where the driver has none."""
         return None
+
+    def reseed(self, seed: int) -> None:
+        """Restart the random draws (loss, jitter, reordering) of the running condition from `seed`
+        (a trial's, Plan.link_seed); each router mixes in its position."""
+        raise QuicbenchError(f"link {self.name}: cannot seed its random draws; link_seed needs link linkem")
 
     def stop(self) -> None:
         """Stop shaping (the lab removes its namespaces afterwards)."""

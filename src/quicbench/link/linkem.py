@@ -61,6 +61,7 @@ def hop_config(h: Hop) -> dict[str, Any]:
 
 class LinkemLink(LinkEmulator):
     name = "linkem"
+    seeds = True
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -103,6 +104,7 @@ class LinkemLink(LinkEmulator):
                 reply = self.control(r.node, "set " + json.dumps(cfg))
                 if reply.strip() != "ok":
                     raise QuicbenchError(f"linkem on {r.node} refused the condition: {reply.strip()}")
+                files["json"].write_text(json.dumps(cfg, indent=1))   # the running condition (reseed)
                 continue
             files["json"].write_text(json.dumps(cfg, indent=1))
             self.sysctl(r.node, "net.ipv4.ip_forward=0")
@@ -125,6 +127,17 @@ class LinkemLink(LinkEmulator):
             forward = getattr(self.nodes, "forward_socket", None)
             if forward is not None:      # linkem runs on another host: its control socket comes here
                 forward(r.node, files["sock"])
+
+    def reseed(self, seed: int) -> None:
+        """The running condition again, with its random draws restarted from `seed` (+ the
+        router's position, so two routers do not drop alike)."""
+        for i, r in enumerate(self.routers):
+            if not self._running(r.node):
+                raise QuicbenchError(f"linkem on {r.node} is not running: no random draws to seed")
+            cfg = json.loads(self._files(r.node)["json"].read_text())
+            reply = self.control(r.node, "set " + json.dumps({**cfg, "seed": (seed + i) % 2 ** 64}))
+            if reply.strip() != "ok":
+                raise QuicbenchError(f"linkem on {r.node} refused the seed: {reply.strip()}")
 
     def control(self, node: str, line: str, timeout: float = 5.0) -> str:
         path = str(self._files(node)["sock"])

@@ -55,6 +55,8 @@ COLUMNS: tuple[Column, ...] = (
            "(docs/plans.md)", "trial"),
     Column("rep", "int", "", "repetition number (0 for warm-ups)", "trial"),
     Column("warmup", "bool", "", "warm-up trial (never in the statistics)", "trial"),
+    Column("link_seed", "int", "", "the seed the link's random draws restarted from before the trial (plan `link_seed`: "
+           "the same for every protocol of a repetition); empty without it", "trial"),
     Column("started_at", "float", "s (Unix time)", "Unix time the trial started", "trial"),
     Column("status", "text", "", "`ok` or `failed`", "trial"),
     Column("error", "text", "", "why the trial failed (empty when ok)", "trial"),

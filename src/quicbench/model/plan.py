@@ -6,6 +6,7 @@ The plan model is pydantic; errors name the file, the field and what is accepted
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import shlex
@@ -332,6 +333,11 @@ class Plan(_Strict):
     trial_timeout_s: float = Field(120.0, gt=0)
     warmup: int = Field(0, ge=0, le=10, description="unrecorded warm-up trials per condition")
     link: str = "auto"
+    link_seed: bool = Field(
+        False, description="before each trial the link restarts its random draws (loss, jitter, reordering) from a "
+                           "seed of the plan's seed, the condition, the workload and the repetition: repetition r of "
+                           "every protocol, and of every run of the plan, meets the same random sequence (common "
+                           "random numbers); link linkem")
     hops: Literal[1, 2] = 1
     # TCP congestion control of h1/h2 trials, set in the lab's nodes before each trial; a list
     # sweeps it (cells h2/cubic, h2/bbr)
@@ -443,6 +449,9 @@ class Plan(_Strict):
             raise ValueError("capture: with offload = true the captures would hold GSO super-frames of "
                              "up to 64 KB, not wire packets, and the wire metrics would be wrong; "
                              "capture with offload = false")
+        if self.link_seed and self.link != "linkem":
+            raise ValueError(f"link_seed: accepted with link = \"linkem\" (the link that seeds its random draws), "
+                             f"got link = \"{self.link}\"")
         if any(h > 1 for h in [len(c.hops) for c in self.conditions]) and self.hops == 1:
             self.hops = 2
         return self
@@ -560,6 +569,13 @@ class TrialSpec:
     def server_instance(self) -> str:
         """The running server this trial uses: the server, or server/quic_cc (ngtcp2/bbr)."""
         return f"{self.server}/{self.quic_cc}" if self.quic_cc else self.server
+
+    def link_seed(self, plan_seed: int) -> int:
+        """The seed of the link's random draws for this trial (Plan.link_seed): the same for every
+        protocol, server and client of a repetition, and in every run of the plan."""
+        tag = "warmup" if self.warmup else f"r{self.rep}"
+        text = f"{plan_seed}|{self.condition.name}|{self.workload.label}|{tag}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 
     @property
     def key(self) -> str:

@@ -232,9 +232,14 @@ class LabSession:
         """The trial's row. A trial that the link emulator's death spoiled runs again (after the
         link is restarted); a lab whose nodes are gone stops the run (EnvironmentFault)."""
         self.set_condition(spec.condition)
+        seed = spec.link_seed(self.ctx.plan.seed) if self.ctx.plan.link_seed else None
         while True:
             self.ensure_link(spec.condition, console)
+            if seed is not None:
+                self.lab.link.reseed(seed)
             row = self.fetch(spec)
+            if seed is not None:
+                row["link_seed"] = seed
             gone = self.lab.node_fault()
             if gone:   # the trial's failure was the lab's: not recorded
                 raise EnvironmentFault(f"{gone} during {spec.key}: the run stops; resume it to run "
