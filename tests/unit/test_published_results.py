@@ -167,7 +167,7 @@ def test_the_noise_floor_only_takes_moves_out_of_the_truth_and_a_flag_on_a_close
     tool.apply_noise_floor(trials, {"lossy": False, "fast": True})
     assert [t.moved_over_floor for t in trials] == [False, False, True, False]
     every = lambda _: ["client"]                        # noqa: E731  flags every trial
-    plain, floor = tool.score("all", every, trials), tool.score("all", every, trials, over_floor=True)
+    plain, floor = tool.score("all", every, trials), tool.score("all", every, trials, truth_of="moved_over_floor")
     assert (plain.tp, plain.fp, plain.fn) == (2, 2, 0)
     assert (floor.tp, floor.fp, floor.fn) == (1, 3, 0)   # the lossy path's move is now a false positive
     tool.apply_noise_floor(trials, {})                  # one pair: no quiet run to leave out, not judged

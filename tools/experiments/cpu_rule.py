@@ -244,6 +244,8 @@ class Trial:
     # moved, and on a path where the hog runs move more trials than the quiet runs judged against
     # each other (noise_floor); None where it cannot be judged (one pair: no quiet run to leave out)
     moved_over_floor: bool | None = None
+    # moved against its quiet twins (twin_truth); None where it cannot be judged
+    moved_vs_twins: bool | None = None
 
 
 @dataclass
@@ -343,13 +345,61 @@ def apply_noise_floor(trials: list[Trial], floor: dict[str, bool]) -> None:
             t.moved_over_floor = t.moved and floor.get(t.row["condition"], False)
 
 
+TWIN_Z = 3.0       # twin truth: moved beyond this many robust standard deviations of the quiet twins' noise
+
+
+@dataclass
+class TwinNoise:
+    scale: float          # 1.4826 x the median absolute log ratio of a quiet trial to its other twins' median
+    threshold: float      # max(TWIN_Z x scale, log(1 + min_change)): a log ratio beyond it moved
+    quiet_moves: int      # quiet trials beyond it against their other twins (the truth's own noise)
+    n: int                # quiet trials judged
+
+
+def twin_truth(pairs: list[Pair], trials: list[Trial], min_change: float) -> dict[str, TwinNoise]:
+    """A third truth, for plans whose link restarts its random draws per repetition (link_seed: a
+    trial's twins in the other runs met the same losses and jitter): a hog trial moved when its log
+    goodput lies beyond the threshold from the median of its quiet twins (the same key in every quiet
+    run). The threshold is robust: per condition, TWIN_Z times 1.4826 x the median absolute deviation
+    of every quiet trial's log goodput from the median of its other quiet twins, and at least
+    min_change. Needs two pairs or more; sets Trial.moved_vs_twins and returns each condition's noise."""
+    if len(pairs) < 2:
+        return {}
+    logs: dict[str, list[float | None]] = {}
+    for j, (q, _) in enumerate(pairs):
+        for k, r in final_rows(q).items():
+            g = r.get("goodput_mbps") if r.get("status") == "ok" else None
+            logs.setdefault(k, [None] * len(pairs))[j] = math.log(g) if g else None
+    residuals: dict[str, list[float]] = {}
+    for k, xs in logs.items():
+        for j, x in enumerate(xs):
+            others = [y for i, y in enumerate(xs) if i != j and y is not None]
+            if x is not None and others:
+                residuals.setdefault(k.split("|", 1)[0], []).append(x - statistics.median(others))
+    noise: dict[str, TwinNoise] = {}
+    for c, res in residuals.items():
+        scale = 1.4826 * statistics.median(abs(x) for x in res)
+        thr = max(TWIN_Z * scale, math.log(1 + min_change))
+        noise[c] = TwinNoise(scale, thr, sum(abs(x) > thr for x in res), len(res))
+    for t in trials:
+        twins = [x for x in logs.get(t.key, []) if x is not None]
+        g = t.row.get("goodput_mbps")
+        c = noise.get(t.row["condition"])
+        if t.run == "quiet":
+            t.moved_vs_twins = False if twins and c else None
+        elif g and len(twins) >= 2 and c:
+            t.moved_vs_twins = abs(math.log(g) - statistics.median(twins)) > c.threshold
+    return noise
+
+
 def score(name: str, rule: Callable[[Any], list[str]], trials: list[Trial], on_trial: bool = False,
-          over_floor: bool = False) -> Score:
+          truth_of: str = "moved") -> Score:
     """Rule's flags against the moved trials; `on_trial`: the rule takes the Trial (it needs its cell),
-    else its PathCpu; `over_floor`: the truth is moved_over_floor, not moved."""
+    else its PathCpu; `truth_of`: the Trial attribute that holds the truth (moved, moved_over_floor,
+    moved_vs_twins)."""
     s = Score(name, 0, 0, 0, 0, 0)
     for t in trials:
-        truth = t.moved_over_floor if over_floor else t.moved
+        truth = getattr(t, truth_of)
         if truth is None:
             continue
         flagged = bool(rule(t if on_trial else t.evidence))
@@ -402,8 +452,11 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     scores = [score(name, rule, trials, on_trial) for name, rule, on_trial in rules]
     default = scores[0]
     best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
-    floor_scores = [score(name, rule, trials, on_trial, over_floor=True) for name, rule, on_trial in rules] \
-        if floor else []
+    floor_scores = [score(name, rule, trials, on_trial, truth_of="moved_over_floor")
+                    for name, rule, on_trial in rules] if floor else []
+    twins = twin_truth(pairs, trials, args.min_change)
+    twin_scores = [score(name, rule, trials, on_trial, truth_of="moved_vs_twins")
+                   for name, rule, on_trial in rules] if twins else []
     hog = [t for t in trials if t.run == "hog"]
     quiet = [t for t in trials if t.run == "quiet"]
     n_moved = sum(bool(t.moved) for t in hog)
@@ -452,6 +505,13 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "more trials than the quiet runs, a moved hog trial is not counted as moved by the hog (the path "
             "moves as often without one: its losses' tail), and a flag there is a false positive. The gate only "
             "takes moves out of the truth and every flag on a closed path counts against the rule.", "",
+            "And against a third truth, **moved against its quiet twins**: a trial's twins are the same trial "
+            "(same key) in the quiet runs; a hog trial moved when its log goodput is further from the median of "
+            f"its quiet twins than {TWIN_Z:g} robust standard deviations of the quiet twins' own spread (per "
+            "condition: 1.4826 × the median absolute deviation of every quiet trial from the median of its other "
+            f"twins) and at least {100 * args.min_change:g} %. With `link_seed` (plan) the twins met the same random "
+            "losses and jitter, so a path's losses are common to a trial and its twins; without it they are "
+            "independent draws.", "",
             f"Trials: {len(quiet)} quiet, {len(hog)} with hogs; {n_moved} of the hog trials moved; "
             f"{unjudged} not judged (no goodput, or fewer than 3 successful quiet trials in the cell).", "",
             "## Rules", "",
@@ -506,6 +566,31 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                 f"{num(f_best.recall)}); "
                 + (f"{len(f_meets)} rule(s) meet the target of 0.9 for both." if f_meets
                    else "**no rule meets the target of 0.9 for both.**")]
+    if twin_scores:
+        seeded = bool((meta.get("plan") or {}).get("link_seed"))
+        t_best = max(twin_scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
+        t_meets = [s for s in twin_scores if (s.precision or 0) >= TARGET and (s.recall or 0) >= TARGET]
+        hog_moves: dict[str, int] = {}
+        for t in hog:
+            hog_moves[t.row["condition"]] = hog_moves.get(t.row["condition"], 0) + bool(t.moved_vs_twins)
+        out += ["", "### Against each trial's quiet twins", "",
+                ("The plan seeds the link per repetition (`link_seed`): each trial's twins met the same random "
+                 "draws." if seeded else "The plan does not seed the link: a trial's twins met independent "
+                 "random draws."), "",
+                "| condition | twins' spread (robust sd) | moved beyond | quiet trials beyond it (own twins) | "
+                "hog trials beyond it |", "|---|---|---|---|---|"]
+        for c, tn in twins.items():
+            out.append(f"| {c} | {100 * (math.exp(tn.scale) - 1):.1f} % | {100 * (math.exp(tn.threshold) - 1):.1f} % | "
+                       f"{tn.quiet_moves} of {tn.n} | {hog_moves.get(c, 0)} |")
+        out += ["", "| rule | TP | FP | missed | precision | recall |", "|---|---|---|---|---|---|"]
+        for s in twin_scores:
+            mark = " **(best)**" if s is t_best else ""
+            out.append(f"| {s.name}{mark} | {s.tp} | {s.fp} | {s.fn} | {num(s.precision)} | {num(s.recall)} |")
+        out += ["", f"Against this truth: quicbench's default rule precision {num(twin_scores[0].precision)}, recall "
+                f"{num(twin_scores[0].recall)}; best {t_best.name} (precision {num(t_best.precision)}, recall "
+                f"{num(t_best.recall)}); "
+                + (f"{len(t_meets)} rule(s) meet the target of 0.9 for both." if t_meets
+                   else "**no rule meets the target of 0.9 for both.**")]
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
     notes = pairs[-1][1] / NOTES
@@ -517,9 +602,9 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "the transfer, their largest on-CPU share, the machine's busy share; flags of the default rule and "
             "of the previous machine rule. The first column names the pair; quiet trials are listed only when a "
             "rule flagged them.", "",
-            "| pair | trial | quiet | with hogs | change | quiet cell: geo mean [99 % PI] | moved | wait c / s / l | "
-            "ran max | machine | default | machine rule |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| pair | trial | quiet | with hogs | change | quiet cell: geo mean [99 % PI] | moved | vs twins | "
+            "wait c / s / l | ran max | machine | default | machine rule |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     quiet_by_key = {(t.pair, t.key): t for t in quiet}
     for t in trials:
         if t.run == "quiet" and not (DEFAULT_RULE(t.evidence) or machine_rule(t.evidence)):
@@ -533,7 +618,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         change = f"{100 * (g / gq - 1):+.1f} %" if g and gq and t.run == "hog" else "–"
         out.append(f"| {labels[t.pair]} | {t.key}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
                    f"{num(g) if t.run == 'hog' else '–'} | {change} | {cell} | "
-                   f"{moved_text(t)} | {waits} | {pct(ran)} | "
+                   f"{moved_text(t)} | {yes_no(t.moved_vs_twins)} | {waits} | {pct(ran)} | "
                    f"{pct(t.evidence.machine_busy)} | {','.join(DEFAULT_RULE(t.evidence)) or ''} | "
                    f"{'yes' if machine_rule(t.evidence) else ''} |")
     quiet_args = " ".join(shown(q) for q, _ in pairs)
@@ -541,6 +626,10 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     out += ["", "To regenerate this page from the same runs:", "", "```",
             f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}", "```", ""]
     return "\n".join(out), default, best
+
+
+def yes_no(x: bool | None) -> str:
+    return "–" if x is None else ("yes" if x else "no")
 
 
 def moved_text(t: Trial) -> str:
