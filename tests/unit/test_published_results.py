@@ -92,6 +92,10 @@ CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
                           ["cpu-rule-short-a-hog", "cpu-rule-short-b-hog"]),
     "cpu-rule-short-heldout.md": (["cpu-rule-short-c-quiet"], ["cpu-rule-short-c-hog"]),
     "cpu-rule-default.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcd"], [f"cpu-rule-default-{x}-hog" for x in "abcd"]),
+    "cpu-rule-default-heldout.md": ([f"cpu-rule-default-{x}-quiet" for x in "efgh"],
+                                    [f"cpu-rule-default-{x}-hog" for x in "efgh"]),
+    "cpu-rule-default-seeded.md": ([f"cpu-rule-seeded-{x}-quiet" for x in "abcd"],
+                                   [f"cpu-rule-seeded-{x}-hog" for x in "abcd"]),
 }
 
 
