@@ -30,7 +30,7 @@ def test_crosscheck_jitter_and_loss():
     # stderr: with --json stdout is the JSON alone)
     cp = run_qb("link", "crosscheck", "--delay", "20", "--jitter", "5", "--loss", "2", "--rate", "1000",
                 "--up", "reorder=true",
-                "--down", "reorder=true", "--count", "1000", "--goodput-reps", "2", "--json", timeout=600)
+                "--down", "reorder=true", "--count", "1000", "--goodput-reps", "1", "--json", timeout=600)
     assert cp.returncode in (0, 1), cp.stderr
     res = json.loads(cp.stdout)
     assert "rate left out" in cp.stderr and res["condition"]["note"].startswith("rate left out")
@@ -52,12 +52,13 @@ def test_crosscheck_jitter_and_loss():
         assert abs(a - b) < 2.5 and 18.5 < a < 21.5, v["owd"]
         # the noise floors are measured: linkem's is small
         assert 0 <= v["floor_excess_p50_ms"][0] < 0.3
-    # goodput: TCP, h2 and h3 measured through both, each side's trials judged (never failed)
+    # goodput: TCP, h2 and h3 measured through both (never failed); one repetition a side is not
+    # judged (the verdicts' logic: tests/unit/test_crosscheck_verdicts.py)
     g = res["verdicts"]["goodput"]
     assert set(g) == {"tcp", "h2", "h3"}, g
     for m in g.values():
-        assert m["n"] == [2, 2] and all(x > 0 for x in m["values"]), g
-        assert m["verdict"].startswith(("ok", "differ", "not judged")), m
+        assert m["n"] == [1, 1] and all(x > 0 for x in m["values"]), g
+        assert m["verdict"].startswith("not judged"), m
     assert set(res["netem"]["goodput"]["ceiling_mbps"]) == {"h2", "h3"}   # UML's ceiling measured
     assert res["ok"] == all(not m["verdict"].startswith(("differ", "fail")) for d in ("up", "down", "goodput")
                             for m in res["verdicts"][d].values() if isinstance(m, dict) and "verdict" in m)

@@ -176,3 +176,13 @@ def test_the_noise_floor_only_takes_moves_out_of_the_truth_and_a_flag_on_a_close
     assert (floor.tp, floor.fp, floor.fn) == (1, 3, 0)   # the lossy path's move is now a false positive
     tool.apply_noise_floor(trials, {})                  # one pair: no quiet run to leave out, not judged
     assert [t.moved_over_floor for t in trials] == [False, False, True, False]    # unchanged
+
+
+def test_a_seeded_runs_report_says_its_samples_share_their_draws():
+    """A run with link_seed (plans/default-seeded.toml) says so in the report's method; an unseeded one does not."""
+    from quicbench.analysis.load import load_run
+    from quicbench.analysis.report_data import build_report_data
+    seeded = build_report_data(load_run(RESULTS / "runs" / "cpu-rule-seeded-a-quiet")).method_text
+    plain = build_report_data(load_run(RESULTS / "runs" / "cpu-rule-default-a-quiet")).method_text
+    assert "link_seed" in seeded and "conservative" in seeded
+    assert "link_seed" not in plain

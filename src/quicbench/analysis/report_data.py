@@ -120,7 +120,12 @@ class ReportData:
 
     @property
     def method_text(self) -> str:
-        return self.method.text(self.n_tests_table1 if self.table1 else None)
+        text = self.method.text(self.n_tests_table1 if self.table1 else None)
+        if (self.run.meta.get("plan") or {}).get("link_seed"):
+            text += (" The link's random draws restarted from one seed per repetition (link_seed): repetition r of "
+                     "every protocol met the same losses and jitter, so the protocols' samples are correlated and "
+                     "the unpaired tests conservative.")
+        return text
 
     @property
     def table1_reference(self) -> StudyData | None:

@@ -46,8 +46,6 @@ class LinkEmulator(ABC):
     # Why this driver cannot shape a lab whose endpoints send GSO super-frames (offload = true);
     # None if it can.
     no_offload: ClassVar[str | None] = None
-    # Whether reseed() restarts the emulator's random draws (plan link_seed)
-    seeds: ClassVar[bool] = False
 
     def __init__(self, routers: list[RouterPorts], nodes: NodeCommands, workdir: Path, offload: bool = False,
                  described: dict[str, Any] | None = None):

@@ -61,7 +61,6 @@ def hop_config(h: Hop) -> dict[str, Any]:
 
 class LinkemLink(LinkEmulator):
     name = "linkem"
-    seeds = True
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
