@@ -9,7 +9,9 @@ judges every trial of every run from the CPU columns the rows hold (quicbench.cp
 a flag on a hog trial that moved is a true positive; a flag on any other trial (every quiet trial:
 the quiet machine is the reference, where nothing should be flagged) a false positive; a moved
 trial without one a miss. The page gives each rule's precision and recall, the default rule's for
-each pair alone, and every trial's numbers.
+each pair alone, and every trial's numbers. With two pairs or more, also against two further
+truths: moved over the path's noise floor (noise_floor) and moved against the trial's quiet twins
+(twin_truth; meant for plans with link_seed, whose twins met the same random losses).
 
 Run it on an otherwise idle machine (about 10 minutes for plans/cpu-rule-bulk.toml; root, as
 `quicbench run`):
@@ -549,27 +551,14 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         for c, (q, h, n) in moves_left_out(pairs, args.min_change).items():
             out.append(f"| {c} | {q} | {h} | {n} |")
     if floor_scores:
-        f_default = floor_scores[0]
-        f_best = max(floor_scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
         opened = [c for c, o in floor.items() if o]
         n_over = sum(bool(t.moved_over_floor) for t in hog)
-        f_meets = [s for s in floor_scores if (s.precision or 0) >= TARGET and (s.recall or 0) >= TARGET]
         out += ["", "### Against the path's noise floor", "",
                 f"Paths where the hog runs moved more trials than the quiet runs: {', '.join(opened) or 'none'}; "
-                f"{n_over} of the {n_moved} moved hog trials lie on them.", "",
-                "| rule | TP | FP | missed | precision | recall |", "|---|---|---|---|---|---|"]
-        for s in floor_scores:
-            mark = " **(best)**" if s is f_best else ""
-            out.append(f"| {s.name}{mark} | {s.tp} | {s.fp} | {s.fn} | {num(s.precision)} | {num(s.recall)} |")
-        out += ["", f"Against this truth: quicbench's default rule precision {num(f_default.precision)}, recall "
-                f"{num(f_default.recall)}; best {f_best.name} (precision {num(f_best.precision)}, recall "
-                f"{num(f_best.recall)}); "
-                + (f"{len(f_meets)} rule(s) meet the target of 0.9 for both." if f_meets
-                   else "**no rule meets the target of 0.9 for both.**")]
+                f"{n_over} of the {n_moved} moved hog trials lie on them.", ""]
+        out += truth_table(floor_scores)
     if twin_scores:
         seeded = bool((meta.get("plan") or {}).get("link_seed"))
-        t_best = max(twin_scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
-        t_meets = [s for s in twin_scores if (s.precision or 0) >= TARGET and (s.recall or 0) >= TARGET]
         hog_moves: dict[str, int] = {}
         for t in hog:
             hog_moves[t.row["condition"]] = hog_moves.get(t.row["condition"], 0) + bool(t.moved_vs_twins)
@@ -582,15 +571,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         for c, tn in twins.items():
             out.append(f"| {c} | {100 * (math.exp(tn.scale) - 1):.1f} % | {100 * (math.exp(tn.threshold) - 1):.1f} % | "
                        f"{tn.quiet_moves} of {tn.n} | {hog_moves.get(c, 0)} |")
-        out += ["", "| rule | TP | FP | missed | precision | recall |", "|---|---|---|---|---|---|"]
-        for s in twin_scores:
-            mark = " **(best)**" if s is t_best else ""
-            out.append(f"| {s.name}{mark} | {s.tp} | {s.fp} | {s.fn} | {num(s.precision)} | {num(s.recall)} |")
-        out += ["", f"Against this truth: quicbench's default rule precision {num(twin_scores[0].precision)}, recall "
-                f"{num(twin_scores[0].recall)}; best {t_best.name} (precision {num(t_best.precision)}, recall "
-                f"{num(t_best.recall)}); "
-                + (f"{len(t_meets)} rule(s) meet the target of 0.9 for both." if t_meets
-                   else "**no rule meets the target of 0.9 for both.**")]
+        out += [""] + truth_table(twin_scores)
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
     notes = pairs[-1][1] / NOTES
@@ -626,6 +607,21 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     out += ["", "To regenerate this page from the same runs:", "", "```",
             f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}", "```", ""]
     return "\n".join(out), default, best
+
+
+def truth_table(scores: list[Score]) -> list[str]:
+    """Every rule's score against one of the further truths, and the sentence under it (the default
+    rule is the first score)."""
+    best = max(scores, key=lambda s: (s.worst, (s.precision or 0) + (s.recall or 0)))
+    meets = [s for s in scores if (s.precision or 0) >= TARGET and (s.recall or 0) >= TARGET]
+    out = ["| rule | TP | FP | missed | precision | recall |", "|---|---|---|---|---|---|"]
+    for s in scores:
+        mark = " **(best)**" if s is best else ""
+        out.append(f"| {s.name}{mark} | {s.tp} | {s.fp} | {s.fn} | {num(s.precision)} | {num(s.recall)} |")
+    return out + ["", f"Against this truth: quicbench's default rule precision {num(scores[0].precision)}, recall "
+                  f"{num(scores[0].recall)}; best {best.name} (precision {num(best.precision)}, recall "
+                  f"{num(best.recall)}); " + (f"{len(meets)} rule(s) meet the target of 0.9 for both." if meets
+                                              else "**no rule meets the target of 0.9 for both.**")]
 
 
 def yes_no(x: bool | None) -> str:
