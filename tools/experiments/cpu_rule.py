@@ -327,18 +327,16 @@ def moves_left_out(pairs: list[Pair], min_change: float) -> dict[str, tuple[int,
     return {c: (q, h, n) for c, (q, h, n) in out.items()}
 
 
-def noise_floor(pairs: list[Pair], min_change: float) -> dict[str, bool]:
+def noise_floor(left_out: dict[str, tuple[int, int, int]]) -> dict[str, bool]:
     """Per condition (path): do the hog runs move more trials than the quiet runs judged against each
-    other (moves_left_out)? Where they do not, the path's moves are what it does without a hog (its
+    other (`left_out`: moves_left_out's counts; empty with one pair)? Where they do not, the path's moves are what it does without a hog (its
     losses' tail), and no hog trial there counts as moved by the hog. Needs two pairs or more.
 
     The gate can only take moved trials out of the truth: a flag on a path it closes counts as a false
     positive. A gate wrongly open (noise moved more with hogs by chance) keeps noise in the truth, which
     lowers a correct rule's recall; one wrongly closed (the hogs' moves outnumbered by the quiet runs')
     turns a correct rule's flags there into false positives: either way against the rule."""
-    if len(pairs) < 2:
-        return {}
-    return {c: h > q for c, (q, h, _) in moves_left_out(pairs, min_change).items()}
+    return {c: h > q for c, (q, h, _) in left_out.items()}
 
 
 def apply_noise_floor(trials: list[Trial], floor: dict[str, bool]) -> None:
@@ -446,7 +444,8 @@ def run_id(d: Path) -> str:
 
 def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> tuple[str, Score, Score]:
     trials, pis = build_trials(pairs, args.min_change)
-    floor = noise_floor(pairs, args.min_change)
+    left_out = moves_left_out(pairs, args.min_change) if len(pairs) > 1 else {}
+    floor = noise_floor(left_out)
     apply_noise_floor(trials, floor)
     softirq = any(t.evidence.softirq_wait is not None for t in trials)
     rules = [(name, rule, False) for name, rule in CANDIDATES + (SOFTIRQ_CANDIDATES if softirq else [])]
@@ -548,7 +547,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                 "pair's hog run judged against the same cells: the quiet column is what \"moved\" counts on a quiet "
                 "machine (noise, losses), the hog column what it counts with the hogs.", "",
                 "| condition | quiet trials that moved | hog trials that moved | trials per side |", "|---|---|---|---|"]
-        for c, (q, h, n) in moves_left_out(pairs, args.min_change).items():
+        for c, (q, h, n) in left_out.items():
             out.append(f"| {c} | {q} | {h} | {n} |")
     if floor_scores:
         opened = [c for c, o in floor.items() if o]
