@@ -206,7 +206,8 @@ def cpu_bound_by(e: PathCpu, rule: Rule = DEFAULT_RULE) -> list[str]:
     """Which processes on the trial's path let the CPU set its pace (empty: none).
 
     By default (checked by tools/experiments/cpu_rule.py: precision 0.91 and recall 1.00 on bulk
-    transfers, docs/results/cpu-rule.md; not met on short ones, cpu-rule-short.md): a path process
+    transfers, docs/results/cpu-rule.md; not met on short ones, cpu-rule-short.md, and not reachable
+    by any rule on this evidence on the default plan, cpu-rule-default-all.md): a path process
     ran at least 90 % of a core over the transfer (it was the bottleneck itself), or, while every
     CPU of the machine was at least 90 % busy and the transfer stayed below 80 % of the link's
     rate, the path's processes together were runnable but waited for a CPU at least 20 % of the

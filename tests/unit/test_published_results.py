@@ -2,6 +2,7 @@
 mechanism (publish, update, check) does what docs/results/README.md says."""
 
 import gzip
+import math
 import sys
 
 import pytest
@@ -96,7 +97,10 @@ CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
                                     [f"cpu-rule-default-{x}-hog" for x in "efgh"]),
     "cpu-rule-default-seeded.md": ([f"cpu-rule-seeded-{x}-quiet" for x in "abcd"],
                                    [f"cpu-rule-seeded-{x}-hog" for x in "abcd"]),
+    "cpu-rule-default-all.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcdefgh"],
+                                [f"cpu-rule-default-{x}-hog" for x in "abcdefgh"]),
 }
+CPU_RULE_NOTES = {"cpu-rule-default-all.md": "cpu-rule-default-all-notes.md"}     # pages that pool other pages' runs
 
 
 def cpu_rule_tool():
@@ -115,7 +119,8 @@ def test_the_cpu_rule_pages_are_what_their_committed_runs_give(tmp_path, name):
     quiet, hog = ([str(RESULTS / "runs" / d) for d in ds] for ds in CPU_RULE_PAGES[name])
     tool = cpu_rule_tool()
     out = tmp_path / name
-    assert tool.main(["--quiet", *quiet, "--hog", *hog, "--page", str(out)]) == 0
+    notes = ["--notes", str(RESULTS / "runs" / CPU_RULE_NOTES[name])] if name in CPU_RULE_NOTES else []
+    assert tool.main(["--quiet", *quiet, "--hog", *hog, *notes, "--page", str(out)]) == 0
     assert out.read_text() == (RESULTS / name).read_text()
 
 
@@ -186,3 +191,44 @@ def test_a_seeded_runs_report_says_its_samples_share_their_draws():
     plain = build_report_data(load_run(RESULTS / "runs" / "cpu-rule-default-a-quiet")).method_text
     assert "link_seed" in seeded and "conservative" in seeded
     assert "link_seed" not in plain
+
+
+def _trial(tool, run, cond, proto, wait, moved, goodput=10.0, i=1):
+    from quicbench.cpu import PathCpu
+    e = PathCpu(1.0, {"client": 0.1, "server": 0.1, "link": 0.0}, {"client": wait, "server": 0.0, "link": 0.0},
+                goodput_mbps=goodput, link_mbit=100.0)
+    return tool.Trial(run, 0, f"{cond}|w|{proto}|caddy|r{i}", {"condition": cond, "protocol": proto,
+                                                              "goodput_mbps": goodput}, e, moved)
+
+
+def test_the_ceiling_fits_a_threshold_per_condition_and_protocol_and_never_flags_a_quiet_trial():
+    tool = cpu_rule_tool()
+    # path A separates (the moved trials waited longest), path B not at all (the moved one waited least)
+    trials = [_trial(tool, "hog", "A", "h1", w, m) for w, m in ((0.5, True), (0.4, True), (0.1, False), (0.05, False))]
+    trials += [_trial(tool, "hog", "B", "h1", w, m) for w, m in ((0.01, True), (0.3, False), (0.2, False))]
+    trials += [_trial(tool, "quiet", "A", "h1", 0.9, False)]      # a quiet trial that waited longest: not flagged
+    c = tool.wait_ceiling(trials)
+    assert c.positives == 3
+    # flag A's two (2 TP, 0 FP): precision 1, recall 2/3; taking B's too flags all of B (1 TP, 2 FP): 3/5, 1
+    assert (c.tp, c.fp) == (2, 0) and c.worst == pytest.approx(2 / 3)
+    sep = {g: p for g, _, _, p in tool.wait_separation(trials)}
+    assert sep[("A", "h1")] < 0.2 < 0.9 < sep[("B", "h1")]
+    trials[4].moved = None                                        # a trial the truth cannot judge is left out
+    assert tool.wait_ceiling(trials).positives == 2
+
+
+def test_a_cells_shift_with_the_hogs_is_tested_with_the_reports_method():
+    import random
+    tool = cpu_rule_tool()
+    rng = random.Random(3)
+    trials = []
+    for i in range(30):
+        g = math.exp(rng.gauss(0, 0.02))
+        jitter = math.exp(rng.gauss(0, 0.005))
+        trials += [_trial(tool, "quiet", "same", "h1", 0, False, 10 * g, i),
+                   _trial(tool, "hog", "same", "h1", 0, False, 10 * g * jitter, i)]
+        trials += [_trial(tool, "quiet", "slow", "h1", 0, False, 10 * g, i), _trial(tool, "hog", "slow", "h1", 0, False, 7 * g, i)]
+    shifts = dict(tool.cell_shifts(trials, 0.05))
+    assert tool.shift_verdict(shifts["same|w|h1|caddy"]) == "equivalent within ±5 %"
+    slow = shifts["slow|w|h1|caddy"]
+    assert tool.shift_verdict(slow) == "slower with the hogs" and slow.ratio == pytest.approx(0.7, rel=0.02)
