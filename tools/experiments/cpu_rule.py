@@ -492,7 +492,10 @@ def wait_ceiling(trials: list[Trial], truth_of: str = "moved") -> Ceiling:
     return best
 
 
-def wait_separation(trials: list[Trial], truth_of: str = "moved") -> list[tuple[tuple[str, str], list[float], list[float], float]]:
+Separation = tuple[tuple[str, str], list[float], list[float], float]   # group, moved waits, others' waits, p
+
+
+def wait_separation(trials: list[Trial], truth_of: str = "moved") -> list[Separation]:
     """Per group with a moved trial: the path wait shares of its moved hog trials and of its other
     judged hog trials, and the one-sided Mann–Whitney p that the moved ones waited longer."""
     groups: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
@@ -679,7 +682,8 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "Each cell's goodput in the hog runs against the quiet runs, every run's trials pooled: the ratio of "
             "geometric means with its 95 % CI, and the report's verdict (log-Welch; equivalent: within "
             f"±{100 * args.min_change:g} %, two one-sided tests; Holm over the {len(shifts)} cells).", "",
-            "| cell | trials quiet / hogs | with hogs ÷ quiet [95 % CI] | p (Holm) | verdict |", "|---|---|---|---|---|"]
+            "| cell | trials quiet / hogs | with hogs ÷ quiet [95 % CI] | p (Holm) | verdict |",
+            "|---|---|---|---|---|"]
     for c, r in shifts:
         ratio = (f"{r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]" if r.ratio is not None else "–")
         p_shown = f"{r.p:.2g}" if r.p is not None else "–"
@@ -708,7 +712,8 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                        f"{tn.quiet_moves} of {tn.n} | {hog_moves.get(c, 0)} |")
         out += [""] + truth_table(twin_scores)
     if n_moved:
-        out += ["", "### What any rule on the CPU evidence could reach", ""] + ceiling_section(trials, floor_scores, twin_scores)
+        out += ["", "### What any rule on the CPU evidence could reach", ""]
+        out += ceiling_section(trials, floor_scores, twin_scores)
     if n_moved == 0:
         out += ["**No hog trial moved: the hogs did not slow this plan down, so no rule's recall is measured.**"]
     notes = args.notes or pairs[-1][1] / NOTES
@@ -777,12 +782,12 @@ def ceiling_section(trials: list[Trial], floor_scores: list[Score], twin_scores:
         out.append(f"| {cond} | {proto} | {len(moved_)} | {len(other)} | "
                    f"{pct(statistics.median(moved_), 1)} [{pct(min(moved_), 1)}, {pct(max(moved_), 1)}] | "
                    f"{pct(statistics.median(other), 1)} | {p:.2f} |")
-    reached = [c for c in ceilings if c.positives and c.worst >= TARGET]
-    out += ["", ("Against " + ", ".join(label for (label, _), c in zip(truths, ceilings) if c in reached)
-                 + ": a rule on the CPU evidence can reach the target of 0.9 here." if reached else
-                 "**Against no truth can a rule on one piece of the CPU evidence reach the target of 0.9 here, even fitted to these "
-                 "trials**: beside the hogs, the trials that moved did not wait for a CPU distinctly longer than "
-                 "those that did not.")]
+    reached = [label for (label, _), c in zip(truths, ceilings) if c.positives and c.worst >= TARGET]
+    out += ["", f"Against {', '.join(reached)}: a rule on the CPU evidence can reach the target of 0.9 here."
+            if reached else
+            "**Against no truth can a rule on one piece of the CPU evidence reach the target of 0.9 here, even "
+            "fitted to these trials**: beside the hogs, the trials that moved did not wait for a CPU distinctly "
+            "longer than those that did not."]
     return out
 
 
