@@ -79,7 +79,7 @@ def measure(lab, what: tuple) -> tuple[str, dict]:
         subprocess.run(lab.cmd(src, ["ping", "-n", "-c", "1", "-W", "3", lab.address(dst)]),
                        capture_output=True, timeout=10)
         return f"udp_{direction}", probe(lab.ns(src), lab.ns(dst), lab.address(dst), count=count, pps=pps,
-                                         size=size, drain_s=1.0)
+                                         size=size, drain_s=0.3)
     if kind == "ping":
         return "ping", ping(lab, what[1], what[2])
     if kind == "iperf3":

@@ -63,6 +63,14 @@ def one_way_delay(cond: Condition, direction: str) -> float:
     return sum(getattr(h, direction).delay_ms for h in cond.hops)
 
 
+def drain_s(cond: Condition, direction: str) -> float:
+    """How long a probe waits after its last datagram before the receiver may stop at its first
+    idle gap (udp.probe): twice the path's worst one-way delay and jitter, and 0.3 s. Datagrams
+    still queued behind a rate keep arriving, so the gap only comes once the queue has drained."""
+    worst_ms = sum(getattr(h, direction).delay_ms + (getattr(h, direction).jitter_ms or 0) for h in cond.hops)
+    return 0.3 + 2 * worst_ms / 1000
+
+
 def measure_side(link: str, cond: Condition, count: int, pps: float, size: int,
                  goodput_reps: int = 0) -> dict[str, Any]:
     """Noise floor and condition, both directions, through link in a fresh lab of this kernel;
@@ -119,7 +127,7 @@ def _probe_side(link: str, cond: Condition, count: int, pps: float, size: int, g
                 subprocess.run(lab.cmd(src, ["ping", "-n", "-c", "1", "-W", "3", lab.address(dst)]),
                                capture_output=True, timeout=10)
                 out[phase][direction] = probe(lab.ns(src), lab.ns(dst), lab.address(dst), count=count, pps=pps,
-                                              size=size, samples=True)
+                                              size=size, samples=True, drain_s=drain_s(c, direction))
         if goodput_reps:
             from quicbench.run.calibrate import measure_iperf3
             tcp = [measure_iperf3(lab, seconds=IPERF_S) for _ in range(goodput_reps)]
