@@ -3,8 +3,10 @@ then equivalence within OWD_EQUIVALENT_MS."""
 
 import random
 
+import pytest
+
 from quicbench.model.conditions import Condition
-from quicbench.run.crosscheck import OWD_EQUIVALENT_MS, compare, delay_only, owd_verdict
+from quicbench.run.crosscheck import OWD_EQUIVALENT_MS, compare, delay_only, drain_s, owd_verdict
 
 COND = Condition.model_validate({"name": "c", "delay_ms": 20, "jitter_ms": 5, "loss_pct": 2})
 
@@ -82,3 +84,10 @@ def test_a_shift_beyond_the_margin_differs():
     tail = q(20)
     tail["p95"] += 1.3                       # UML's late timers: a tail the median does not show
     assert owd_verdict(1e-9, q(20), tail) == "differ"
+
+
+def test_a_probe_waits_for_the_paths_worst_delay_before_stopping_at_a_gap():
+    two = Condition.model_validate({"name": "x", "hops": [{"up": {"delay_ms": 100, "jitter_ms": 20}, "down": {}},
+                                                          {"up": {"delay_ms": 50}, "down": {"delay_ms": 10}}]})
+    assert drain_s(two, "up") == pytest.approx(0.3 + 2 * 0.170)
+    assert drain_s(two, "down") == pytest.approx(0.3 + 2 * 0.010)

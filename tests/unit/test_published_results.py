@@ -99,6 +99,8 @@ CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
                                    [f"cpu-rule-seeded-{x}-hog" for x in "abcd"]),
     "cpu-rule-default-all.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcdefgh"],
                                 [f"cpu-rule-default-{x}-hog" for x in "abcdefgh"]),
+    "cpu-rule-default-hogs4.md": ([f"cpu-rule-hogs4-{x}-quiet" for x in "abcd"],
+                                  [f"cpu-rule-hogs4-{x}-hog" for x in "abcd"]),
 }
 CPU_RULE_NOTES = {"cpu-rule-default-all.md": "cpu-rule-default-all-notes.md"}     # pages that pool other pages' runs
 
