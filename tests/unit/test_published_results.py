@@ -209,14 +209,14 @@ def test_the_ceiling_fits_a_threshold_per_condition_and_protocol_and_never_flags
     trials = [_trial(tool, "hog", "A", "h1", w, m) for w, m in ((0.5, True), (0.4, True), (0.1, False), (0.05, False))]
     trials += [_trial(tool, "hog", "B", "h1", w, m) for w, m in ((0.01, True), (0.3, False), (0.2, False))]
     trials += [_trial(tool, "quiet", "A", "h1", 0.9, False)]      # a quiet trial that waited longest: not flagged
-    c = tool.wait_ceiling(trials)
+    c = tool.evidence_ceiling(trials)
     assert c.positives == 3
     # flag A's two (2 TP, 0 FP): precision 1, recall 2/3; taking B's too flags all of B (1 TP, 2 FP): 3/5, 1
     assert (c.tp, c.fp) == (2, 0) and c.worst == pytest.approx(2 / 3)
     sep = {g: p for g, _, _, p in tool.wait_separation(trials)}
     assert sep[("A", "h1")] < 0.2 < 0.9 < sep[("B", "h1")]
     trials[4].moved = None                                        # a trial the truth cannot judge is left out
-    assert tool.wait_ceiling(trials).positives == 2
+    assert tool.evidence_ceiling(trials).positives == 2
 
 
 def test_a_cells_shift_with_the_hogs_is_tested_with_the_reports_method():

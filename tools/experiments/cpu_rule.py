@@ -422,7 +422,7 @@ class Ceiling:
     """The most a rule on one piece of a trial's CPU evidence could reach against one truth: it
     never flags a quiet trial (as if it knew which trials ran beside the hogs) and flags the hog
     trials whose evidence reaches a threshold per group (condition × protocol), the thresholds
-    chosen with the truth in hand for the best min(precision, recall) (wait_ceiling)."""
+    chosen with the truth in hand for the best min(precision, recall) (evidence_ceiling)."""
     truth_of: str
     positives: int
     tp: int
@@ -456,7 +456,7 @@ EVIDENCE: dict[str, Callable[[PathCpu], float]] = {
 }
 
 
-def wait_ceiling(trials: list[Trial], truth_of: str = "moved") -> Ceiling:
+def evidence_ceiling(trials: list[Trial], truth_of: str = "moved") -> Ceiling:
     """The best of every rule in the family: one piece of CPU evidence (EVIDENCE), a threshold on it
     per group (condition × protocol), with or without the goodput guard (only below 80 % of the
     link's rate, as the default rule has it), flagging hog trials only. Per evidence, each group's
@@ -757,8 +757,8 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
 
 
 def ceiling_section(trials: list[Trial], floor_scores: list[Score], twin_scores: list[Score]) -> list[str]:
-    """An upper bound for every rule on the path's run-queue wait share (the evidence the rules read)
-    against each truth, and, per condition × protocol, whether the moved trials waited longer."""
+    """An upper bound for the rules on one piece of the CPU evidence (evidence_ceiling) against each
+    truth, and, per condition × protocol, whether the moved trials waited longer (wait_separation)."""
     truths = [("moved (the quiet cells' 99 % interval)", "moved")]
     truths += [("moved over the path's noise floor", "moved_over_floor")] if floor_scores else []
     truths += [("moved against its quiet twins", "moved_vs_twins")] if twin_scores else []
@@ -773,7 +773,7 @@ def ceiling_section(trials: list[Trial], floor_scores: list[Score], twin_scores:
            "| truth | moved | TP | FP | precision | recall | best on |", "|---|---|---|---|---|---|---|"]
     ceilings = []
     for label, attr in truths:
-        c = wait_ceiling(trials, attr)
+        c = evidence_ceiling(trials, attr)
         ceilings.append(c)
         out.append(f"| {label} | {c.positives} | {c.tp} | {c.fp} | {num(c.precision)} | {num(c.recall)} | "
                    f"{c.evidence or '–'} |")
@@ -790,8 +790,8 @@ def ceiling_section(trials: list[Trial], floor_scores: list[Score], twin_scores:
     out += ["", f"Against {', '.join(reached)}: a rule on the CPU evidence can reach the target of 0.9 here."
             if reached else
             "**Against no truth can a rule on one piece of the CPU evidence reach the target of 0.9 here, even "
-            "fitted to these trials**: beside the hogs, the trials that moved did not wait for a CPU distinctly "
-            "longer than those that did not."]
+            "fitted to these trials**: beside the hogs, the CPU evidence of the trials that moved overlaps that of "
+            "the trials that did not too much for any threshold (the waits: the table above)."]
     return out
 
 
