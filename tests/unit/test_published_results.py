@@ -191,8 +191,23 @@ def test_a_seeded_runs_report_says_its_samples_share_their_draws():
     from quicbench.analysis.report_data import build_report_data
     seeded = build_report_data(load_run(RESULTS / "runs" / "cpu-rule-seeded-a-quiet")).method_text
     plain = build_report_data(load_run(RESULTS / "runs" / "cpu-rule-default-a-quiet")).method_text
-    assert "link_seed" in seeded and "conservative" in seeded
+    assert "link_seed" in seeded and "negatively" in seeded and "without link_seed" in seeded
     assert "link_seed" not in plain
+
+
+def test_the_seed_pairing_page_is_what_its_committed_runs_give(tmp_path):
+    """docs/results/seed-pairing.md is written by tools/experiments/seed_pairing.py from committed
+    quiet runs; with them the tool writes the same page again."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("seed_pairing", REPO / "tools" / "experiments" / "seed_pairing.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = tmp_path / "seed-pairing.md"
+    runs = RESULTS / "runs"
+    assert tool.main(["--seeded", *[str(runs / f"cpu-rule-seeded-{x}-quiet") for x in "abcd"],
+                      "--unseeded", *[str(runs / f"cpu-rule-default-{x}-quiet") for x in "abcdefgh"],
+                      "--page", str(out)]) == 0
+    assert out.read_text() == (RESULTS / "seed-pairing.md").read_text()
 
 
 def _trial(tool, run, cond, proto, wait, moved, goodput=10.0, i=1):

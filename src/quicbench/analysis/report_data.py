@@ -123,8 +123,10 @@ class ReportData:
         text = self.method.text(self.n_tests_table1 if self.table1 else None)
         if (self.run.meta.get("plan") or {}).get("link_seed"):
             text += (" The link's random draws restarted from one seed per repetition (link_seed): repetition r of "
-                     "every protocol met the same losses and jitter, so the protocols' samples are correlated and "
-                     "the unpaired tests conservative.")
+                     "every protocol met the same losses and jitter, so the protocols' samples can be correlated, "
+                     "positively or negatively (docs/results/seed-pairing.md); the tests treat them as independent, "
+                     "and where the correlation is negative they call differences significant more often than "
+                     "alpha: compare protocols in a run without link_seed.")
         return text
 
     @property
