@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, run_measured
+from quicbench.debian import ngtcp2_stack
 from quicbench.errors import QuicbenchError
 
 CLIENT_BINARY = "/usr/bin/gtlsclient"
@@ -145,7 +146,6 @@ class Ngtcp2Client(Client):
 
     @classmethod
     def version(cls) -> dict[str, str]:
-        from quicbench.servers.ngtcp2 import ngtcp2_stack     # the same Debian packaging
         return ngtcp2_stack(PACKAGE)
 
     @classmethod
