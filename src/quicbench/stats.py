@@ -54,6 +54,7 @@ TESTS = {
     "mwu": "Mann-Whitney U test (two-sided)",
 }
 DEFAULT_TEST = "welch-log"
+PAIRED_TEST = "paired-log"   # compare_paired: twins of two runs with seeded link draws
 CORRECTIONS = {"holm": "Holm-Bonferroni correction", "none": "no multiple-comparison correction"}
 DEFAULT_CORRECTION = "holm"
 
@@ -274,6 +275,7 @@ class TestResult:
     effect: float | None = None
     effect_se: float | None = None
     equiv_bound: float | None = None
+    paired: bool = False                # compare_paired: n_a = n_b pairs, the effect's df n - 1
 
     @property
     def significant(self) -> bool:
@@ -307,7 +309,7 @@ class TestResult:
             need = self.reps_to_decide
             if self.effect is not None and self.effect_se is not None:
                 need = reps_to_decide(LogWelch(self.effect, self.effect_se, 0.0), self.n_a, self.n_b,
-                                      self.alpha / max(family, 1), None, delta=self.equiv_bound)
+                                      self.alpha / max(family, 1), None, delta=self.equiv_bound, paired=self.paired)
         return replace(self, p=p, p_equiv=p_equiv, verdict=verdict, reps_to_decide=need)
 
 
@@ -344,14 +346,16 @@ def _verdict(p: float | None, p_equiv: float | None, alpha: float) -> str:
 
 
 def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float | None, cap: int = 1000,
-                   delta: float | None = None) -> int | None:
+                   delta: float | None = None, paired: bool = False) -> int | None:
     """Repetitions per side that would likely (80 % power) decide an inconclusive comparison, at
     the observed variance: enough to show the observed difference, or enough to show
     equivalence if the observed ratio lies well inside the margin; the smaller of the two, and
     always more than either side has now. Each is the smallest n with n >= 2 s^2 (q_a + q_b)^2 / e^2
     on t quantiles at 2n - 2 degrees of freedom (the normal approximation's z undercounts at the
     small n of a testbed). None when neither is within reach (cap). delta: the equivalence bound
-    on lw's scale (default ln(1 + margin); None with no margin: no equivalence test)."""
+    on lw's scale (default ln(1 + margin); None with no margin: no equivalence test). paired: lw is
+    a paired comparison of n_a = n_b pairs (compare_paired): the same requirement (2 x half the
+    per-pair variance) on t quantiles at n - 1 degrees of freedom."""
     if lw.se == 0:
         return None
     var1 = lw.se ** 2 / (1 / n_a + 1 / n_b)          # the per-observation variance of a log value
@@ -364,7 +368,8 @@ def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float
         z = _z(1 - tail) + _z(0.8)
         n = max(floor, math.ceil(2 * var1 * z ** 2 / effect ** 2))     # the normal estimate: a lower bound
         while n <= cap:
-            q = _t_ppf(1 - tail, 2 * n - 2) + _t_ppf(0.8, 2 * n - 2)
+            df = n - 1 if paired else 2 * n - 2
+            q = _t_ppf(1 - tail, df) + _t_ppf(0.8, df)
             if n >= 2 * var1 * q ** 2 / effect ** 2:
                 return n
             n += 1
@@ -409,6 +414,29 @@ def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DE
     return TestResult(test, int(xa.size), int(xb.size), stat, p, alpha, verdict, ratio, lo, hi, p, p_equiv,
                       p_equiv, margin, need,
                       **(dict(effect=lw.d, effect_se=lw.se, equiv_bound=math.log1p(margin)) if positive else {}))
+
+
+def compare_paired(a: Sequence[float | None], b: Sequence[float | None], alpha: float = ALPHA,
+                   min_n: int = MIN_N, margin: float = MARGIN) -> TestResult:
+    """a vs b measured in pairs, a[i] with b[i] (twins: two runs' trials that met the same seeded
+    link draws): the paired t-test on the log ratios ln(a_i / b_i) — the ratio of geometric means
+    with its 95 % CI, a two-sided test of a difference and a TOST of equivalence within ±margin, on
+    n - 1 degrees of freedom. Valid whatever the twins' correlation; where they are alike it is far
+    more powerful than the unpaired test. A pair with a missing or non-positive value is left out."""
+    pairs = [(float(x), float(y)) for x, y in zip(a, b)
+             if x is not None and y is not None and math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+    n = len(pairs)
+    if n < min_n:
+        return TestResult(PAIRED_TEST, n, n, None, None, alpha, N_TOO_SMALL, margin=margin, paired=True)
+    d = np.log([x for x, _ in pairs]) - np.log([y for _, y in pairs])
+    lw = LogWelch(float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n), float(n - 1))
+    p, p_equiv = lw.p_two_sided(), lw.p_equivalent(margin)
+    lo, hi = lw.ratio_ci()
+    verdict = _verdict(p, p_equiv, alpha)
+    need = reps_to_decide(lw, n, n, alpha, margin, paired=True) if verdict == INCONCLUSIVE else None
+    return TestResult(PAIRED_TEST, n, n, lw.t, p, alpha, verdict, math.exp(lw.d), lo, hi, p, p_equiv, p_equiv,
+                      margin, need, no_variation=lw.se == 0, effect=lw.d, effect_se=lw.se,
+                      equiv_bound=math.log1p(margin), paired=True)
 
 
 def welch_difference(a: np.ndarray, b: np.ndarray) -> LogWelch:

@@ -249,3 +249,24 @@ def test_a_cells_shift_with_the_hogs_is_tested_with_the_reports_method():
     assert tool.shift_verdict(shifts["same|w|h1|caddy"]) == "equivalent within ±5 %"
     slow = shifts["slow|w|h1|caddy"]
     assert tool.shift_verdict(slow) == "slower with the hogs" and slow.ratio == pytest.approx(0.7, rel=0.02)
+
+
+def test_compare_tests_two_runs_seeded_alike_in_pairs_of_twins():
+    """Two quiet runs of plans/default-seeded.toml: every cell compared in pairs (same row
+    link_seed), the satellite ratios far tighter than two unseeded runs' unpaired ones; with
+    another plan seed in one of them, no pairs and the unpaired test."""
+    from quicbench.analysis.compare import build_compare_data
+    from quicbench.analysis.load import load_run
+    runs = RESULTS / "runs"
+    a, b = load_run(runs / "cpu-rule-seeded-a-quiet"), load_run(runs / "cpu-rule-seeded-b-quiet")
+    seeded = build_compare_data(a, b)
+    assert "in pairs" in seeded.method_text and seeded.n_tested == 9
+    plain = build_compare_data(load_run(runs / "cpu-rule-default-a-quiet"), load_run(runs / "cpu-rule-default-b-quiet"))
+    assert "in pairs" not in plain.method_text
+
+    def width(data, condition):
+        f = data.frame[data.frame["condition"] == condition]
+        return float((f["ratio_high"] / f["ratio_low"]).max())
+    assert width(seeded, "satellite") < 1.01 < width(plain, "satellite")
+    b.meta["plan"]["seed"] = 2
+    assert "in pairs" not in build_compare_data(a, b).method_text

@@ -26,12 +26,38 @@ def cell_metric(a: RunData, b: RunData, workload: str) -> str:
     return KINDS.get(kind).headline().name if kind in KINDS else "goodput_mbps"
 
 
+def seeded_alike(a: RunData, b: RunData) -> bool:
+    """Both runs restarted the link's draws per repetition (link_seed) from the same plan seed: a
+    cell's repetition r met the same losses and jitter in both."""
+    pa, pb = a.meta.get("plan") or {}, b.meta.get("plan") or {}
+    return bool(pa.get("link_seed") and pb.get("link_seed") and pa.get("seed") == pb.get("seed")
+                and "link_seed" in a.ok.columns and "link_seed" in b.ok.columns)
+
+
+def twins(a: RunData, b: RunData, metric: str) -> dict[tuple[str, str, str], tuple[list[float], list[float]]]:
+    """Per cell, the metric of A's and B's trials that met the same seeded draws (the same row
+    `link_seed`), in pairs: A's values and B's in the same order."""
+    by_seed_b = {(*k, seed): v for k, seed, v in zip(b.ok[CELL_KEYS].itertuples(index=False, name=None),
+                                                     b.ok["link_seed"], b.ok[metric])}
+    out: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
+    for k, seed, v in zip(a.ok[CELL_KEYS].itertuples(index=False, name=None), a.ok["link_seed"], a.ok[metric]):
+        twin = by_seed_b.get((*k, seed))
+        if twin is not None and pd.notna(seed):
+            xa, xb = out.setdefault(k, ([], []))
+            xa.append(v)
+            xb.append(twin)
+    return out
+
+
 def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str | None = None) -> pd.DataFrame:
     """One row per cell in either run; diff_pct is B over A in % of A (empty for a metric compared
     on its difference: it can be 0 or negative). Each cell's metric is its kind's headline unless
-    `metric` is given. With Holm the family is all cells."""
+    `metric` is given. With Holm the family is all cells. When both runs seeded the link's draws
+    alike (seeded_alike), a cell's ratio metric is compared in pairs of twins (stats.compare_paired)."""
     metrics = {w: metric or cell_metric(a, b, w) for w in dict.fromkeys([*a.workloads, *b.workloads])}
     by_metric = {m: (samples(a, m), samples(b, m)) for m in set(metrics.values())}
+    paired = {m: twins(a, b, m) for m in set(metrics.values()) if m not in DIFFERENCE_METRICS} \
+        if seeded_alike(a, b) else {}
     cells_a = set(map(tuple, a.trials[CELL_KEYS].drop_duplicates().values))
     cells_b = set(map(tuple, b.trials[CELL_KEYS].drop_duplicates().values))
     order_c = list(dict.fromkeys([*a.condition_order, *b.condition_order]))
@@ -58,7 +84,11 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                     "diff_pct": None if m in DIFFERENCE_METRICS else stats.pct_diff(s_b.mean, s_a.mean),
                     "in": where, "p": None,
                     "verdict": "not in both runs"}
-                if row["in"] == "both":
+                if row["in"] == "both" and m in paired:
+                    ta, tb = paired[m].get(k, ([], []))
+                    tested.append((len(rows), stats.compare_paired(tb, ta, alpha=method.alpha_per_look,
+                                                                   min_n=method.min_n, margin=method.margin)))
+                elif row["in"] == "both":
                     tested.append((len(rows), method.compare(xb if xb is not None else [],
                                                              xa if xa is not None else [], m)))  # B / A
                 rows.append(row)
@@ -129,7 +159,11 @@ def build_compare_data(a: RunData, b: RunData, method: Method = Method()) -> Com
         notes.append(f"{small} cells have fewer than {method.min_n} successful trials in a run: no claim is made.")
     return CompareData(run_a=a.run_id, run_b=b.run_id, dir_a=str(a.run_dir), dir_b=str(b.run_dir), frame=df,
                        setup_diffs=setup_differences(a, b),
-                       method_text=method.text(len(tested), "every cell the two runs share"),
+                       method_text=method.text(len(tested), "every cell the two runs share") + (
+                           " Both runs seeded the link's random draws alike (link_seed, the same plan seed): each "
+                           "cell's trials of A and B that met the same draws are compared in pairs, by a paired "
+                           "t-test on the log ratios (n − 1 degrees of freedom) with its ratio CI and equivalence "
+                           "test." if seeded_alike(a, b) else ""),
                        n_tested=len(tested), n_sig=int((tested["verdict"] == stats.DIFFERENT).sum()),
                        n_equiv=int((tested["verdict"] == stats.EQUIVALENT).sum()),
                        protocols=list(dict.fromkeys([*a.protocols, *b.protocols])), notes=notes)
