@@ -423,8 +423,8 @@ def compare_paired(a: Sequence[float | None], b: Sequence[float | None], alpha: 
     with its 95 % CI, a two-sided test of a difference and a TOST of equivalence within ±margin, on
     n - 1 degrees of freedom. Valid whatever the twins' correlation; where they are alike it is far
     more powerful than the unpaired test. A pair with a missing or non-positive value is left out."""
-    pairs = [(float(x), float(y)) for x, y in zip(a, b)
-             if x is not None and y is not None and math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+    both = ((finite(x), finite(y)) for x, y in zip(a, b))
+    pairs = [(x, y) for x, y in both if x is not None and y is not None and x > 0 and y > 0]
     n = len(pairs)
     if n < min_n:
         return TestResult(PAIRED_TEST, n, n, None, None, alpha, N_TOO_SMALL, margin=margin, paired=True)
