@@ -67,7 +67,10 @@ run: setup
 test: setup test-go test-rust test-py
 
 test-py:
-	$(PY) -m pytest -q -ra --durations=15 tests
+	# pure logic on every core (pytest-xdist); the integration tests one at a time: they measure
+	# timing and CPU, and share the machine's namespaces, UML and sshd
+	$(PY) -m pytest -q -ra --durations=10 -n auto tests/unit
+	$(PY) -m pytest -q -ra --durations=15 tests/integration
 
 test-go:
 	cd loadclient && go test -count=1 ./...

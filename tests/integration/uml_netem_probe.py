@@ -24,20 +24,20 @@ JITTER = {"delay_ms": 30, "jitter_ms": 10, "reorder": True}
 # name: (hops of the lab, condition, [measurements]); a measurement is
 # ("udp", direction, count, pps, payload bytes) | ("ping", count, interval) | ("iperf3", seconds)
 SCENARIOS: dict[str, tuple[int, dict, list[tuple]]] = {
-    "delay": (1, {"delay_ms": 20}, [("udp", "up", 1000, 500, 64), ("ping", 200, 0.01)]),
+    "delay": (1, {"delay_ms": 20}, [("udp", "up", 1000, 1000, 64), ("ping", 200, 0.01)]),
     "jitter_uniform": (1, {**JITTER, "jitter_dist": "uniform"}, [("udp", "up", 1500, 500, 64)]),
     "jitter_normal": (1, {**JITTER, "jitter_dist": "normal"}, [("udp", "up", 1500, 500, 64)]),
     "jitter_pareto": (1, {**JITTER, "jitter_dist": "pareto"}, [("udp", "up", 1500, 500, 64)]),
     "jitter_paretonormal": (1, {**JITTER, "jitter_dist": "paretonormal"}, [("udp", "up", 1500, 500, 64)]),
-    "reorder_on": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": True}, [("udp", "up", 2000, 1000, 64)]),
-    "reorder_off": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": False}, [("udp", "up", 2000, 1000, 64)]),
+    "reorder_on": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": True}, [("udp", "up", 1000, 1000, 64)]),
+    "reorder_off": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": False}, [("udp", "up", 1000, 1000, 64)]),
     # the same as reorder_on, applied after reorder_off (a lab changed with `lab set`)
-    "reorder_on_again": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": True}, [("udp", "up", 2000, 1000, 64)]),
-    "loss_random": (1, {"loss_pct": 5}, [("udp", "up", 3000, 1000, 64)]),
+    "reorder_on_again": (1, {"delay_ms": 20, "jitter_ms": 5, "reorder": True}, [("udp", "up", 1000, 1000, 64)]),
+    "loss_random": (1, {"loss_pct": 5}, [("udp", "up", 2000, 1000, 64)]),
     "loss_ge": (1, {"loss": {"model": "gilbert_elliott", "p_pct": 1, "r_pct": 20, "h_pct": 0, "k_pct": 100}},
                 [("udp", "up", 4000, 1000, 64)]),
-    "duplicate": (1, {"duplicate_pct": 5}, [("udp", "up", 3000, 1000, 64)]),
-    "corrupt": (1, {"corrupt_pct": 5}, [("udp", "up", 3000, 1000, 200)]),
+    "duplicate": (1, {"duplicate_pct": 5}, [("udp", "up", 2000, 1000, 64)]),
+    "corrupt": (1, {"corrupt_pct": 5}, [("udp", "up", 2000, 1000, 200)]),
     # 1500 IP bytes per datagram, sent at 6 Mbit/s into 4 Mbit/s
     "rate_big": (1, {"rate_mbit": 4}, [("udp", "up", 1500, 500, 1472)]),
     # 100 IP bytes per datagram at 0.72 Mbit/s into 0.5 Mbit/s: an Ethernet header counted by
@@ -53,10 +53,10 @@ SCENARIOS: dict[str, tuple[int, dict, list[tuple]]] = {
     # a full queue adds 240 ms to the 100 ms
     "queue": (1, {"rate_mbit": 1, "delay_ms": 100, "queue": {"packets": 20}}, [("udp", "up", 600, 200, 1472)]),
     "per_direction": (1, {"up": {"delay_ms": 10}, "down": {"delay_ms": 30, "loss_pct": 10}},
-                      [("udp", "up", 2000, 1000, 64), ("udp", "down", 2000, 1000, 64), ("ping", 200, 0.01)]),
+                      [("udp", "up", 1000, 1000, 64), ("udp", "down", 1000, 1000, 64), ("ping", 200, 0.01)]),
     "hops2": (2, {"hops": [{"delay_ms": 5, "loss_pct": 5}, {"delay_ms": 15, "loss_pct": 5}]},
-              [("udp", "up", 3000, 1000, 64), ("ping", 200, 0.01)]),
-    "hops2_one_hop_condition": (2, {"delay_ms": 10}, [("udp", "up", 1000, 500, 64)]),
+              [("udp", "up", 2000, 1000, 64), ("ping", 200, 0.01)]),
+    "hops2_one_hop_condition": (2, {"delay_ms": 10}, [("udp", "up", 1000, 1000, 64)]),
 }
 
 
