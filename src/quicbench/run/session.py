@@ -364,5 +364,7 @@ class _LinkWatch:
 
     def stop(self) -> None:
         self.done.set()
-        if self.thread is not None:
+        # a Ctrl-C can land inside start(), before the thread ran: there is nothing to join then,
+        # and raising here would replace the KeyboardInterrupt (exit 130) with an error
+        if self.thread is not None and self.thread.ident is not None:
             self.thread.join(2)
