@@ -44,8 +44,10 @@ def test_h1_overhead_within_physical_bounds(served):
     # Lower bound: every 1448-byte TCP segment (timestamps on) carries 14 + 20 + 32 = 66 bytes of
     # Ethernet/IP/TCP headers, 4.6 % of the payload, before ACKs, TLS records and HTTP headers.
     # Upper bound: ACKs add about 66 bytes per two segments (2.3 %), TLS 1.3 about 22 bytes per
-    # 16 KB record, handshakes a few KB: well under 12 % for 4 MB.
-    assert 4.5 < row["overhead_pct"] < 12, row["overhead_pct"]
+    # 16 KB record, handshakes a few KB: well under 12 % for 4 MB — plus, when the busy machine
+    # made TCP send segments again (seen once: 14.8 %), at most a full 1514-byte frame for each.
+    retransmitted = row["tcp_retransmits"] * 1514 / 4_000_000 * 100
+    assert 4.5 < row["overhead_pct"] < 12 + retransmitted, (row["overhead_pct"], row["tcp_retransmits"])
     assert row["wire_bytes_down"] > row["bytes"] > row["wire_bytes_up"] > 0
     assert row["quic_packets_down"] == 0
     # the time series integrates to the bytes on the wire
