@@ -25,19 +25,12 @@ from pathlib import Path
 
 from scipy import stats
 
-from quicbench.store import read_jsonl_checked
+from quicbench.analysis.load import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "results" / "seed-pairing.md"
 
 Pairing = tuple[float, float, int, float]      # r, its p, pairs, var(a - b) / (var a + var b)
-
-
-def rows_of(run_dir: Path) -> list[dict]:
-    plain = run_dir / "trials.jsonl"
-    read = read_jsonl_checked(plain if plain.is_file() else run_dir / "trials.jsonl.gz")
-    final = {r["key"]: r for r in read.rows if not r.get("warmup")}
-    return [r for r in final.values() if r.get("status") == "ok" and r.get("goodput_mbps")]
 
 
 def pairing(runs: list[Path]) -> dict[tuple[str, str, str], Pairing]:
@@ -46,7 +39,8 @@ def pairing(runs: list[Path]) -> dict[tuple[str, str, str], Pairing]:
     deviations: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for run in runs:
         cells: dict[str, dict[str, dict[int, float]]] = {}
-        for r in rows_of(run):
+        ok = load_run(run).ok          # the final row of every successful measured trial
+        for r in ok[ok["goodput_mbps"] > 0].to_dict("records"):
             where = f"{r['condition']} {r['workload']}"
             cells.setdefault(where, {}).setdefault(r["protocol"], {})[r["rep"]] = math.log(r["goodput_mbps"])
         for where, by_protocol in cells.items():
