@@ -5,14 +5,13 @@ receiver actually got.
 """
 
 import json
-import math
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import root_only
+from conftest import root_only, within_binomial
 from quicbench.run.calibrate import measure_iperf3
 from quicbench.model.conditions import Condition
 from quicbench.lab import LabSpec, make_lab
@@ -28,12 +27,6 @@ def cond(**kw):
 def lab():
     with make_lab(LabSpec(name="t-gso", link="linkem", offload=True)) as lab:
         yield lab
-
-
-def within(p, k, n, z=3.29):
-    """k of n within the 99.9 % binomial interval around p."""
-    half = z * math.sqrt(p * (1 - p) / n)
-    return p - half <= k / n <= p + half
 
 
 def test_offloads_are_on_and_linkem_knows(lab):
@@ -53,7 +46,7 @@ def test_tcp_super_frames_are_cut_per_wire_packet(lab):
     assert down["received"] > 4 * port_b["rx_frames"], (down["received"], port_b)
     assert port_b["rx_truncated"] == 0
     # loss is decided per wire packet
-    assert within(0.001, down["lost"], down["received"]), (down["lost"], down["received"])
+    assert within_binomial(down["lost"], down["received"], 0.001), (down["lost"], down["received"])
     assert down["forwarded"] + down["lost"] + down["queue_dropped"] <= down["received"]
     assert st["up"]["lost"] == 0
 
@@ -145,7 +138,7 @@ def test_udp_gso_datagrams_arrive_whole_and_counted(lab):
     up = lab.link.stats()["router"]["up"]
     assert up["received"] == sent             # every datagram of every super-frame counted
     assert up["forwarded"] == got             # and what linkem says it sent is what arrived
-    assert within(0.10, up["lost"], sent), up["lost"]
+    assert within_binomial(up["lost"], sent, 0.10), up["lost"]
 
 
 OFFLOAD_PLAN = """

@@ -4,8 +4,8 @@ feature MEASURED (paced UDP probe, ping, iperf3), never read back from `tc`.
 One UML boot runs tests/integration/uml_netem_probe.py, which builds a one- and a two-router
 lab with link netem and measures every scenario; the tests below judge its numbers.
 Tolerances: UML adds timer noise (p50 +0.1…0.5 ms, single packets up to tens of ms on a busy
-host), so delays are judged on quantiles up to p95 (ping: p90), and losses on binomial 99.9 %
-intervals.
+host), so delays are judged on quantiles up to p95 (ping: p90), and losses on the suite's exact
+binomial regions (conftest.within_binomial).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, root_only
+from conftest import REPO, root_only, within_binomial
 from quicbench.kernels import UmlKernel
-from quicbench.run.calibrate import binomial_interval
 
 pytestmark = [pytest.mark.integration, root_only, pytest.mark.timeout(600)]
 
@@ -60,11 +59,9 @@ def scenario(results, name):
     return r
 
 
-def within_binomial(measured: float, n: int, p: float) -> bool:
-    """Inside the 99.9 % binomial interval: with a dozen such checks per run, 99 % intervals
-    would fail a correct netem about one run in ten."""
-    lo, hi = binomial_interval(n, p, z=3.29)
-    return lo - 1e-9 <= measured <= hi + 1e-9
+def fraction_within_binomial(fraction: float, n: int, p: float) -> bool:
+    """A measured fraction of n packets inside the suite's binomial region around p (conftest)."""
+    return within_binomial(round(fraction * n), n, p)
 
 
 def dist_table(name: str) -> list[float]:
@@ -160,7 +157,7 @@ def test_reorder_on_and_off(results):
 # ------------------------------------------------------------------------------- loss
 def test_random_loss(results):
     r = scenario(results, "loss_random")["udp_up"]
-    assert within_binomial(r["loss_frac"], r["sent"], 0.05), r["loss_frac"]
+    assert fraction_within_binomial(r["loss_frac"], r["sent"], 0.05), r["loss_frac"]
     # independent: bursts of 1/(1 - p) = 1.05 packets on average
     assert r["loss_burst_mean"] < 1.3
 
@@ -196,7 +193,7 @@ def test_gilbert_elliott_loss(results):
 
 def test_duplicate(results):
     r = scenario(results, "duplicate")["udp_up"]
-    assert within_binomial(r["dup_frac"], r["sent"], 0.05), r["dup_frac"]
+    assert fraction_within_binomial(r["dup_frac"], r["sent"], 0.05), r["dup_frac"]
     assert r["lost"] == 0
 
 
@@ -205,7 +202,7 @@ def test_corrupt(results):
     arrive (none arrives corrupted)."""
     r = scenario(results, "corrupt")["udp_up"]
     hit = r["loss_frac"] + r["corrupt_frac"]
-    assert within_binomial(hit, r["sent"], 0.05), (r["loss_frac"], r["corrupt_frac"])
+    assert fraction_within_binomial(hit, r["sent"], 0.05), (r["loss_frac"], r["corrupt_frac"])
 
 
 # ------------------------------------------------------------------------------- rate
@@ -256,9 +253,9 @@ def test_per_direction(results):
     up, down, ping = r["udp_up"], r["udp_down"], r["ping"]
     assert 10.0 <= up["owd_ms"]["p50"] <= 10 + NOISE_P50 and up["lost"] == 0, up["owd_ms"]
     assert 30.0 <= down["owd_ms"]["p50"] <= 30 + NOISE_P50, down["owd_ms"]
-    assert within_binomial(down["loss_frac"], down["sent"], 0.10), down["loss_frac"]
+    assert fraction_within_binomial(down["loss_frac"], down["sent"], 0.10), down["loss_frac"]
     assert 40.0 <= ping["rtt_p50_ms"] <= 40 + 2 * NOISE_P50
-    assert within_binomial(1 - ping["received"] / ping["sent"], ping["sent"], 0.10)
+    assert fraction_within_binomial(1 - ping["received"] / ping["sent"], ping["sent"], 0.10)
 
 
 def test_two_routers(results):
@@ -266,7 +263,7 @@ def test_two_routers(results):
     r = scenario(results, "hops2")
     up, ping = r["udp_up"], r["ping"]
     assert 20.0 <= up["owd_ms"]["p50"] <= 20 + NOISE_P50, up["owd_ms"]
-    assert within_binomial(up["loss_frac"], up["sent"], 1 - 0.95 ** 2), up["loss_frac"]
+    assert fraction_within_binomial(up["loss_frac"], up["sent"], 1 - 0.95 ** 2), up["loss_frac"]
     assert 40.0 <= ping["rtt_p50_ms"] <= 40 + 2 * NOISE_P50
     one = scenario(results, "hops2_one_hop_condition")["udp_up"]
     assert 10.0 <= one["owd_ms"]["p50"] <= 10 + NOISE_P50, "a one-hop condition applies at the first router only"
