@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy $(BIN)/quicbench-h3server
+build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy $(BIN)/quicbench-h3server $(BIN)/uml-xstate.so
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -54,6 +54,11 @@ $(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.to
 	@mkdir -p $(BIN)
 	cd linkem && cargo build --release --quiet
 	cp linkem/target/release/linkem $(BIN)/linkem
+
+# preloaded into User-Mode Linux: hands the host a guest task's whole FPU state (AVX-512, AMX hosts)
+$(BIN)/uml-xstate.so: src/quicbench/kernels/uml_xstate.c
+	@mkdir -p $(BIN)
+	gcc -O2 -Wall -Wextra -shared -fPIC -o $@ $< -ldl
 
 # server 'quinn': HTTP/3 on quinn + h3 (crates.io, pinned in h3server/Cargo.lock)
 $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml h3server/Cargo.lock

@@ -18,6 +18,12 @@ temporary directory (init script, exit code, UML's umid dir and memory file) is 
 every exit path, and stale ones of dead callers are removed by the next run.
 
 Inside UML there is one (slow) CPU: tens of Mbit/s, timer noise of a few hundred µs.
+
+UML 6.1 keeps a guest task's FPU state in the XSAVE size it was built with (Debian's: 2,696
+bytes, up to AVX-512) and the host refuses to restore a partial state, so on a host with a larger
+one (AMX: 11,008 bytes) it panics at its first process. UML runs with uml-xstate.so preloaded
+(built from uml_xstate.c by `make build`), which hands the host the whole state, one copy per
+guest task.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Any
 
 from quicbench.errors import QuicbenchError
 from quicbench.kernels.base import Kernel
+from quicbench.paths import bin_dir
 
 BINARY = Path("/usr/bin/linux.uml")
 MODULE_ROOT = Path("/usr/lib/uml/modules")
@@ -45,6 +52,8 @@ FIX = "apt-get install user-mode-linux kmod"
 REQUIRED_MODULES = ("veth", "sch_netem", "ipv6")
 OPTIONAL_MODULES = ("sch_tbf", "sch_htb", "ifb")
 QDISC_MODULES = ("sch_netem", "sch_tbf", "sch_htb")
+# the FPU-state wrapper UML runs with (uml_xstate.c; `make build`)
+XSTATE_SHIM = "uml-xstate.so"
 TMP_PREFIX = "qb-uml-"
 STOP_GRACE_S = 20.0
 
@@ -161,6 +170,8 @@ class UmlKernel(Kernel):
         missing = [m for m in REQUIRED_MODULES if m not in mods]
         if missing:
             return False, f"UML modules missing in {mdir}: {', '.join(missing)} ({FIX})"
+        if not (bin_dir() / XSTATE_SHIM).is_file():
+            return False, f"no {bin_dir() / XSTATE_SHIM} (UML's FPU-state wrapper): run 'make build'"
         return True, f"User-Mode Linux {mdir.name}"
 
     def version(self) -> dict[str, Any]:
@@ -170,7 +181,8 @@ class UmlKernel(Kernel):
         mods = _modules(mdir)
         return {"kernel": "uml", "version": mdir.name, "binary": str(BINARY), "module_dir": str(mdir),
                 "qdiscs": [m.removeprefix("sch_") for m in QDISC_MODULES if m in mods],
-                "modules": [m for m in (*REQUIRED_MODULES, *OPTIONAL_MODULES) if m in mods]}
+                "modules": [m for m in (*REQUIRED_MODULES, *OPTIONAL_MODULES) if m in mods],
+                "preload": XSTATE_SHIM}
 
     def init_script(self, argv: list[str], env: dict[str, str], cwd: str, tmp: Path,
                     stdout_tty: bool, stderr_tty: bool) -> str:
@@ -259,7 +271,8 @@ class UmlKernel(Kernel):
             try:
                 proc = subprocess.Popen(self.command(tmp, mem), stdin=subprocess.DEVNULL, stdout=out_w,
                                         stderr=err_w, start_new_session=True,
-                                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(shm)})
+                                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(shm),
+                                             "LD_PRELOAD": str(bin_dir() / XSTATE_SHIM)})
             finally:
                 os.close(out_w)
                 os.close(err_w)
