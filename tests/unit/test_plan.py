@@ -209,3 +209,13 @@ def test_link_seed_needs_linkem_and_is_one_per_repetition_of_every_protocol():
     assert len({next(iter(s)) for s in seeds.values()}) == 4        # repetitions and conditions differ
     first = expand(plan)[0]
     assert first.link_seed(2) != first.link_seed(1)                 # the plan's seed is in it
+
+
+def test_tcp_initcwnd_is_a_window_of_1_to_1000_segments(tmp_path):
+    base = {"workloads": [{"size": "10KB"}]}
+    assert plan_from_dict(base).tcp_initcwnd is None                 # the kernel's default
+    assert plan_from_dict({**base, "tcp_initcwnd": 27}).tcp_initcwnd == 27
+    for bad in (0, 1001, "ten"):
+        with pytest.raises(QuicbenchError, match="tcp_initcwnd") as e:
+            plan_from_dict({**base, "tcp_initcwnd": bad})
+        assert "\n" not in str(e.value)

@@ -110,7 +110,7 @@ def setup_differences(a: RunData, b: RunData) -> list[tuple[str, str, str]]:
     keys = [("plan fingerprint", "plan_fingerprint"), ("plan", "plan.name"), ("kernel", "host.kernel"),
             ("CPU", "host.cpu_model"), ("CPUs", "host.cpus"), ("host", "host.hostname"),
             ("quicbench", "host.quicbench"), ("link emulator", "link.name"), ("TCP congestion control", "lab.tcp_cc"),
-            ("router hops", "lab.hops"), ("repetitions", "plan.repetitions")]
+            ("TCP initial window", "lab.tcp_initcwnd"), ("router hops", "lab.hops"), ("repetitions", "plan.repetitions")]
     out = []
     for label, path in keys:
         va, vb = _get(a.meta, path), _get(b.meta, path)

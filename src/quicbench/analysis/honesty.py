@@ -259,6 +259,7 @@ def metadata(run: RunData) -> list[tuple[str, str]]:
     items += [("lab backend", lab.get("backend")), ("router hops", lab.get("hops") or plan.get("hops")),
               ("TCP congestion control", ", ".join(plan["tcp_cc"]) if isinstance(plan.get("tcp_cc"), list)
                else lab.get("tcp_cc") or plan.get("tcp_cc")),
+              ("TCP initial window (segments)", lab.get("tcp_initcwnd") or plan.get("tcp_initcwnd")),
               ("QUIC congestion control asked", plan.get("quic_cc")),
               ("offloads (TSO/GSO/GRO)", "on" if lab.get("offload") or plan.get("offload") else None),
               ("link emulator", link.get("name") if isinstance(link, dict) else link),

@@ -41,6 +41,8 @@ def lab_up(
     name: str = typer.Option("lab", "--name", "-n", help="Lab name (namespaces are qb-NAME-NODE)."),
     hops: int = typer.Option(1, help="Router hops between client and server (1 or 2)."),
     tcp_cc: str = typer.Option("cubic", "--cc", help="TCP congestion control in every node."),
+    initcwnd: Optional[int] = typer.Option(None, "--initcwnd", min=1, max=1000, help="TCP's initial congestion "
+                                           "window (segments) of the client and the server; default the kernel's 10."),
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
     offload: bool = typer.Option(False, "--offload", help="TSO/GSO/GRO on (GSO super-frames; linkem "
                                  "cuts them per wire packet). Default off: every frame is a wire packet."),
@@ -71,7 +73,8 @@ def lab_up(
     serving = _check_serve(serve, content, sizes) if (serve or content) else None
     reap()
     from quicbench.lab import LabSpec, make_lab
-    spec = LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, link=link, offload=offload, persistent=True,
+    spec = LabSpec(name=name, hops=hops, tcp_cc=tcp_cc, tcp_initcwnd=initcwnd, link=link, offload=offload,
+                   persistent=True,
                    condition=cond, backend=backend, inventory=str(inventory.resolve()) if inventory else None)
     if provision:
         if backend != "ssh":
@@ -81,7 +84,8 @@ def lab_up(
     lab = make_lab(spec)
     lab.up()
     console.print(f"lab [bold]{name}[/] is up: client {lab.address('client')} → server {lab.address('server')}"
-                  f" (link {lab.link_name}, TCP {tcp_cc}, condition: {cond.short()})", highlight=False)
+                  f" (link {lab.link_name}, TCP {tcp_cc}{f' initcwnd {initcwnd}' if initcwnd else ''}, "
+                  f"condition: {cond.short()})", highlight=False)
     if serving is not None:
         try:
             info = _serve(lab, *serving)

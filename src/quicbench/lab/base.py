@@ -26,7 +26,10 @@ from quicbench.errors import QuicbenchError
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, auto_choice, resolve_link
 from quicbench.model.conditions import Condition
 from quicbench.paths import STATE_DIR
-from quicbench.proc import process_alive
+from quicbench.proc import process_alive, run
+
+# Linux's initial congestion window when a route sets none (RFC 6928; TCP_INIT_CWND)
+KERNEL_INITCWND = 10
 
 NODE_NAMES = ("client", "router", "router2", "server")
 
@@ -53,6 +56,9 @@ class LabSpec(BaseModel):
     backend: str = "netns"
     hops: Literal[1, 2] = 1
     tcp_cc: str = "cubic"
+    # TCP's initial congestion window in segments on the client's and the server's route to each
+    # other (`ip route ... initcwnd N`); None: the kernel's default (10 segments, RFC 6928)
+    tcp_initcwnd: int | None = Field(None, ge=1, le=1000)
     mtu: int = Field(1500, ge=1280, le=9000)
     link: str = "auto"
     # TSO/GSO/GRO on at every lab interface: endpoints hand 64 KB super-frames to the path, as
@@ -175,6 +181,8 @@ class Lab(ABC):
         self._claim()
         try:
             self._create()
+            if self.spec.tcp_initcwnd is not None:
+                self.check_initial_windows()
             cls = self.link_class(conditions or [self.spec.condition])
             self.link = cls(self.routers(), self, self.run_dir, self.spec.offload)
             self.set_condition(self.spec.condition, status="up")
@@ -211,6 +219,30 @@ class Lab(ABC):
         softirq = softirq_thread_wait_seconds()
         return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()},
                            {"": softirq} if softirq is not None else {})
+
+    def initcwnd_option(self) -> str:
+        """The option of the client's and the server's route to each other that sets TCP's initial
+        window, when the spec sets one (backends append it to those routes)."""
+        return f" initcwnd {self.spec.tcp_initcwnd}" if self.spec.tcp_initcwnd is not None else ""
+
+    def initial_windows(self) -> dict[str, int]:
+        """TCP's initial congestion window (segments) the client and the server use towards each
+        other, read back from the kernel (`ip route get PEER`: its route's initcwnd metric)."""
+        out = {}
+        for node, peer in (("client", "server"), ("server", "client")):
+            text = run(self.cmd(node, ["ip", "route", "get", self.address(peer)])).stdout
+            m = re.search(r"\binitcwnd (\d+)", text)
+            out[node] = int(m.group(1)) if m else KERNEL_INITCWND
+        return out
+
+    def check_initial_windows(self) -> None:
+        """The spec's initial window is what both endpoints' kernels will use, or the lab fails."""
+        seen = self.initial_windows()
+        wrong = {n: w for n, w in seen.items() if w != self.spec.tcp_initcwnd}
+        if wrong:
+            raise QuicbenchError(f"tcp_initcwnd: set {self.spec.tcp_initcwnd} segments, the kernel reports "
+                                 + ", ".join(f"{w} at the {n}" for n, w in wrong.items()))
+        self.state["tcp_initcwnd"] = self.spec.tcp_initcwnd
 
     def row_hosts(self) -> dict[str, Any]:
         """Row columns that name the hosts a trial was measured on (none for a one-host lab)."""

@@ -165,9 +165,9 @@ class NetnsLab(Lab):
                            f"ip addr add {ip}/24 dev {ifname}",
                            f"ip link set {ifname} up"]
             if node == "client":
-                script.append(f"ip route add default via {addrs['router']['to-client']}")
+                script.append(f"ip route add default via {addrs['router']['to-client']}{self.initcwnd_option()}")
             elif node == "server":
-                script.append(f"ip route add default via {addrs[last_router]['to-server']}")
+                script.append(f"ip route add default via {addrs[last_router]['to-server']}{self.initcwnd_option()}")
             elif self.spec.hops == 2:
                 # routers know the far segment only through each other; there is no default route
                 if node == "router":

@@ -342,6 +342,10 @@ class Plan(_Strict):
     # TCP congestion control of h1/h2 trials, set in the lab's nodes before each trial; a list
     # sweeps it (cells h2/cubic, h2/bbr)
     tcp_cc: str | list[str] = "cubic"
+    tcp_initcwnd: int | None = Field(
+        None, ge=1, le=1000,
+        description="TCP's initial congestion window in segments, on the client's and the server's route to each "
+                    "other (ip route ... initcwnd); unset: the kernel's 10. QUIC stacks keep their own")
     # the QUIC sender's congestion controller of h3 trials, for servers that can set it
     # (Server.quic_ccs): a name or a list for every h3 server of the plan, or a table server ->
     # name or list; each (server, quic_cc) is a server instance of its own (cells h3@ngtcp2/bbr).

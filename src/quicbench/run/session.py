@@ -71,7 +71,7 @@ class LabSession:
     def up(self) -> None:
         plan, todo = self.ctx.plan, self.todo
         self.lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_ccs[0],
-                                    link=plan.link, offload=plan.offload, condition=todo[0].condition,
+                                    tcp_initcwnd=plan.tcp_initcwnd, link=plan.link, offload=plan.offload, condition=todo[0].condition,
                                     run_dir=str(self.ctx.store.dir.resolve()), backend=self.ctx.backend,
                                     inventory=self.ctx.inventory, **needed_binaries(plan, todo)))
         self.lab.up(conditions=list(plan.conditions))
@@ -134,6 +134,7 @@ class LabSession:
         hosts = lab.host_facts()
         return dict(
             lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
+                 "tcp_initcwnd": lab.state.get("tcp_initcwnd"),
                  "offload": lab.spec.offload, "addresses": lab.state["addresses"],
                  **({"inventory": lab.spec.inventory} if lab.spec.inventory else {}),
                  **({"hosts": hosts} if hosts else {})},
@@ -294,7 +295,8 @@ class LabSession:
         finally:
             watch.stop()
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
-        row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc, hops=lab.spec.hops,
+        row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc,
+                   tcp_initcwnd=lab.state.get("tcp_initcwnd"), hops=lab.spec.hops,
                    host=platform.node(), near_ceiling=ceiling_.near_ceiling(row, ctx.ceiling), **lab.row_hosts())
         return row
 
