@@ -35,6 +35,7 @@ name = "ssh-e2e"
 protocols = ["h1", "h2", "h3"]
 repetitions = {reps}
 link = "auto"
+{extra}
 [[conditions]]
 name = "d20"
 delay_ms = 20
@@ -248,7 +249,8 @@ def only_run_dir(out: Path) -> Path:
 
 def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env):
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=2))
+    # TCP's initial window on the client's and the server's route to each other, on their hosts
+    plan.write_text(PLAN.format(reps=2, extra="tcp_initcwnd = 20"))
     inv = hosts.inventory(tmp_path / "hosts.toml")
     t0 = time.monotonic()
     cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"))
@@ -261,6 +263,7 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
         assert r["status"] == "ok", r["error"]
         assert r["protocols"] == f"{r['protocol']}:4" and r["bytes"] == 4 * 100_000
         assert r["link"] == "linkem"          # this kernel has no netem
+        assert r["tcp_initcwnd"] == 20, r
         assert r["client_host"] == hosts.mgmt["client"][1] and r["server_host"] == hosts.mgmt["server"][1]
         assert r["router_hosts"] == hosts.mgmt["router"][1]
         # 20 ms each way through the router host: a request takes at least one 40 ms round trip
@@ -288,7 +291,7 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
 
 def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_path, qb_env):
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=200))
+    plan.write_text(PLAN.format(reps=200, extra=""))
     inv = hosts.inventory(tmp_path / "hosts.toml")
     p = subprocess.Popen([*QB, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--no-report",
                           "--out", str(tmp_path / "runs")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -323,7 +326,7 @@ def test_deadman_removes_the_shaping_when_the_controller_is_killed(hosts, tmp_pa
 
 def test_ctrl_c_mid_run_leaves_nothing_on_any_host(hosts, tmp_path, qb_env):
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=200))
+    plan.write_text(PLAN.format(reps=200, extra=""))
     inv = hosts.inventory(tmp_path / "hosts.toml")
     p = subprocess.Popen([*QB, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--no-report",
                           "--out", str(tmp_path / "runs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -369,7 +372,7 @@ def test_deadman_fires_when_the_network_to_the_controller_is_gone(hosts, tmp_pat
 @pytest.mark.parametrize("case", ["unreachable", "wrong_key", "missing_binary", "no_iface", "ssh_iface"])
 def test_bad_inventory_is_refused_naming_host_and_field(hosts, tmp_path, qb_env, case):
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=1))
+    plan.write_text(PLAN.format(reps=1, extra=""))
     other_key = tmp_path / "other"
     sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other_key))
     empty = tmp_path / "empty-bin"
@@ -445,7 +448,7 @@ def test_provision_installs_what_a_host_misses(hosts, tmp_path, qb_env):
     bin_dir.mkdir()
     inv = hosts.inventory(tmp_path / "hosts.toml", client={"bin_dir": str(bin_dir)})
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=1))
+    plan.write_text(PLAN.format(reps=1, extra=""))
     cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
             "--no-report", "--provision", "--only", "protocol=h3")
     assert cp.returncode == 0, cp.stdout + cp.stderr
@@ -469,7 +472,7 @@ def test_two_router_hosts(hosts2, tmp_path, qb_env):
     """hops = 2: client -- router -- router2 -- server; the one-hop condition shapes the first
     router host, the second forwards (linkem, transparent)."""
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=1).replace(
+    plan.write_text(PLAN.format(reps=1, extra="").replace(
         'link = "auto"', 'link = "auto"\nhops = 2'))
     inv = hosts2.inventory(tmp_path / "hosts.toml")
     cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
@@ -485,7 +488,7 @@ def test_two_router_hosts(hosts2, tmp_path, qb_env):
 def test_capture_and_qlog_come_back_from_the_client_host(hosts, tmp_path, qb_env):
     """tcpdump on the client host and qb-load's qlogs: written there, copied back after each trial."""
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=1).replace('link = "auto"', 'link = "auto"\ncapture = true\nqlog = true'))
+    plan.write_text(PLAN.format(reps=1, extra="").replace('link = "auto"', 'link = "auto"\ncapture = true\nqlog = true'))
     inv = hosts.inventory(tmp_path / "hosts.toml")
     cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
             "--no-report", "--only", "protocol=h3")
@@ -502,7 +505,7 @@ def test_nginx_and_apache_configs_are_mirrored_on_the_server_host(hosts, tmp_pat
     """Server configs name local paths (content, certificates, logs, pid files): the server host
     gets rewritten copies that name its own mirrors."""
     plan = tmp_path / "p.toml"
-    plan.write_text(PLAN.format(reps=1).replace('protocols = ["h1", "h2", "h3"]', 'protocols = ["h1", "h2"]')
+    plan.write_text(PLAN.format(reps=1, extra="").replace('protocols = ["h1", "h2", "h3"]', 'protocols = ["h1", "h2"]')
                     + '\n[servers]\nh1 = "apache"\nh2 = "nginx"\n')
     inv = hosts.inventory(tmp_path / "hosts.toml")
     cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
