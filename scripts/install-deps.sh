@@ -2,6 +2,8 @@
 # Install the Debian packages quicbench calls, only those missing. Idempotent.
 set -euo pipefail
 PKGS=(caddy nginx apache2 iproute2 ethtool iputils-ping iperf3 tcpdump nftables procps curl ca-certificates)
+# gcc: Rust's linker, and build/bin/uml-xstate.so (User-Mode Linux's FPU-state wrapper, `make build`)
+PKGS+=(gcc libc6-dev)
 # The kernel's netem, tbf and htb on any host: `--kernel uml` (User-Mode Linux and its insmod)
 [ "${QB_NO_UML:-0}" = 1 ] || PKGS+=(user-mode-linux kmod)
 # Lab backend ssh: the OpenSSH client reaches the hosts; its tests run Debian's sshd in lab
