@@ -159,6 +159,7 @@ def test_cli_kernel_flag(tmp_path):
     assert 10.0 <= res["ping"]["rtt_p50_ms"] <= 11.0
     doctor = run_qb("doctor")
     assert "kernel: uml" in doctor.stdout and "netem" in doctor.stdout
+    assert "boots and runs a command in" in " ".join(doctor.stdout.split()), doctor.stdout   # booted, not only found
 
 
 def test_run_in_uml_writes_the_run_directory_on_the_host(tmp_path):

@@ -45,7 +45,9 @@ def _version(path: str, flag: str = "--version") -> str:
         return ""
 
 
-def checks() -> list[tuple[str, bool, str]]:
+def checks(boot_uml: bool = True) -> list[tuple[str, bool, str]]:
+    """(check, ok, detail or fix) for this host; boot_uml: boot User-Mode Linux once to see that
+    it runs here (a few seconds), not only that its files are installed."""
     out: list[tuple[str, bool, str]] = []
     out.append(("root", os.geteuid() == 0, "needed for network namespaces" if os.geteuid() else "running as root"))
     k = probe()
@@ -61,6 +63,9 @@ def checks() -> list[tuple[str, bool, str]]:
         v = uml.version()
         detail = (f"User-Mode Linux {v['version']} with qdiscs {', '.join(v['qdiscs'])}: "
                   "--kernel uml runs the kernel's netem (slow: tens of Mbit/s)")
+        if boot_uml:
+            boots, how = uml.boots()
+            detail += f"; {how}" if boots else f"; but it does not run on this host: {how}"
     else:
         detail = f"optional, for --kernel uml (the kernel's netem on any host): {why}"
     out.append(("kernel: uml", True, detail))

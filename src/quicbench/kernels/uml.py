@@ -184,6 +184,21 @@ class UmlKernel(Kernel):
                 "modules": [m for m in (*REQUIRED_MODULES, *OPTIONAL_MODULES) if m in mods],
                 "preload": XSTATE_SHIM}
 
+    def boots(self) -> tuple[bool, str]:
+        """Boot UML once and run `true` inside (a few seconds): whether this host can run it at
+        all, which its files alone do not say (a host's CPU can make it panic at its first process)."""
+        import io
+        import time
+        out = io.BytesIO()
+        t0 = time.monotonic()
+        try:
+            rc = self.run(["true"], {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, "/", mem="256M", stdout=out, stderr=out)
+        except QuicbenchError as e:
+            return False, str(e)
+        if rc != 0:
+            return False, f"`true` inside it exited {rc}: {out.getvalue().decode(errors='replace')[-200:]}"
+        return True, f"boots and runs a command in {time.monotonic() - t0:.1f} s"
+
     def init_script(self, argv: list[str], env: dict[str, str], cwd: str, tmp: Path,
                     stdout_tty: bool, stderr_tty: bool) -> str:
         mdir = _module_dir()
