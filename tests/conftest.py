@@ -9,15 +9,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 QB = [sys.executable, "-m", "quicbench.cli.main"]
 
-# The level of every check of a count against its binomial law (losses, duplicates, corruptions):
-# a run of the suite makes about twenty of them, so at 0.001 a correct link failed about one CI run
-# in fifty (test_link's 68 of 1000 pings lost at 10 % did); at 1e-6 one in fifty thousand. Each
-# check's sample size still tells the bug it guards against (a direction's loss applied twice, a
-# hop's loss missing) with power above 0.99.
-BINOMIAL_ALPHA = 1e-6
+# The level at which a check of a measured statistic against its sampling law (a count against its
+# binomial law: losses, duplicates, corruptions; a skewness against its standard error) may fail a
+# correct implementation by chance. A run of the suite makes about twenty such checks, so at 0.001
+# a correct link failed about one CI run in fifty (test_link's 68 of 1000 pings lost at 10 % did);
+# at 1e-6 one in fifty thousand. Each check's sample size still tells the bug it guards against (a
+# direction's loss applied twice, a hop's loss missing) with power above 0.99.
+CHANCE_ALPHA = 1e-6
 
 
-def within_binomial(k: int, n: int, p: float, alpha: float = BINOMIAL_ALPHA) -> bool:
+def within_binomial(k: int, n: int, p: float, alpha: float = CHANCE_ALPHA) -> bool:
     """k events of n trials at probability p inside the exact two-sided binomial region at alpha."""
     from scipy.stats import binom
     lo, hi = binom.interval(1 - alpha, n, p)

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+from scipy.stats import norm
 
-from conftest import REPO, root_only, within_binomial
+from conftest import CHANCE_ALPHA, REPO, root_only, within_binomial
 from quicbench.kernels import UmlKernel
 
 pytestmark = [pytest.mark.integration, root_only, pytest.mark.timeout(600)]
@@ -133,8 +134,15 @@ def test_jitter_distributions_differ(results):
 
     def bowley(o):
         return (o["p75"] + o["p25"] - 2 * o["p50"]) / (o["p75"] - o["p25"])
+
+    # Bowley's skewness of n samples of a symmetric law has a standard error of about 1.41/sqrt(n)
+    # (uniform; normal 1.36: the quartiles' asymptotic covariance): symmetric means inside the
+    # suite's level (conftest), 0.18 at 1,500 datagrams; at 0.1 a correct netem failed one run in
+    # a hundred (uniform 0.106 once). Pareto's 0.38 and paretonormal's 0.22 stay far outside.
+    sent = scenario(results, "jitter_uniform")["udp_up"]["sent"]
+    symmetric = norm.isf(CHANCE_ALPHA / 2) * 1.42 / math.sqrt(sent)
     u, n, p, pn = owd("uniform"), owd("normal"), owd("pareto"), owd("paretonormal")
-    assert abs(bowley(u)) < 0.1 and abs(bowley(n)) < 0.1
+    assert abs(bowley(u)) < symmetric and abs(bowley(n)) < symmetric, (bowley(u), bowley(n), symmetric)
     assert bowley(p) > 0.2 and bowley(pn) > 0.05
     assert u["p5"] > 20 and n["p5"] < 17          # normal: 30 - 1.645 x 10 = 13.6
     assert p["p5"] > 23 and pn["p5"] < 22.5       # pareto's floor is 30 - 6.7
