@@ -28,6 +28,7 @@ guest task.
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import shutil
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -187,8 +189,6 @@ class UmlKernel(Kernel):
     def boots(self) -> tuple[bool, str]:
         """Boot UML once and run `true` inside (a few seconds): whether this host can run it at
         all, which its files alone do not say (a host's CPU can make it panic at its first process)."""
-        import io
-        import time
         out = io.BytesIO()
         t0 = time.monotonic()
         try:

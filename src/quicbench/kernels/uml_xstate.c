@@ -44,6 +44,8 @@ struct saved {
 static struct saved *table[BUCKETS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t whole_size;             /* the host's XSAVE size for ptrace; 0 until known */
+static size_t part_size;              /* UML's buffer size (one for all its calls), with whole_size */
+static uint64_t part_components;      /* the XSAVE components wholly inside it */
 
 static ptrace_fn real(void)
 {
@@ -53,14 +55,14 @@ static ptrace_fn real(void)
     return fn;
 }
 
-static struct saved *find(const void *key, int create)
+/* UML's buffer's whole-size copy, made (zeroed) when first seen: *made says so. */
+static struct saved *find(const void *key, int *made)
 {
     size_t h = ((uintptr_t)key >> 4) % BUCKETS;
+    *made = 0;
     for (struct saved *s = table[h]; s; s = s->next)
         if (s->key == key)
             return s;
-    if (!create)
-        return NULL;
     struct saved *s = calloc(1, sizeof *s);
     if (!s || !(s->whole = calloc(1, whole_size))) {
         free(s);
@@ -69,6 +71,7 @@ static struct saved *find(const void *key, int create)
     s->key = key;
     s->next = table[h];
     table[h] = s;
+    *made = 1;
     return s;
 }
 
@@ -85,13 +88,18 @@ static uint64_t components_within(size_t n)
     return mask;
 }
 
-static long learn_size(pid_t pid)
+/* The host's whole size (a GETREGSET into a large buffer says it) and, for UML's buffer of n
+ * bytes, which components it holds; once, at UML's first call. */
+static long learn_sizes(pid_t pid, size_t n)
 {
     static unsigned char probe[1 << 16];
     struct iovec iov = {probe, sizeof probe};
     long r = real()(PTRACE_GETREGSET, pid, (void *)NT_X86_XSTATE_, &iov);
-    if (r == 0)
+    if (r == 0) {
         whole_size = iov.iov_len;
+        part_size = n;
+        part_components = components_within(n);
+    }
     return r;
 }
 
@@ -108,7 +116,7 @@ long ptrace(enum __ptrace_request request, ...)
         return real()(request, pid, addr, data);
     struct iovec *iov = data;
     pthread_mutex_lock(&lock);
-    if (!whole_size && learn_size(pid) != 0) {
+    if (!whole_size && learn_sizes(pid, iov->iov_len) != 0) {
         int e = errno;
         pthread_mutex_unlock(&lock);
         errno = e;
@@ -119,8 +127,8 @@ long ptrace(enum __ptrace_request request, ...)
         return real()(request, pid, addr, data);
     }
     size_t n = iov->iov_len;
-    int fresh = find(iov->iov_base, 0) == NULL;
-    struct saved *s = find(iov->iov_base, 1);
+    int fresh;
+    struct saved *s = find(iov->iov_base, &fresh);
     if (!s) {
         pthread_mutex_unlock(&lock);
         errno = ENOMEM;
@@ -137,7 +145,7 @@ long ptrace(enum __ptrace_request request, ...)
         if (fresh) {
             uint64_t bv;
             memcpy(&bv, s->whole + XSTATE_BV_OFFSET, sizeof bv);
-            bv &= components_within(n);
+            bv &= n == part_size ? part_components : components_within(n);
             memcpy(s->whole + XSTATE_BV_OFFSET, &bv, sizeof bv);
         }
         r = real()(PTRACE_SETREGSET, pid, addr, &whole);

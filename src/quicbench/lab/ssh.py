@@ -617,11 +617,13 @@ class SshLab(Lab):
         if node == "client":
             via = self.address("router")
             steps.append((f"ip route del {self.address('server')}/32 via {via}",
-                          f"ip route replace {self.address('server')}/32 via {via} dev {q(self.interface(node, 'server'))}{self.initcwnd_option()}"))
+                          f"ip route replace {self.address('server')}/32 via {via} "
+                          f"dev {q(self.interface(node, 'server'))}{self.initcwnd_option()}"))
         elif node == "server":
             via = self.inv.host(nodes[idx - 1]).ip_server.split("/")[0]      # type: ignore[union-attr]
             steps.append((f"ip route del {self.address('client')}/32 via {via}",
-                          f"ip route replace {self.address('client')}/32 via {via} dev {q(self.interface(node, 'client'))}{self.initcwnd_option()}"))
+                          f"ip route replace {self.address('client')}/32 via {via} "
+                          f"dev {q(self.interface(node, 'client'))}{self.initcwnd_option()}"))
         else:
             steps.append((f"sysctl -q -w net.ipv4.ip_forward={facts['ip_forward']}", ":"))
             for dev in (self.interface(node, "client"), self.interface(node, "server")):

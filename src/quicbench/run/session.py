@@ -71,7 +71,8 @@ class LabSession:
     def up(self) -> None:
         plan, todo = self.ctx.plan, self.todo
         self.lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_ccs[0],
-                                    tcp_initcwnd=plan.tcp_initcwnd, link=plan.link, offload=plan.offload, condition=todo[0].condition,
+                                    tcp_initcwnd=plan.tcp_initcwnd, link=plan.link, offload=plan.offload,
+                                    condition=todo[0].condition,
                                     run_dir=str(self.ctx.store.dir.resolve()), backend=self.ctx.backend,
                                     inventory=self.ctx.inventory, **needed_binaries(plan, todo)))
         self.lab.up(conditions=list(plan.conditions))
