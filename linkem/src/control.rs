@@ -51,6 +51,41 @@ pub fn sched_ns() -> Option<(u64, u64)> {
     seen.then_some((run, wait))
 }
 
+/// Involuntary context switches of this process so far, summed over its threads
+/// (/proc/self/task/*/status), and the CPUs its forwarding threads (named
+/// `linkem-fwd*`) last ran on (field 39 of their stat): where a late release can
+/// come from (a preempted thread) and which core the forwarding ran on.
+pub fn switches_and_cpus() -> (Option<u64>, Vec<u32>) {
+    let (mut nivcsw, mut seen, mut cpus) = (0u64, false, Vec::new());
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return (None, cpus) };
+    for t in dir.flatten() {
+        if let Ok(status) = std::fs::read_to_string(t.path().join("status")) {
+            for line in status.lines() {
+                if let Some(v) = line.strip_prefix("nonvoluntary_ctxt_switches:") {
+                    if let Ok(n) = v.trim().parse::<u64>() {
+                        nivcsw += n;
+                        seen = true;
+                    }
+                }
+            }
+        }
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("linkem-fwd") {
+            continue;
+        }
+        if let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) {
+            let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+            if let Some(Ok(cpu)) = after.split_whitespace().nth(36).map(|x| x.parse::<u32>()) {
+                if !cpus.contains(&cpu) {
+                    cpus.push(cpu);
+                }
+            }
+        }
+    }
+    cpus.sort_unstable();
+    (seen.then_some(nivcsw), cpus)
+}
+
 pub struct Ctl {
     pub shared: Arc<Shared>,
     pub base: Mutex<Snapshot>,
@@ -152,6 +187,9 @@ impl Ctl {
         let sched = sched_ns();
         out.insert("cpu_run_s".into(), json!(sched.map(|s| s.0 as f64 / 1e9)));
         out.insert("cpu_wait_s".into(), json!(sched.map(|s| s.1 as f64 / 1e9)));
+        let (nivcsw, cpus) = switches_and_cpus();
+        out.insert("nivcsw".into(), json!(nivcsw));
+        out.insert("cpus".into(), json!(cpus));
         for (i, name) in ["up", "down"].iter().enumerate() {
             let d = &self.shared.dir_stats[i];
             let h = d.sched_error.snapshot();

@@ -73,6 +73,39 @@ def machine_busy_share(t0: tuple[int, int, int], t1: tuple[int, int, int]) -> fl
     return (t1[0] - t0[0]) / total
 
 
+def per_cpu_ticks() -> list[tuple[int, int]]:
+    """(softirq ticks, steal ticks) of each of this machine's CPUs so far, from /proc/stat's cpuN
+    lines: the kernel's packet work done in softirq context on that core, and the time the
+    hypervisor ran something else while this virtual CPU wanted to run (steal)."""
+    out = []
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3:4].isdigit():
+                fields = [int(x) for x in line.split()[1:9]]
+                out.append((fields[6], fields[7]))
+    return out
+
+
+def ticks_ms(ticks: int) -> float:
+    return 1000.0 * ticks / CLK_TCK
+
+
+def last_cpus(pid: int) -> list[int]:
+    """The CPUs a process's threads last ran on (field 39 of /proc/PID/task/*/stat), sorted,
+    without repeats; [] when the process is gone."""
+    cpus = set()
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    for t in tasks:
+        try:
+            cpus.add(int((t / "stat").read_text().rsplit(")", 1)[1].split()[36]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return sorted(cpus)
+
+
 _SOFTIRQ_PIDS: list[int] = []      # found once: kernel threads stay while their CPU does
 
 

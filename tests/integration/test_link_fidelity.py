@@ -63,6 +63,13 @@ def test_a_quiet_linkem_keeps_time(served):
     assert row["link_late_p99_ms"] <= late_threshold_ms(COND) and row["link_late_drops"] == 0
     assert 0 < row["link_late_p50_ms"] <= row["link_late_p99_ms"] <= row["link_late_max_ms"]
     assert row["link_cpu_s"] > 0 and row["link_cpu_wait_s"] >= 0 and row["link_cpu_pct"] > 0
+    # where it ran: linkem's forwarding thread and the server on this machine's CPUs, each CPU's
+    # softirq time and the host's steal over the window; no verdict on steal for a trial on time
+    cpus = os.cpu_count()
+    assert row["link_cpus"] and all(0 <= c < cpus for c in row["link_cpus"]), row
+    assert row["server_cpus"] and all(0 <= c < cpus for c in row["server_cpus"]), row
+    assert len(row["softirq_cpu_ms"]) == cpus and sum(row["softirq_cpu_ms"]) >= 0
+    assert row["host_steal_ms"] >= 0 and isinstance(row["link_nivcsw"], int) and row["host_steal"] is None
 
 
 @pytest.mark.skipif(not (CPU_CGROUP / "cpu.rt_runtime_us").exists(),
@@ -88,5 +95,9 @@ def test_a_starved_linkem_is_flagged(served):
     # 10 ms late; whether anything arrives in that moment depends on where the stall falls (CI saw
     # 0 drops with a 17 ms maximum), so the count is checked as recorded, not as positive.
     assert row["link_late_max_ms"] > 10 and isinstance(row["link_late_drops"], int), row
-    # the throttled time is linkem's run-queue wait
+    # the throttled time is linkem's run-queue wait, and its forwarding thread was preempted
     assert row["link_cpu_wait_s"] > 0.1 * row["total_time_s"], row
+    assert row["link_nivcsw"] > 0, row
+    # a late trial gets a verdict on the host's steal (a cgroup, not the hypervisor, starved it:
+    # true only if the host also took that much from linkem's CPU in this window)
+    assert isinstance(row["host_steal"], bool), row

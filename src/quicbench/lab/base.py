@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quicbench.cpu import group_sched_seconds, machine_cpu_ticks, softirq_thread_wait_seconds
+from quicbench.cpu import (group_members, group_sched_seconds, last_cpus, machine_cpu_ticks, per_cpu_ticks,
+                           softirq_thread_wait_seconds)
 from quicbench.errors import QuicbenchError
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, auto_choice, resolve_link
 from quicbench.model.conditions import Condition
@@ -41,10 +42,14 @@ class CpuCounters:
     server: the server's process group, (on-CPU s, run-queue wait s); None when not readable.
     machines: each endpoint machine, (busy ticks, total ticks, CPUs) from its /proc/stat.
     softirq_wait: each endpoint machine, its softirq threads' run-queue wait so far (seconds).
+    per_cpu: each endpoint machine, (softirq ticks, steal ticks) of each of its CPUs so far.
+    server_cpus: the CPUs the server's processes last ran on.
     """
     server: tuple[float, float] | None = None
     machines: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     softirq_wait: dict[str, float] = field(default_factory=dict)
+    per_cpu: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    server_cpus: list[int] = field(default_factory=list)
 
 
 LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -217,8 +222,9 @@ class Lab(ABC):
         """The server's and the endpoint machines' CPU counters now. Here every node is on this
         machine: the server's group and /proc/stat are read locally (inside User-Mode Linux, its)."""
         softirq = softirq_thread_wait_seconds()
+        cpus = sorted({c for p in group_members(server_pid) for c in last_cpus(p)}) if server_pid else []
         return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()},
-                           {"": softirq} if softirq is not None else {})
+                           {"": softirq} if softirq is not None else {}, {"": per_cpu_ticks()}, cpus)
 
     def initcwnd_option(self) -> str:
         """The option of the client's and the server's route to each other that sets TCP's initial

@@ -46,7 +46,9 @@ class LinkWindow:
     cpu_s / cpu_wait_s: the linkem processes' on-CPU and run-queue wait seconds, summed.
     codel_drops: packets CoDel dropped, both directions, every router (None: a linkem without
     CoDel's counter). sojourn_p50_ms / sojourn_p99_ms: of the packets that left a bottleneck
-    queue server -> client, every router (None: no packet did, e.g. no rate)."""
+    queue server -> client, every router (None: no packet did, e.g. no rate). nivcsw: the linkem
+    processes' involuntary context switches (None: a linkem that does not count them). cpus: the
+    CPUs their forwarding threads last ran on, at the window's end."""
     packets: int
     late_p50_ms: float | None
     late_p99_ms: float | None
@@ -57,6 +59,8 @@ class LinkWindow:
     codel_drops: int | None = None
     sojourn_p50_ms: float | None = None
     sojourn_p99_ms: float | None = None
+    nivcsw: int | None = None
+    cpus: tuple[int, ...] = ()
 
 
 def _hist(direction: dict[str, Any]) -> dict[int, int]:
@@ -94,6 +98,8 @@ def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
     top = 0            # the largest lateness since linkem started, ns
     cpu = wait = 0.0
     cpu_known = wait_known = False
+    nivcsw: int | None = None
+    cpus: set[int] = set()
     nodes = [n for n in after.processes if n in before.processes]
     if not nodes:
         return None
@@ -113,6 +119,9 @@ def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
             cpu, cpu_known = cpu + max(0.0, a["cpu_run_s"] - b["cpu_run_s"]), True
         if a.get("cpu_wait_s") is not None and b.get("cpu_wait_s") is not None:
             wait, wait_known = wait + max(0.0, a["cpu_wait_s"] - b["cpu_wait_s"]), True
+        if a.get("nivcsw") is not None and b.get("nivcsw") is not None:
+            nivcsw = (nivcsw or 0) + max(0, a["nivcsw"] - b["nivcsw"])
+        cpus.update(a.get("cpus") or [])
     buckets = sorted(merged.items())
     packets = sum(n for _, n in buckets)
     ms = (lambda ns: ns / 1e6 if ns is not None else None)
@@ -124,7 +133,7 @@ def link_window(before: LinkReading, after: LinkReading) -> LinkWindow | None:
                       late_max_ms=ms(late_max), late_drops=late_drops,
                       cpu_s=cpu if cpu_known else None, cpu_wait_s=wait if wait_known else None,
                       codel_drops=codel_drops, sojourn_p50_ms=ms(_quantile(stay, 0.5)),
-                      sojourn_p99_ms=ms(_quantile(stay, 0.99)))
+                      sojourn_p99_ms=ms(_quantile(stay, 0.99)), nivcsw=nivcsw, cpus=tuple(sorted(cpus)))
 
 
 def one_way_delay_ms(condition: Condition) -> float:

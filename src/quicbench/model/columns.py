@@ -150,6 +150,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_ss_exit_cwnd", "int", "B", "the server's congestion window when it first left slow start (its qlog's congestion state going from slow start to congestion avoidance or recovery; median over the trial's connections); set it beside the path's bandwidth-delay product: below it, the sender then grows its window one packet per round trip; empty for a sender whose qlog does not log its congestion state (ngtcp2, quinn)", "recovery"),
     Column("quic_ss_exit_without_loss", "int", "", "connections whose server left slow start before declaring any packet lost: a delay-based exit (quic-go: HyStart, on a rise of the round's minimum RTT), not a loss", "recovery"),
     Column("link_late", "bool", "", "the link emulator released packets late: p99 lateness above max(0.5 ms, 5 % of the condition's one-way delay); the row does not have the condition it names ([link.md](link.md#link-fidelity-per-trial))", "link"),
+    Column("host_steal", "bool", "", "a link-late trial during which the hypervisor took (steal time, `/proc/stat`) at least the trial's p99 lateness from the CPUs the link emulator ran on: its lateness is the host's, not the emulator's; false for a link-late trial without that steal; empty otherwise ([link.md](link.md#link-fidelity-per-trial))", "link"),
+    Column("host_steal_ms", "float", "ms", "CPU time the hypervisor ran something else while this machine's CPUs wanted to run (steal), all CPUs together, over the fetch window, ms (10 ms resolution); namespace lab only", "trial"),
+    Column("softirq_cpu_ms", "json", "ms", "softirq time (the kernel's packet work) of each CPU over the fetch window, ms, a list by CPU number (10 ms resolution); namespace lab only", "trial"),
+    Column("server_cpus", "json", "", "the CPUs the server's processes last ran on at the end of the fetch, a list; namespace lab only", "trial"),
+    Column("link_cpus", "json", "", "the CPUs the link emulator's forwarding threads last ran on at the end of the trial, a list", "link"),
+    Column("link_nivcsw", "int", "", "involuntary context switches of the link emulator's threads during the trial (a forwarding thread preempted)", "link"),
     # -- capture
     Column("wire_bytes_up", "int", "B", "bytes on the wire client→server (Ethernet frames)", "capture"),
     Column("wire_bytes_down", "int", "B", "bytes on the wire server→client", "capture"),

@@ -15,8 +15,8 @@ from quicbench.lab.base import CpuCounters
 from quicbench.run.background import Background
 from quicbench.run.rebind import Rebinding, ports_for as rebind_ports
 from quicbench.model.columns import make_row
-from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, transfer_seconds
-from quicbench.link.fidelity import LinkReading, link_late, link_window
+from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, ticks_ms, transfer_seconds
+from quicbench.link.fidelity import LinkReading, LinkWindow, link_late, link_window
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
 from quicbench.model.plan import TrialOptions, TrialSpec
@@ -149,9 +149,39 @@ def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1
     out["machine_cpu_pct"] = 100 * busy if busy is not None else None
     waits = [cpu1.softirq_wait[h] - w0 for h, w0 in cpu0.softirq_wait.items() if h in cpu1.softirq_wait]
     out["softirq_wait_s"] = max(0.0, max(waits)) if waits else None
+    out.update(placement_columns(cpu0, cpu1, window, out.get("link_late")))
     bound_by = cpu_bound_by(PathCpu.from_row({**row, **out}, spec.condition.down_rate_mbit))
     out["cpu_bound"] = bool(bound_by)
     out["cpu_bound_by"] = ",".join(bound_by) or None
+    return out
+
+
+def placement_columns(cpu0: CpuCounters, cpu1: CpuCounters, window: LinkWindow | None,
+                      late: bool | None) -> dict[str, Any]:
+    """Where the trial ran and what else took its CPUs: the hypervisor's steal and the softirq time
+    of each CPU over the fetch window (the first endpoint machine that reports them), the CPUs
+    the link emulator's forwarding threads and the server last ran on, the link emulator's
+    involuntary context switches, and ``host_steal``: a link-late trial during which the
+    hypervisor took at least the trial's p99 lateness from the CPUs the link emulator ran on
+    (its lateness is the host's, not the emulator's)."""
+    out: dict[str, Any] = {"host_steal_ms": None, "softirq_cpu_ms": None, "link_cpus": None, "server_cpus": None,
+                           "link_nivcsw": None, "host_steal": None}
+    host = next((h for h in cpu0.per_cpu if h in cpu1.per_cpu and len(cpu0.per_cpu[h]) == len(cpu1.per_cpu[h])), None)
+    steal: list[float] = []
+    if host is not None:
+        before, after = cpu0.per_cpu[host], cpu1.per_cpu[host]
+        steal = [ticks_ms(max(0, a[1] - b[1])) for b, a in zip(before, after)]
+        out["host_steal_ms"] = sum(steal)
+        out["softirq_cpu_ms"] = [ticks_ms(max(0, a[0] - b[0])) for b, a in zip(before, after)]
+    out["server_cpus"] = list(cpu1.server_cpus) or None
+    if window is not None:
+        out["link_cpus"] = list(window.cpus) or None
+        out["link_nivcsw"] = window.nivcsw
+        if late and steal and window.late_p99_ms is not None:
+            cores = [c for c in window.cpus if c < len(steal)] or list(range(len(steal)))
+            out["host_steal"] = max(steal[c] for c in cores) >= window.late_p99_ms
+        elif late:
+            out["host_steal"] = False
     return out
 
 
