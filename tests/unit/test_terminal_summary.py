@@ -42,13 +42,41 @@ def objects_run(cond=LONG, bound=False):
     return rows
 
 
-def test_fits_80_columns_with_legend_for_long_names():
+def test_fits_80_columns_a_single_long_name_said_once_without_codes():
     text = render(summary_data(run_of(objects_run())), width=80)
     lines = text.splitlines()
     assert max(len(l) for l in lines) <= 80, "\n".join(l for l in lines if len(l) > 80)
-    assert "C1 = " + LONG in text                       # the long condition name became a code
+    assert lines[0] == "Condition: " + LONG              # said once above the table, not a column
+    assert "C1" not in text and " = " + LONG not in text  # no codes, no legend
     assert "Mbit/s" in text and "time s" in text          # objects: goodput and time, units in headers
     assert "load ms" not in text
+
+
+def several_long(conds: int, wls: list[str]) -> list[dict]:
+    rows = []
+    for c in range(conds):
+        for wl in wls:
+            for rep in range(1, 4):
+                for proto, g in (("h1", 20), ("h2", 21), ("h3", 30)):
+                    rows.append(row(f"{LONG}-{c}", wl, proto, rep, g + 0.1 * rep, 0.4))
+    return rows
+
+
+def test_long_names_are_cut_before_codes_are_used():
+    text = render(summary_data(run_of(several_long(2, ["10x100KB/p10", "10x1MB/p10"]))), width=80)
+    lines = text.splitlines()
+    assert max(len(l) for l in lines) <= 80, "\n".join(l for l in lines if len(l) > 80)
+    assert "C1" not in text and "W1" not in text          # the cut names still tell the rows apart
+    cut = [l.split()[0] for l in lines if l.startswith("a-rather")]
+    assert len(set(cut)) == 2 and all("\u2026" in c and c[-2:] in ("-0", "-1") for c in cut), cut
+
+
+def test_codes_and_their_legend_only_when_nothing_else_fits():
+    wls = [f"a-workload-with-a-long-shared-prefix-{i}" for i in range(3)]
+    text = render(summary_data(run_of(several_long(2, wls))), width=60)
+    lines = text.splitlines()
+    assert max(len(l) for l in lines) <= 60, "\n".join(l for l in lines if len(l) > 60)
+    assert "W1 = " + wls[0] in text                        # names alike past the cut: codes, explained
 
 
 def test_short_names_are_kept():

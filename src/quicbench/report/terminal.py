@@ -3,7 +3,8 @@
 ``summary_data`` computes it from the analysis (cell means, the best protocol per cell and its
 tests) as plain JSON-able data; ``render`` lays it out as text for a terminal of a given width
 (80 columns read well): one table per workload kind with that kind's headline metrics, short
-headers with units, long condition and workload names replaced by short codes with a legend,
+headers with units; a condition or workload every row shares said once above the tables, long
+names cut, and short codes with a legend only when a table would otherwise not fit,
 and one plain sentence per condition: which protocol had the best mean, by how much, and each
 comparison's verdict (different, equivalent within the margin, or inconclusive, with the ratio
 and its 95 % CI), and any CPU-bound caveat.
@@ -345,11 +346,16 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def _kind_table(cells: list[dict[str, Any]], kind: str, cond_code: dict[str, str], wl_code: dict[str, str],
-                proto_code: dict[str, str], compact: bool = False) -> list[str]:
+def _kind_table(cells: list[dict[str, Any]], kind: str, names: dict[str, dict[str, str] | None],
+                compact: bool = False) -> list[str]:
+    """One kind's table. names: for condition, workload and protocol, how each name is shown
+    (a mapping; a name it lacks is shown whole), or None to leave the column out (it is said
+    above the table)."""
     metrics = KIND_METRICS[kind]
-    names = ["C", "W", "P"] if compact else ["cond", "workload", "proto"]   # compact: the cells are codes
-    header = [*names, "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
+    heads = {"condition": "C" if compact else "cond", "workload": "W" if compact else "workload",
+             "protocol": "P" if compact else "proto"}
+    shown = [f for f in ("condition", "workload", "protocol") if names.get(f, {}) is not None]
+    header = [*(heads[f] for f in shown), "ok/n", *(h for _, h, _, _ in metrics), "CPU s c/s", "CPU-bd"]
     rows = []
     for r in cells:
         vals = []
@@ -357,10 +363,41 @@ def _kind_table(cells: list[dict[str, Any]], kind: str, cond_code: dict[str, str
             mark = "*" if i == 0 and r["best"] else ""
             vals.append(_fmt(r[m], digits) + mark)
         cpu = f"{_fmt(r['client_cpu_s'], 2)}/{_fmt(r['server_cpu_s'], 2)}"
-        rows.append([cond_code.get(r["condition"], r["condition"]), wl_code.get(r["workload"], r["workload"]),
-                     proto_code.get(r["protocol"], r["protocol"]), f"{r['n']}/{r['n_trials']}", *vals, cpu,
-                     str(r["n_cpu_bound"]) if r["n_cpu_bound"] else ""])
-    return _table(header, rows, right=set(range(3, len(header))))
+        rows.append([*((names.get(f) or {}).get(r[f], r[f]) for f in shown), f"{r['n']}/{r['n_trials']}", *vals,
+                     cpu, str(r["n_cpu_bound"]) if r["n_cpu_bound"] else ""])
+    return _table(header, rows, right=set(range(len(shown), len(header))))
+
+
+def _shortened(names: list[str], limit: int) -> dict[str, str] | None:
+    """Each name cut to `limit` characters by an ellipsis in its middle (a sweep's names differ at
+    their ends), or None when two would then read the same."""
+    def cut(n: str) -> str:
+        if len(n) <= limit:
+            return n
+        head = (limit - 1) // 2
+        return n[:head] + "\u2026" + n[len(n) - (limit - 1 - head):]
+    short = {n: cut(n) for n in names}
+    return short if len(set(short.values())) == len(names) else None
+
+
+def _layouts(conds: list[str], wls: list[str], protos: list[str]) -> list[tuple[dict[str, Any], bool, bool]]:
+    """Ways to lay the tables out, most readable first: (names per column, codes used, compact
+    headers). A condition or workload that every row shares leaves the table (said above it);
+    then long names are cut; codes with a legend only when nothing else fits."""
+    one = {"condition": len(conds) == 1, "workload": len(wls) == 1}
+    whole: dict[str, Any] = {"condition": {}, "workload": {}, "protocol": {}}
+    lean = {f: (None if one.get(f) else m) for f, m in whole.items()}
+    out: list[tuple[dict[str, Any], bool, bool]] = [(whole, False, False), (lean, False, False)]
+    for limit in (24, 18, 14, 10):
+        cut = {f: (None if m is None else _shortened(n, limit) or {})
+               for (f, m), n in zip(lean.items(), (conds, wls, protos))}
+        out.append((cut, False, False))
+    coded = {"condition": None if one["condition"] else _codes(conds, "C"),
+             "workload": None if one["workload"] else _codes(wls, "W"), "protocol": {}}
+    out.append((coded, True, False))
+    out.append(({**coded, "protocol": _codes(protos, "P")}, True, False))
+    out.append(({**coded, "protocol": _codes(protos, "P")}, True, True))
+    return out
 
 
 def _wrap(text: str, width: int, indent: str = "") -> list[str]:
@@ -376,32 +413,32 @@ def render(data: dict[str, Any], width: int = 80) -> str:
     conds = list(dict.fromkeys(r["condition"] for r in cells))
     wls = list(dict.fromkeys(r["workload"] for r in cells))
     protos = list(dict.fromkeys(r["protocol"] for r in cells))
-    # shorten names, most verbose first, until every table fits the width
-    options = [({}, {}, {}, False)]
-    options.append(({}, _codes(wls, "W"), {}, False))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), {}, False))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), False))
-    options.append((_codes(conds, "C"), _codes(wls, "W"), _codes(protos, "P"), True))
-    for cond_code, wl_code, proto_code, compact in options:
+    # the most readable layout in which every table fits the width
+    for names, coded, compact in _layouts(conds, wls, protos):
         tables = {}
         for kind in KINDS.names():
             kc = [r for r in cells if r["kind"] == kind]
             if kc:
-                tables[kind] = _kind_table(kc, kind, cond_code, wl_code, proto_code, compact)
+                tables[kind] = _kind_table(kc, kind, names, compact)
         if all(len(line) <= width for t in tables.values() for line in t):
             break
     out: list[str] = []
+    descs = {c["name"]: c["desc"] for c in data["conditions"]}
+    if names["condition"] is None:
+        out += _wrap(f"Condition: {conds[0]}" + (f" ({descs[conds[0]]})" if descs.get(conds[0]) else ""), width)
+    if names["workload"] is None:
+        out += _wrap(f"Workload: {wls[0]}", width)
     titles = {k.name: k.title for k in KINDS}
     for kind, t in tables.items():
         out += _wrap(titles[kind], width) + t + [""]
     legend = []
-    descs = {c["name"]: c["desc"] for c in data["conditions"]}
-    for name, code in cond_code.items():
-        legend.append(f"{code} = {name}" + (f" ({descs.get(name)})" if descs.get(name) else ""))
-    for name, code in wl_code.items():
-        legend.append(f"{code} = {name}")
-    for name, code in proto_code.items():
-        legend.append(f"{code} = {name}")
+    if coded:
+        for field, what in (("condition", conds), ("workload", wls), ("protocol", protos)):
+            for name in what:
+                code = (names[field] or {}).get(name)
+                if code and code != name:
+                    legend.append(f"{code} = {name}" + (f" ({descs.get(name)})" if field == "condition"
+                                                        and descs.get(name) else ""))
     if legend:
         for item in legend:
             out += _wrap(item, width, "     ")
