@@ -9,11 +9,20 @@ BIN   := build/bin
 # CADDY_VERSION in src/quicbench/servers/caddy.py.
 CADDY_VERSION := v2.11.9
 
-.PHONY: setup deps venv build player firefox run test test-py test-go test-rust bench clean
+.PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn
 
-setup: deps venv build player firefox
+# `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
+# that needs more installs it on first use (src/quicbench/provision runs the target below that
+# provides it, with one progress line). `make setup-all` (and `make test`): everything at once.
+setup: deps venv build
+
+setup-all: setup deps-all venv-all build-all player firefox
 
 deps:
+	@scripts/install-deps.sh core
+
+deps-all:
 	@scripts/install-deps.sh
 
 $(VENV)/.installed: pyproject.toml
@@ -24,12 +33,49 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-build: $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy $(BIN)/quicbench-h3server $(BIN)/uml-xstate.so
+# the optional Python packages: Playwright (browser page loads), curl_cffi and aioquic (the
+# command endpoints' second HTTP/3 stacks)
+$(VENV)/.installed-all: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,browser,stacks]'
+	@touch $@
+
+venv-all: $(VENV)/.installed-all
+
+$(VENV)/.installed-browser: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,browser]'
+	@touch $@
+
+# the three binaries of the default plan, built side by side (Go and Rust each use every core,
+# but the downloads and the linkers' waits overlap)
+build:
+	@$(MAKE) --no-print-directory -j3 $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy
+
+build-all: build $(BIN)/quicbench-h3server $(BIN)/uml-xstate.so
+
+# -- installed on first use by a plan that needs it (src/quicbench/provision), or by setup-all ----
+servers:                     # nginx, Apache, Debian's Caddy 2.6
+	@scripts/install-deps.sh servers
+capture:                     # tcpdump
+	@scripts/install-deps.sh capture
+browser: $(VENV)/.installed-browser    # Debian's Chromium and Playwright
+	@scripts/install-deps.sh browser
+video: browser player        # ffmpeg, the player's hls.js/dash.js
+	@scripts/install-deps.sh video
+uml: $(BIN)/uml-xstate.so    # User-Mode Linux (its netem) and its FPU-state wrapper
+	@scripts/install-deps.sh uml
+ssh:                         # OpenSSH client and server (lab backend ssh, its tests)
+	@scripts/install-deps.sh ssh
+slurm:                       # Slurm and munge (the scale-out test)
+	@scripts/install-deps.sh slurm
+ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backports)
+	@scripts/install-deps.sh ngtcp2
+quinn: $(BIN)/quicbench-h3server
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
 
 player/node_modules/.installed: player/package.json player/package-lock.json
+	@command -v npm >/dev/null 2>&1 || scripts/install-deps.sh video
 	cd player && npm ci --ignore-scripts --no-audit --no-fund
 	@touch $@
 
@@ -38,8 +84,9 @@ player/node_modules/.installed: player/package.json player/package-lock.json
 firefox: firefox/node_modules/.installed
 
 firefox/node_modules/.installed: firefox/package.json firefox/package-lock.json
-	@if [ "$${QB_NO_BROWSER:-0}" = 1 ]; then echo "QB_NO_BROWSER=1: no puppeteer-core (Firefox clients unavailable)"; \
-	else cd firefox && npm ci --ignore-scripts --no-audit --no-fund && touch node_modules/.installed; fi
+	@if [ "$${QB_NO_BROWSER:-0}" = 1 ]; then echo "QB_NO_BROWSER=1: no Firefox (Firefox clients unavailable)"; \
+	else scripts/install-deps.sh firefox && cd firefox && npm ci --ignore-scripts --no-audit --no-fund \
+	&& touch node_modules/.installed; fi
 
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
@@ -69,7 +116,7 @@ $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h
 run: setup
 	$(QB) run
 
-test: setup test-go test-rust test-py
+test: setup-all test-go test-rust test-py
 
 test-py:
 	# pure logic on every core (pytest-xdist); the integration tests one at a time: they measure

@@ -35,7 +35,7 @@ def run(cmd: Sequence[str], *, check: bool = True, timeout: float | None = 30,
     try:
         cp = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, input=input)
     except FileNotFoundError as e:
-        raise QuicbenchError(f"missing binary '{cmd[0]}': run 'make setup'") from e
+        raise QuicbenchError(f"missing binary '{cmd[0]}': run 'make setup-all'") from e
     except subprocess.TimeoutExpired as e:
         raise QuicbenchError(f"command timed out after {timeout}s: {shlex.join(cmd)}") from e
     if check and cp.returncode != 0:

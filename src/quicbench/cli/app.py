@@ -93,7 +93,8 @@ def rerun_in_kernel(kernel: str) -> None:
     k = get_kernel(kernel)
     if k.name == "host":
         return
-    ok, why = k.available()
+    from quicbench.provision import ensure_available
+    ok, why = ensure_available(k)          # installs User-Mode Linux on first use
     if not ok:
         raise QuicbenchError(f"--kernel {kernel}: not usable here: {why}")
     from quicbench.store import HOST_PID_ENV

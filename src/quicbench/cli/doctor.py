@@ -21,18 +21,18 @@ BINARIES = [
     ("ethtool", "turning offloads off", "apt-get install ethtool"),
     ("ping", "link calibration", "apt-get install iputils-ping"),
     ("iperf3", "link calibration and benchmarks", "apt-get install iperf3"),
-    ("tcpdump", "packet captures", "apt-get install tcpdump"),
+    ("tcpdump", "packet captures", "make capture (apt-get install tcpdump)"),
     ("nft", "firewall rules in the lab", "apt-get install nftables"),
     ("ss", "server readiness checks", "apt-get install iproute2"),
     ("caddy", "servers 'caddy' (build/bin: current) and 'caddy-2.6' (Debian's)", "make setup (builds Caddy; "
-     "apt-get install caddy for 2.6)"),
+     "make servers for Debian's 2.6)"),
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
-    ("quicbench-h3server", "server 'quinn' (HTTP/3 on quinn + h3)", "make setup (builds h3server/)"),
-    ("chromium", "browser page loads", "apt-get install chromium (Debian's; never a downloaded browser)"),
+    ("quicbench-h3server", "server 'quinn' (HTTP/3 on quinn + h3)", "make quinn (builds h3server/)"),
+    ("chromium", "browser page loads", "make browser (Debian's chromium; never a downloaded browser)"),
     ("firefox-esr", "page loads and video in Firefox (browser = \"firefox\")",
-     "apt-get install firefox-esr (Debian's; never a downloaded browser)"),
-    ("certutil", "the lab's CA in each Firefox profile", "apt-get install libnss3-tools"),
+     "make firefox (Debian's firefox-esr; never a downloaded browser)"),
+    ("certutil", "the lab's CA in each Firefox profile", "make firefox (apt-get install libnss3-tools)"),
 ]
 
 
@@ -90,11 +90,11 @@ def checks(boot_uml: bool = True) -> list[tuple[str, bool, str]]:
         from importlib.metadata import version
         out.append(("python: playwright", True, f"{version('playwright')} (drives /usr/bin/chromium)"))
     except ImportError:
-        out.append(("python: playwright", False, "needed for browser page loads: make setup (pip install playwright)"))
+        out.append(("python: playwright", False, "needed for browser page loads: make browser (pip install playwright)"))
     from quicbench.clients.browser.firefox import FIREFOX, puppeteer_version
     ppt = puppeteer_version()
     out.append(("npm: puppeteer-core", ppt is not None, f"{ppt} (drives {FIREFOX} over WebDriver BiDi)" if ppt else
-                "needed for Firefox page loads and video: make setup (npm ci in firefox/)"))
+                "needed for Firefox page loads and video: make firefox (npm ci in firefox/)"))
     # every stack with its versions: a result is the implementation's as much as the protocol's
     from quicbench.clients import CLIENTS
     from quicbench.registry import driver_stack

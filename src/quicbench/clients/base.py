@@ -83,6 +83,7 @@ class Client(ABC):
     # the executables the client node needs (a lab on other hosts checks them there)
     binaries: ClassVar[tuple[str, ...]] = ()
     package: ClassVar[str | None] = None      # the Debian package that provides them (None: built here)
+    provisions: ClassVar[tuple[str, ...]] = ()  # what provides it on first use (quicbench.provision)
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True

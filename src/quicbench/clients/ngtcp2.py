@@ -48,7 +48,7 @@ from quicbench.errors import QuicbenchError
 
 CLIENT_BINARY = "/usr/bin/gtlsclient"
 PACKAGE = "ngtcp2-client"
-INSTALL_HINT = ("run 'make setup' (installs ngtcp2-client 1.11 from bookworm-backports; "
+INSTALL_HINT = ("run 'make ngtcp2' (installs ngtcp2-client 1.11 from bookworm-backports; "
                 "or: apt-get install -t bookworm-backports ngtcp2-client)")
 MAX_URLS = 5000           # one argument per URL: beyond this the command line gets too long
 MAX_PROCESSES = 64        # per-object: client processes at once
@@ -128,6 +128,7 @@ def check_body(path: Path, want: dict[str, Any] | None) -> tuple[int, str | None
 
 class Ngtcp2Client(Client):
     name = "ngtcp2"
+    provisions = ("ngtcp2",)
     protocols = frozenset({"h3"})
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)

@@ -41,7 +41,7 @@ from quicbench.errors import QuicbenchError
 from quicbench.model.video import CODECS, DEFAULT_LADDER, GENERATOR, VideoSpec, validate  # noqa: F401 - re-exported
 from quicbench.paths import cache_dir, publish_cache_dir
 
-FFMPEG_HINT = "apt-get install ffmpeg (Debian's package; 'make setup' installs it)"
+FFMPEG_HINT = "run 'make video' (Debian's ffmpeg)"
 PLAYER_DIR = Path(__file__).resolve().parents[3] / "player"   # player/package.json + node_modules (npm ci)
 PLAYER_PAGE = Path(__file__).resolve().parent / "player.html"
 PLAYER_DIST = {"hls.min.js": "hls.js/dist/hls.min.js",
@@ -150,7 +150,7 @@ def install_player(dest: Path) -> list[dict[str, Any]]:
     for name, rel in [("player.html", None), *PLAYER_DIST.items()]:
         src = PLAYER_PAGE if rel is None else PLAYER_DIR / "node_modules" / rel
         if not src.is_file():
-            raise QuicbenchError(f"missing player file {src}: run 'make setup' (npm ci in player/, "
+            raise QuicbenchError(f"missing player file {src}: run 'make video' (npm ci in player/, "
                                  "hls.js and dash.js pinned in player/package-lock.json)")
         shutil.copyfile(src, dest / name)
         os.chmod(dest / name, 0o644)

@@ -8,6 +8,7 @@ from typing import Any
 
 class Kernel(ABC):
     name: str = ""
+    provisions: tuple[str, ...] = ()    # what provides it on first use (quicbench.provision)
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:

@@ -22,7 +22,7 @@ Inside UML there is one (slow) CPU: tens of Mbit/s, timer noise of a few hundred
 UML 6.1 keeps a guest task's FPU state in the XSAVE size it was built with (Debian's: 2,696
 bytes, up to AVX-512) and the host refuses to restore a partial state, so on a host with a larger
 one (AMX: 11,008 bytes) it panics at its first process. UML runs with uml-xstate.so preloaded
-(built from uml_xstate.c by `make build`), which hands the host the whole state, one copy per
+(built from uml_xstate.c by `make uml`), which hands the host the whole state, one copy per
 guest task.
 """
 
@@ -48,13 +48,13 @@ from quicbench.paths import bin_dir
 BINARY = Path("/usr/bin/linux.uml")
 MODULE_ROOT = Path("/usr/lib/uml/modules")
 INSMOD = ("/usr/sbin/insmod", "/sbin/insmod")
-FIX = "apt-get install user-mode-linux kmod"
+FIX = "run 'make uml' (apt-get install user-mode-linux kmod)"
 # Loaded in this order (dependencies from modules.dep first); the lab needs veth and IPv6
 # (it writes IPv6 sysctls), the netem driver sch_netem; tbf, htb and ifb come along if present.
 REQUIRED_MODULES = ("veth", "sch_netem", "ipv6")
 OPTIONAL_MODULES = ("sch_tbf", "sch_htb", "ifb")
 QDISC_MODULES = ("sch_netem", "sch_tbf", "sch_htb")
-# the FPU-state wrapper UML runs with (uml_xstate.c; `make build`)
+# the FPU-state wrapper UML runs with (uml_xstate.c; `make uml`)
 XSTATE_SHIM = "uml-xstate.so"
 TMP_PREFIX = "qb-uml-"
 STOP_GRACE_S = 20.0
@@ -159,6 +159,7 @@ def _copy(src: int, dst) -> None:
 
 class UmlKernel(Kernel):
     name = "uml"
+    provisions = ("uml",)
 
     def available(self) -> tuple[bool, str]:
         if not BINARY.exists():
@@ -173,7 +174,7 @@ class UmlKernel(Kernel):
         if missing:
             return False, f"UML modules missing in {mdir}: {', '.join(missing)} ({FIX})"
         if not (bin_dir() / XSTATE_SHIM).is_file():
-            return False, f"no {bin_dir() / XSTATE_SHIM} (UML's FPU-state wrapper): run 'make build'"
+            return False, f"no {bin_dir() / XSTATE_SHIM} (UML's FPU-state wrapper): run 'make uml'"
         return True, f"User-Mode Linux {mdir.name}"
 
     def version(self) -> dict[str, Any]:

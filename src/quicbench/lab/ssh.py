@@ -497,7 +497,7 @@ class SshLab(Lab):
                 dest = f"{self.provision_dir(node)}/{b}"
                 self.sh(node, f"mkdir -p {q(os.path.dirname(dest))} && cat > {q(dest)}.tmp && chmod 755 {q(dest)}.tmp "
                               f"&& mv {q(dest)}.tmp {q(dest)}",
-                        input=Path(find_binary(b, "run 'make setup' on the controller")).read_bytes(), timeout=300)
+                        input=Path(find_binary(b, "run 'make setup-all' on the controller")).read_bytes(), timeout=300)
             done[node] = pkgs + [b for b in missing if self._own(b)]
         return done
 

@@ -30,7 +30,7 @@ class Capture:
 
     def start(self, timeout: float = 5.0) -> None:
         self.pcap.parent.mkdir(parents=True, exist_ok=True)
-        tcpdump = find_binary("tcpdump", "apt-get install tcpdump (or run 'make setup')")
+        tcpdump = find_binary("tcpdump", "run 'make capture' (apt-get install tcpdump)")
         with open(self.log, "wb") as log:
             # -Z root: do not drop privileges (the run directory belongs to root)
             self.proc = subprocess.Popen(self.lab.cmd(self.node, [

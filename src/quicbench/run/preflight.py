@@ -7,11 +7,14 @@ a lab or a server exists.
 
 from __future__ import annotations
 
+import shutil
+
 from quicbench.clients import CLIENTS, client_class
 from quicbench.errors import QuicbenchError
 from quicbench.lab import BACKENDS
 from quicbench.link import LINKS, link_names
 from quicbench.model.plan import Plan
+from quicbench.provision import ensure, ensure_available
 from quicbench.servers import SERVERS, server_class
 
 
@@ -118,13 +121,15 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if "netns" not in BACKENDS:
         raise QuicbenchError("no lab backend 'netns' registered")
     if installed:
-        _check_codecs(plan, source)
         drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
         drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
         for d in dict.fromkeys(drivers):
-            ok, why = d.available()
+            ok, why = ensure_available(d)      # installs or builds what it lacks, on first use
             if not ok:
                 raise QuicbenchError(why)
+        if plan.capture and shutil.which("tcpdump") is None:
+            ensure("capture")
+        _check_codecs(plan, source)
 
 
 def _check_codecs(plan: Plan, source: str) -> None:

@@ -60,10 +60,11 @@ MaxConnectionsPerChild 0""",
 
 class ApacheServer(Server):
     name = "apache"
+    provisions = ("servers",)
     protocols = frozenset({"h1", "h2"})
     binary = "apache2"
     package = "apache2"
-    install_hint = "apt-get install apache2 (or run 'make setup')"
+    install_hint = "run 'make servers' (or apt-get install apache2)"
     mpm = "event"
 
     def modules(self) -> list[tuple[str, str]]:

@@ -64,6 +64,7 @@ class Server(ABC):
     # the executables the server node needs (a lab on other hosts checks them there): the binary
     binaries: ClassVar[tuple[str, ...]] = ()
     package: ClassVar[str | None] = None          # the Debian package that provides the binary
+    provisions: ClassVar[tuple[str, ...]] = ()    # what provides it on first use (quicbench.provision)
     # how the server is made to write a qlog per QUIC connection into a directory: an environment
     # variable (quic-go's QLOGDIR) or a command-line option that takes the directory (ngtcp2's
     # --qlog-dir, which argv() adds with qlog_args()); neither: it cannot. run/recovery.py counts

@@ -107,7 +107,8 @@ class CaddyServer(Server):
 class Caddy26Server(CaddyServer):
     """Debian bookworm's Caddy 2.6.2 (quic-go 0.29): the stack of quicbench's results before 2026-11-24."""
     name = "caddy-2.6"
-    install_hint = "apt-get install caddy (Debian bookworm's 2.6.2; or run 'make setup')"
+    provisions = ("servers",)
+    install_hint = "run 'make servers' (Debian bookworm's caddy 2.6.2)"
     qlog_env = None                # QLOGDIR came with Caddy 2.9
 
     @classmethod

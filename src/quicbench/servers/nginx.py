@@ -31,10 +31,11 @@ KEEPALIVE_REQUESTS = 1_000_000
 
 class NginxServer(Server):
     name = "nginx"
+    provisions = ("servers",)
     protocols = frozenset({"h1", "h2"})
     binary = "nginx"
     package = "nginx"
-    install_hint = "apt-get install nginx (or run 'make setup')"
+    install_hint = "run 'make servers' (or apt-get install nginx)"
 
     def config(self) -> str:
         wd = self.workdir

@@ -35,7 +35,7 @@ from quicbench.servers.base import Server
 
 SERVER_BINARY = "/usr/sbin/gtlsserver"
 PACKAGE = "ngtcp2-server"
-INSTALL_HINT = ("run 'make setup' (installs ngtcp2-server 1.11 from bookworm-backports; "
+INSTALL_HINT = ("run 'make ngtcp2' (installs ngtcp2-server 1.11 from bookworm-backports; "
                 "or: apt-get install -t bookworm-backports ngtcp2-server)")
 
 # the debug log's congestion controller lines: "I00000007 0x<scid> cca <message>"
@@ -48,6 +48,7 @@ KEEP_CCA_LINES = 20           # per connection, copied into the trial's director
 
 class Ngtcp2Server(Server):
     name = "ngtcp2"
+    provisions = ("ngtcp2",)
     protocols = frozenset({"h3"})
     binary = "gtlsserver"
     package = PACKAGE

@@ -1,6 +1,6 @@
 """quinn: HTTP/3 on a Rust QUIC stack (quinn + h3 + rustls), quicbench's own small file server.
 
-``make setup`` builds h3server/ (pinned crates, Cargo.lock committed) into build/bin as
+``make quinn`` (and ``make setup-all``) builds h3server/ (pinned crates, Cargo.lock committed) into build/bin as
 ``quicbench-h3server``. It serves h3 only: one UDP listener, no TCP. The sender's loss detection
 and congestion control are quinn's, so the row's ``server_stack`` names quinn, quinn-proto, h3
 and rustls with their versions. Its congestion controller is set per run (the plan's
@@ -31,6 +31,7 @@ CC_LINE = re.compile(r"^connection ([0-9a-f]+) from \S+: congestion control (\S+
 
 class QuinnServer(Server):
     name = "quinn"
+    provisions = ("quinn",)
     protocols = frozenset({"h3"})
     binary = "quicbench-h3server"
     version_args = ("--version",)
@@ -38,7 +39,7 @@ class QuinnServer(Server):
     # quinn-proto 0.11's controllers, cubic its default; 'reno' is its NewReno (as ngtcp2's and
     # quic-go's are named here)
     quic_ccs = ("cubic", "reno", "bbr")
-    install_hint = "run 'make setup' (builds h3server/ into build/bin)"
+    install_hint = "run 'make quinn' (builds h3server/ into build/bin)"
 
     @classmethod
     def executable(cls) -> str:

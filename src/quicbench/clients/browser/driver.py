@@ -37,8 +37,8 @@ from quicbench.clients.browser.page_metrics import expected_resources, interpret
 from quicbench.errors import QuicbenchError
 
 CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
-INSTALL_HINT = "apt-get install chromium (Debian's package; quicbench never uses a downloaded browser)"
-PLAYWRIGHT_HINT = "pip install playwright (the Python package only: never 'playwright install')"
+INSTALL_HINT = "run 'make browser' (Debian's chromium: quicbench never uses a downloaded browser)"
+PLAYWRIGHT_HINT = "run 'make browser' (pip installs the Python package only: never 'playwright install')"
 # the child's command (python -m would import this module twice: once via quicbench.clients)
 PROFILE_PREFIX = "qb-browser-profile-"     # each load's fresh profile in the temporary directory
 CHILD = "import sys; from quicbench.clients.browser.recorder import main; sys.exit(main())"
@@ -70,6 +70,7 @@ def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha25
 
 class BrowserClient(Client):
     name = "browser"
+    provisions = ("browser",)
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)       # the browser manages its own connections
 

@@ -30,7 +30,7 @@ FIREFOX = os.environ.get("QUICBENCH_FIREFOX", "/usr/bin/firefox-esr")
 FIREFOX_HINT = "apt-get install firefox-esr (Debian's package; quicbench never uses a downloaded browser)"
 CERTUTIL_HINT = "apt-get install libnss3-tools (certutil puts the lab's CA into each load's profile)"
 BRIDGE_DIR = REPO_ROOT / "firefox"       # package.json + package-lock.json (puppeteer-core) + bridge.mjs
-BRIDGE_HINT = "make setup (npm ci in firefox/: puppeteer-core, pinned)"
+BRIDGE_HINT = "make firefox (npm ci in firefox/: puppeteer-core, pinned)"
 CHILD = "import sys; from quicbench.clients.browser.firefox_child import main; sys.exit(main())"
 VIDEO_CHILD = "import sys; from quicbench.clients.browser.firefox_child import video_main; sys.exit(video_main())"
 
@@ -102,6 +102,7 @@ def _bridge_ready() -> str | None:
 class FirefoxClient(BrowserClient):
     """Page loads (kind = "page") in Firefox ESR: plan `browser = "firefox"`."""
     name = "firefox"
+    provisions = ("firefox",)
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)
 
@@ -190,6 +191,7 @@ def libavcodec() -> str | None:
 class FirefoxVideoClient(VideoClient):
     """Video playback (kind = "video") in Firefox ESR: plan `browser = "firefox"`."""
     name = "firefox-video"
+    provisions = ("firefox", "video")
     executable = staticmethod(FirefoxClient.executable)
 
     @classmethod
