@@ -276,7 +276,7 @@ def test_validation_names_the_field_and_the_fix(monkeypatch, tmp_path):
     with pytest.raises(QuicbenchError, match=r"ladder: rungs must go up"):
         video.validate(video.VideoSpec(ladder=((720, 3000), (360, 800))))
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(QuicbenchError, match=r"missing 'ffmpeg'.*apt-get install ffmpeg"):
+    with pytest.raises(QuicbenchError, match=r"missing 'ffmpeg'.*make video"):
         video.make_vod(video.VideoSpec(duration_s=4), cache=tmp_path)
 
 
