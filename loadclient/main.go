@@ -231,6 +231,7 @@ type summary struct {
 	Errors           []summaryError `json:"errors"`
 	CPUUserS         float64        `json:"cpu_user_s"`
 	CPUSysS          float64        `json:"cpu_sys_s"`
+	ProcessCPUS      float64        `json:"process_cpu_s"` // the whole process so far, start-up included
 	CPUWaitS         *float64       `json:"cpu_wait_s"`
 	CPUSlices        *int64         `json:"cpu_slices"`
 	Versions         versionInfo    `json:"versions"`
@@ -343,6 +344,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	s := summarize(cfg, results, cl.tracker.count())
 	s.CPUUserS = ru1.user - ru0.user
 	s.CPUSysS = ru1.sys - ru0.sys
+	ruEnd := rusage()
+	s.ProcessCPUS = ruEnd.user + ruEnd.sys
 	if wait0.ok && wait1.ok {
 		w := math.Max(0, wait1.waitS-wait0.waitS)
 		n := max(0, wait1.slices-wait0.slices)

@@ -153,7 +153,9 @@ class Hosts:
             "router2": {"host": self.mgmt["router2"][1] if "router2" in self.mgmt else "", "if_client": "c0",
                         "if_server": "s0", "ip_client": "198.18.251.2/24", "ip_server": "198.18.252.1/24",
                         "bin_dir": str(REPO / "build" / "bin")},
-            "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": f"198.18.{250 + last}.2/24"},
+            # the server's host runs this checkout's Caddy (its PATH's is Debian's 2.6: refused)
+            "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": f"198.18.{250 + last}.2/24",
+                       "bin_dir": str(REPO / "build" / "bin")},
         }
         lines = ["[ssh]", 'user = "root"', f'key = "{self.key}"', "deadman_s = 6", ""]
         for h in self.names:

@@ -100,12 +100,15 @@ def test_the_hosts_cpu_script_reads_what_the_local_reader_reads(tmp_path):
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-    group, machine, softirq = parse_cpu_script(out)
+    group, machine, softirq, per_cpu, server_cpus = parse_cpu_script(out)
     assert group is not None and local is not None, out
+    # each CPU's softirq and steal ticks, and the CPUs the group's processes last ran on
+    assert len(per_cpu) == os.cpu_count() and all(s >= 0 and t >= 0 for s, t in per_cpu), out
+    assert server_cpus and all(0 <= c < os.cpu_count() for c in server_cpus), out
     assert softirq is not None and softirq >= 0, out       # every Linux has a ksoftirqd per CPU
     assert group[0] >= 0.8 and abs(group[0] - local[0]) < 0.05, (group, local)   # two processes, 0.5 s each
     assert machine is not None and machine[2] == os.cpu_count() and 0 < machine[0] < machine[1], out
     # no group file (a server not started through the lab): the machine alone
-    group, machine, _ = parse_cpu_script(subprocess.run(["sh", "-c", cpu_script(None)], capture_output=True,
-                                                        text=True).stdout)
-    assert group is None and machine is not None
+    group, machine, _, per_cpu, server_cpus = parse_cpu_script(
+        subprocess.run(["sh", "-c", cpu_script(None)], capture_output=True, text=True).stdout)
+    assert group is None and machine is not None and per_cpu and server_cpus == []

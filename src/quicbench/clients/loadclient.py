@@ -87,7 +87,8 @@ class LoadClient(Client):
                 tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
                 error = f"qb-load exit code {returncode}" + (f": {tail[0]}" if tail else "")
         if target.lab.remote:
-            cpu = None     # the rusage is the local SSH command's, not qb-load's on its host
+            # the rusage is the local SSH command's: qb-load's own on its host (older builds: none)
+            cpu = summary.get("process_cpu_s")
         return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
                             returncode=returncode, error=error)
 

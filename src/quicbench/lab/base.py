@@ -14,7 +14,7 @@ import os
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -305,8 +305,14 @@ class Lab(ABC):
         return ["client", "router", *(["router2"] if self.spec.hops == 2 else []), "server"]
 
     @abstractmethod
-    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
-        """The argv that runs argv inside node."""
+    def cmd(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        """The argv that runs argv inside node, with env added to its environment (a value that
+        is a local path names that path as the node sees it)."""
+
+    def collect(self, node: str, local_dir: Path) -> None:
+        """Bring back the files a node's long-running process wrote into local_dir (a directory it
+        was told by its argv or env) and has closed: a backend whose nodes write elsewhere moves
+        them here. Here the nodes share this machine's files: nothing to do."""
 
     @abstractmethod
     def address(self, node: str) -> str:

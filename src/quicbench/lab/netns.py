@@ -16,7 +16,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from quicbench.errors import QuicbenchError
 from quicbench.proc import run, wait_ended
@@ -83,9 +83,10 @@ class NetnsLab(Lab):
         return next(iter(self.state["addresses"][node].values())) if node in ("client", "server") \
             else self.state["addresses"][node]["to-client"]
 
-    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
+    def cmd(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         self.check_node(node)
-        return ["ip", "netns", "exec", self.ns(node), *argv]
+        extra = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        return ["ip", "netns", "exec", self.ns(node), *extra, *argv]
 
     def routers(self) -> list[RouterPorts]:
         out = []

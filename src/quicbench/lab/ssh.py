@@ -39,7 +39,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -207,7 +207,7 @@ class SshLab(Lab):
         return [] if self.inv.setting(node, "user") == "root" else ["sudo", "-n"]
 
     # -- commands -------------------------------------------------------------------------
-    def cmd(self, node: str, argv: Sequence[str]) -> list[str]:
+    def cmd(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         self.check_node(node)
         self._master(node)
         argv = list(argv)
@@ -231,21 +231,46 @@ class SshLab(Lab):
                 pulls.append(local)
                 mkdirs.add(os.path.dirname(root + local))
             out.append(key + sep + self.remote_path(node, local))
+        extra = []
+        for k, v in (env or {}).items():
+            local = self._local_path(v)
+            if local is not None:        # a directory the process writes into: made on the host
+                v = self.remote_path(node, local)
+                mkdirs.add(v)
+            extra.append(f"{k}={v}")
         token = secrets.token_hex(6)
         d = self.labdir(node)
         pgfile = f"{d}/pg/{token}"
         home = f"{d}/home"
-        env = ["env", f"HOME={home}", f"XDG_CONFIG_HOME={home}/.config", f"XDG_DATA_HOME={home}/.local/share"]
+        env_argv = ["env", f"HOME={home}", f"XDG_CONFIG_HOME={home}/.config", f"XDG_DATA_HOME={home}/.local/share",
+                    *extra]
         sudo = self.sudo(node) if self._needs_root(name) else []
         # nothing runs unrecorded: without its group id on file (the lab going down removed the
         # directory) the command does not start
         inner = f"echo $$ > {q(pgfile)} || exit 97; exec \"$@\""
         remote = (f"mkdir -p {q(d + '/pg')} {q(home)} {' '.join(q(m) for m in sorted(mkdirs))} && "
-                  f"{shlex.join([*sudo, *env, 'setsid', '-w', 'sh', '-c', inner, 'qb', *out])}; "
+                  f"{shlex.join([*sudo, *env_argv, 'setsid', '-w', 'sh', '-c', inner, 'qb', *out])}; "
                   f"rc=$?; rm -f {q(pgfile)}; exit $rc")
         spec = {"ssh": self.ssh_argv(node), "remote": remote, "pgfile": pgfile, "pull": pulls,
                 "remote_root": root, "sudo": sudo}
         return [sys.executable, EXEC, "run", json.dumps(spec)]
+
+    def collect(self, node: str, local_dir: Path, settle_s: float = 1.0) -> None:
+        """Move the files the node's process has closed in the mirror of local_dir back into
+        local_dir: once no file there ends in ``.part`` (a stack's qlog still being written),
+        settle_s at most, every regular file is sent as one tar stream and removed on the host."""
+        remote = self.remote_path(node, str(local_dir))
+        tenths = max(1, int(settle_s * 10))
+        script = (f"cd {q(remote)} 2>/dev/null || exit 0; i=0; while ls *.part >/dev/null 2>&1 && "
+                  f"[ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done; set --; for f in *; do "
+                  f"[ -f \"$f\" ] && case \"$f\" in *.part) ;; *) set -- \"$@\" \"$f\" ;; esac; done; "
+                  f"[ $# -gt 0 ] && tar -cf - \"$@\" && rm -f \"$@\"; true")
+        local_dir.mkdir(parents=True, exist_ok=True)
+        get = subprocess.Popen([*self.ssh_argv(node), script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+        subprocess.run(["tar", "-C", str(local_dir), "-xf", "-", "--no-same-owner", "--warning=no-timestamp"],
+                       stdin=get.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        get.wait(timeout=120)
 
     def _binary(self, node: str, argv0: str) -> str:
         name = os.path.basename(argv0)
@@ -358,18 +383,19 @@ class SshLab(Lab):
         for node in ("server", "client"):
             readers.setdefault(self.inv.host(node).host, node)
 
-        def read(node: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None, float | None]:
+        def read(node: str) -> tuple[Any, ...]:
             try:
                 cp = self.sh(node, cpu_script(pgfile if node == "server" else None), check=False, timeout=5)
             except QuicbenchError:
-                return None, None, None
+                return None, None, None, [], []
             return parse_cpu_script(cp.stdout)
 
         with ThreadPoolExecutor(len(readers)) as pool:
             readings = dict(zip(readers, pool.map(read, readers.values())))
-        return CpuCounters(readings[self.inv.host("server").host][0],
-                           {h: m for h, (_, m, _) in readings.items() if m is not None},
-                           {h: w for h, (_, _, w) in readings.items() if w is not None})
+        server = readings[self.inv.host("server").host]
+        return CpuCounters(server[0], {h: r[1] for h, r in readings.items() if r[1] is not None},
+                           {h: r[2] for h, r in readings.items() if r[2] is not None},
+                           {h: r[3] for h, r in readings.items() if r[3]}, server[4])
 
     def row_hosts(self) -> dict[str, Any]:
         return {"client_host": self.inv.host("client").host, "server_host": self.inv.host("server").host,
@@ -465,7 +491,36 @@ class SshLab(Lab):
         if node.startswith("router"):
             facts["netem"] = self._probe_netem(node)
         facts["versions"] = self._versions(node, facts["binaries"])
+        for b, path in facts["binaries"].items():
+            here = self._own_version(b)
+            if here is not None and b in facts["versions"] and facts["versions"][b] != here:
+                raise QuicbenchError(f"{self.field(node, 'bin_dir')}: '{b}' on {self.where(node)} ({path}) is not this "
+                                     f"controller's build: it says {facts['versions'][b]!r}, this one "
+                                     f"{here!r} (rows would name a stack the host did not run); put the same "
+                                     f"build in bin_dir or run with --provision")
         return facts
+
+    def _version_cmd(self, name: str) -> str | None:
+        args = TOOL_VERSION_ARGS.get(name)
+        facts = self.spec.binary_facts.get(name)
+        if facts is not None:
+            args = " ".join(q(a) for a in facts.get("version_args") or ())
+        return args
+
+    def _own_version(self, name: str) -> str | None:
+        """What this controller's build of one of quicbench's own binaries (linkem, qb-load, a
+        stack it builds) says of its version, as a host's doctor reads it (first line, stderr
+        too); None for other binaries, or when this controller has none."""
+        if not self._own(name) or self._version_cmd(name) is None:
+            return None
+        from quicbench.paths import find_binary
+        try:
+            local = find_binary(name, "")
+        except QuicbenchError:
+            return None
+        cp = subprocess.run(f"{q(local)} {self._version_cmd(name)} 2>&1 | head -n1", shell=True,
+                            capture_output=True, text=True, timeout=20)
+        return cp.stdout.rstrip("\n")
 
     def provision_dir(self, node: str) -> str:
         """Where --provision puts quicbench's own binaries when the host has no bin_dir (kept
@@ -488,6 +543,14 @@ class SshLab(Lab):
             probe = "; ".join(f"[ -x {q(bin_dir + '/' + b)} ] || [ -x {q(self.provision_dir(node) + '/' + b)} ] || "
                               f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
             missing = self.sh(node, probe).stdout.split()
+            # quicbench's own binaries that the host has in another build are replaced too
+            for b in want:
+                here = self._own_version(b) if b not in missing else None
+                if here is not None:
+                    found = (f"p={q(bin_dir + '/' + b)}; [ -x \"$p\" ] || p={q(self.provision_dir(node) + '/' + b)}; "
+                             f"[ -x \"$p\" ] || p=$(command -v {q(b)}); \"$p\" {self._version_cmd(b)} 2>&1 | head -n1")
+                    if self.sh(node, found, check=False).stdout.rstrip("\n") != here:
+                        missing.append(b)
             sudo = " ".join(self.sudo(node))
             pkgs = sorted({p for b in missing if (p := self._package(b))})
             if pkgs:
@@ -521,8 +584,7 @@ class SshLab(Lab):
         return cp.stdout.strip() == "yes"
 
     def _versions(self, node: str, bins: dict[str, str]) -> dict[str, str]:
-        cmds = {**TOOL_VERSION_ARGS, **{b: " ".join(q(a) for a in f.get("version_args") or ())
-                                        for b, f in self.spec.binary_facts.items()}}
+        cmds = {b: c for b in bins if (c := self._version_cmd(b)) is not None}
         parts = [f"echo \"v.{b}=$({q(p)} {cmds[b]} 2>&1 | head -n1)\"" for b, p in bins.items() if b in cmds]
         if not parts:
             return {}
@@ -726,7 +788,9 @@ if [ -n "$f" ] && pg=$(cat "$f" 2>/dev/null) && [ -n "$pg" ]; then
   sched=$(for p in $pids; do cat /proc/$p/task/*/schedstat 2>/dev/null; done | awk '{r+=$1; w+=$2} END {printf "%.0f %.0f", r, w}')
   kids=$(awk '{s=$0; sub(/^.*\) /, "", s); split(s, f, " "); print f[14]+f[15]}' /proc/$pg/stat 2>/dev/null)
   [ -n "$pids" ] && echo "group $sched ${kids:-0} $(getconf CLK_TCK)"
+  [ -n "$pids" ] && echo "servercpus $(for p in $pids; do cat /proc/$p/task/*/stat 2>/dev/null; done | awk '{s=$0; sub(/^.*\) /, "", s); split(s, f, " "); print f[37]}' | sort -un | tr '\n' ' ')"
 fi
+awk '/^cpu[0-9]/ {printf "percpu %s %s\n", $8, $9}' /proc/stat
 awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; t=b+$5+$6} /^cpu[0-9]/ {n++} END {printf "machine %.0f %.0f %d\n", b, t, n}' /proc/stat
 for p in /proc/[0-9]*; do read -r c < $p/comm || continue; case $c in ksoftirqd/*) cat $p/schedstat;; esac; done 2>/dev/null | awk '{w+=$2; n++} END {if (n) printf "softirq %.0f\n", w}'
 """
@@ -736,14 +800,22 @@ def cpu_script(pgfile: str | None) -> str:
     return CPU_SCRIPT.replace("__PGFILE__", shlex.quote(pgfile or ""))
 
 
-def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None, float | None]:
-    """(server group (run s, wait s), machine (busy, total, CPUs), softirq threads' wait s) from
+def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, int, int] | None, float | None,
+                                        list[tuple[int, int]], list[int]]:
+    """(server group (run s, wait s), machine (busy, total, CPUs), softirq threads' wait s,
+    per CPU (softirq ticks, steal ticks), the CPUs the server's processes last ran on) from
     cpu_script's output."""
     group = machine = softirq = None
+    per_cpu: list[tuple[int, int]] = []
+    server_cpus: list[int] = []
     for line in out.splitlines():
         f = line.split()
         try:
-            if f[:1] == ["group"] and len(f) == 5:
+            if f[:1] == ["percpu"] and len(f) == 3:
+                per_cpu.append((int(f[1]), int(f[2])))
+            elif f[:1] == ["servercpus"]:
+                server_cpus = sorted({int(x) for x in f[1:]})
+            elif f[:1] == ["group"] and len(f) == 5:
                 group = (int(f[1]) / 1e9 + int(f[3]) / int(f[4]), int(f[2]) / 1e9)
             elif f[:1] == ["machine"] and len(f) == 4 and int(f[3]) > 0:
                 machine = (int(f[1]), int(f[2]), int(f[3]))
@@ -751,7 +823,7 @@ def parse_cpu_script(out: str) -> tuple[tuple[float, float] | None, tuple[int, i
                 softirq = int(f[1]) / 1e9
         except (ValueError, ZeroDivisionError):
             continue
-    return group, machine, softirq
+    return group, machine, softirq, per_cpu, server_cpus
 
 
 def _pgfile(local_pid: int) -> str | None:

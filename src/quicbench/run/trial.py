@@ -81,6 +81,8 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
             finish_pcap(c.pcap, options.capture_keep)
     row.update(_cpu_columns(row, res, cpu0, cpu1, link0, link1, spec))
     row.update(recovery.tcp_columns(tcp0, tcp1))
+    if server_qlog_dir is not None:
+        target.lab.collect("server", server_qlog_dir)    # from a server on another host
     server_qlogs = recovery.take_server_qlogs(server_qlog_dir, trial_dir)
     row.update(recovery.quic_columns(server_qlogs, trial_dir / "qlog"))
     cc_error = None
@@ -159,11 +161,11 @@ def _cpu_columns(row: dict[str, Any], res: ClientResult, cpu0: CpuCounters, cpu1
 def placement_columns(cpu0: CpuCounters, cpu1: CpuCounters, window: LinkWindow | None,
                       late: bool | None) -> dict[str, Any]:
     """Where the trial ran and what else took its CPUs: the hypervisor's steal and the softirq time
-    of each CPU over the fetch window (the first endpoint machine that reports them), the CPUs
+    of each CPU over the fetch window (this machine; over SSH the server's host), the CPUs
     the link emulator's forwarding threads and the server last ran on, the link emulator's
     involuntary context switches, and ``host_steal``: a link-late trial during which the
     hypervisor took at least the trial's p99 lateness from the CPUs the link emulator ran on
-    (its lateness is the host's, not the emulator's)."""
+    (its lateness is the host's, not the emulator's; judged where linkem runs on this machine)."""
     out: dict[str, Any] = {"host_steal_ms": None, "softirq_cpu_ms": None, "link_cpus": None, "server_cpus": None,
                            "link_nivcsw": None, "host_steal": None}
     host = next((h for h in cpu0.per_cpu if h in cpu1.per_cpu and len(cpu0.per_cpu[h]) == len(cpu1.per_cpu[h])), None)
@@ -177,7 +179,7 @@ def placement_columns(cpu0: CpuCounters, cpu1: CpuCounters, window: LinkWindow |
     if window is not None:
         out["link_cpus"] = list(window.cpus) or None
         out["link_nivcsw"] = window.nivcsw
-        if late and steal and window.late_p99_ms is not None:
+        if late and steal and host == "" and window.late_p99_ms is not None:   # linkem on this machine
             cores = [c for c in window.cpus if c < len(steal)] or list(range(len(steal)))
             out["host_steal"] = max(steal[c] for c in cores) >= window.late_p99_ms
         elif late:

@@ -135,9 +135,15 @@ class Server(ABC):
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("QLOGDIR", None)    # a qlog only where the plan asks for one
-        if self.qlog_dir is not None and self.qlog_env:
-            env[self.qlog_env] = str(self.qlog_dir)
         return env
+
+    def node_env(self) -> dict[str, str]:
+        """What the server's own environment on its node must hold: the qlog directory, for a
+        stack told by a variable (the lab maps it to where the node writes, and brings the files
+        back with ``collect``)."""
+        if self.qlog_dir is not None and self.qlog_env:
+            return {self.qlog_env: str(self.qlog_dir)}
+        return {}
 
     def enable_qlog(self) -> bool:
         """Write a qlog per QUIC connection into workdir/qlog from the next start on, if the
@@ -174,7 +180,7 @@ class Server(ABC):
         self.content.check_served_files()
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{self.name}.log", "ab")
-        self.proc = subprocess.Popen(self.lab.cmd("server", self.argv()), stdout=log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.lab.cmd("server", self.argv(), env=self.node_env()), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env(), start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 from quicbench.errors import QuicbenchError
 from quicbench.paths import bin_dir
@@ -35,6 +36,12 @@ class CaddyServer(Server):
     # 0.7); quic.Config has no congestion-control option and Caddy none either: not settable
     quic_cc_builtin = "reno"
     install_hint = f"run 'make setup' (builds Caddy {CADDY_VERSION} into build/bin)"
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, dict[str, Any]]:
+        """Built here (build/bin): a host runs the same build (--provision copies it), never its
+        PATH's caddy (Debian's 2.6 is the caddy-2.6 driver)."""
+        return {"caddy": {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
 
     @classmethod
     def executable(cls) -> str:
@@ -110,6 +117,10 @@ class Caddy26Server(CaddyServer):
     provisions = ("servers",)
     install_hint = "run 'make servers' (Debian bookworm's caddy 2.6.2)"
     qlog_env = None                # QLOGDIR came with Caddy 2.9
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, dict[str, Any]]:
+        return {"caddy": {"package": "caddy", "root": True, "version_args": list(cls.version_args), "own": False}}
 
     @classmethod
     def executable(cls) -> str:
