@@ -15,6 +15,7 @@ from quicbench.lab import BACKENDS
 from quicbench.link import LINKS, link_names
 from quicbench.model.plan import Plan
 from quicbench.provision import ensure, ensure_available
+from quicbench.model.workload_kinds import KINDS
 from quicbench.servers import SERVERS, server_class
 
 
@@ -85,6 +86,9 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                 can += [n for n, c in plan.server_commands.items() if proto in c.protocols]
                 raise QuicbenchError(f"{source}: servers.{proto}: {srv} cannot serve {proto}; servers that can: "
                                      f"{', '.join(can)}")
+    for w in plan.workloads:
+        for name in plan.clients_for(w):
+            check_pair(plan, w, name, source)
     if plan.link not in link_names():
         raise QuicbenchError(f"{source}: link: unknown link emulator '{plan.link}', "
                              f"accepted: {', '.join(link_names())}")
@@ -130,6 +134,46 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
         if plan.capture and shutil.which("tcpdump") is None:
             ensure("capture")
         _check_codecs(plan, source)
+
+
+def kinds_text(client: type) -> str:
+    """The workload kinds a client runs, in words."""
+    if client.workload_kinds is None:
+        browser = ", ".join(k for k in KINDS.names() if KINDS.get(k).browser_managed)
+        return f"downloads of objects (any kind but the browser's: {browser})"
+    return ", ".join(client.workload_kinds)
+
+
+def quic_text(driver: type) -> str:
+    """'h3 over quic-go' or 'hq-interop over s2n-quic (transport-only)': what an end speaks over QUIC."""
+    app = driver.quic_app if driver.quic_app == "h3" else f"{driver.quic_app} (transport-only, no HTTP/3)"
+    return f"{app} over {driver.quic_stack or 'its QUIC stack'}"
+
+
+def check_pair(plan: Plan, w, client_name: str, source: str = "plan") -> None:
+    """A receiver the plan pairs with a workload and with each sender must be able to do the pair
+    (a capability a driver declares is part of its contract, docs/stacks.md): run the workload's
+    kind (a browser loads pages, a download client fetches objects), and for h3 speak the
+    sender's application protocol over QUIC (a transport-only sender needs a transport-only
+    receiver of the same protocol). The error names the pair and what each side supports."""
+    client = client_class(client_name, plan.client_commands)
+    kind = w.workload_kind
+    kinds = client.workload_kinds
+    if (kinds is not None and w.kind not in kinds) or (kinds is None and kind.browser_managed):
+        runners = [n for n in CLIENTS.names() if n != "command"
+                   and ((CLIENTS.get(n).workload_kinds is None and not kind.browser_managed)
+                        or w.kind in (CLIENTS.get(n).workload_kinds or ()))]
+        raise QuicbenchError(f"{source}: client: the pair {client_name} × workload {w.label} (kind {w.kind}) cannot "
+                             f"run: {client_name} runs {kinds_text(client)}; clients that run {w.kind}: "
+                             f"{', '.join(runners) or 'none'}")
+    if "h3" not in plan.protocols or "h3" not in client.protocols:
+        return
+    for srv in plan.server_options("h3"):
+        server = server_class(srv, plan.server_commands)
+        if "h3" in server.protocols and server.quic_app != client.quic_app:
+            raise QuicbenchError(f"{source}: servers.h3: the pair {srv} → {client_name} cannot run: {srv} serves "
+                                 f"{quic_text(server)}, {client_name} fetches {quic_text(client)}; pair a sender "
+                                 f"with receivers of its application protocol")
 
 
 def _check_codecs(plan: Plan, source: str) -> None:

@@ -73,6 +73,8 @@ class BrowserClient(Client):
     provisions = ("browser",)
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)       # the browser manages its own connections
+    quic_stack = "chromium"        # Chromium's own QUIC (google/quiche), built in
+    workload_kinds = ("page",)
 
     @staticmethod
     def executable() -> str:

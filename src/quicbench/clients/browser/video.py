@@ -54,6 +54,7 @@ def workload_video_key(workload) -> str:
 class VideoClient(BrowserClient):
     name = "video"
     provisions = ("video",)
+    workload_kinds = ("video",)
 
     @classmethod
     def playable_codecs(cls) -> tuple[tuple[str, ...], str] | None:
