@@ -151,3 +151,15 @@ def test_without_a_tcp_reference_no_cell_gets_a_verdict():
     r = [x for x in matrix_rows() if x["protocol"] == "h3"]
     g = grids_from_rows(frame_from_rows(r), Method())[0]
     assert g.reference is None and {c.verdict for c in g.cells.values()} == {stats.N_TOO_SMALL}
+
+
+def test_the_grid_table_marks_each_cell_by_its_verdict():
+    from quicbench.report.matrix import details_table, grid_table
+    g = grids_from_rows(frame_from_rows(matrix_rows()), Method())[0]
+    t = grid_table(g)
+    assert t.headers == ["sender \\ receiver", "aioquic", "qb-load"]
+    assert [r[0] for r in t.rows] == ["caddy", "ngtcp2"]
+    assert "▲" in t.rows[0][2] and "▼" in t.rows[0][1] and "≈" in t.rows[1][2] and "·" in t.rows[1][1]
+    d = details_table(g)
+    assert [r[0] for r in d.rows] == ["caddy → aioquic", "caddy → qb-load", "ngtcp2 → aioquic", "ngtcp2 → qb-load"]
+    assert d.rows[1][-1] == "00001 00002 00003 00004 00005"

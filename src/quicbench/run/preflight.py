@@ -13,10 +13,10 @@ from quicbench.clients import CLIENTS, client_class
 from quicbench.errors import QuicbenchError
 from quicbench.lab import BACKENDS
 from quicbench.link import LINKS, link_names
-from quicbench.model.plan import Plan
-from quicbench.provision import ensure, ensure_available
+from quicbench.model.plan import Plan, expand
 from quicbench.model.workload_kinds import KINDS
-from quicbench.servers import SERVERS, server_class
+from quicbench.provision import ensure, ensure_available
+from quicbench.servers import SERVERS, Server, server_class
 
 
 def available_cc() -> list[str]:
@@ -26,9 +26,11 @@ def available_cc() -> list[str]:
         return []
 
 
-def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> None:
+def check_plan(plan: Plan, source: str = "plan", installed: bool = False,
+               only: dict[str, list[str]] | None = None) -> None:
     """Raise a QuicbenchError naming the field and the accepted values for the first problem.
-    With installed, the clients and servers the plan uses must also be installed here."""
+    With installed, the clients and servers the plan uses must also be installed here (with only,
+    --only's selection: those its trials use)."""
     from quicbench.model.study import find_study
     for ref in ([plan.study] if isinstance(plan.study, str) else plan.study or []):
         try:
@@ -127,10 +129,15 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if installed:
         drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
         drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
+        if only:       # what the selected trials use
+            trials = expand(plan, reps=1, only=only)
+            drivers = [client_class(n, plan.client_commands) for n in dict.fromkeys(t.client for t in trials)]
+            drivers += [server_class(s, plan.server_commands) for s in dict.fromkeys(t.server for t in trials)]
         for d in dict.fromkeys(drivers):
             ok, why = ensure_available(d)      # installs or builds what it lacks, on first use
             if not ok:
-                raise QuicbenchError(why)
+                kind = "server" if issubclass(d, Server) else "client"
+                raise QuicbenchError(f"{source}: {kind} {d.name} cannot run on this host: {why}")
         if plan.capture and shutil.which("tcpdump") is None:
             ensure("capture")
         _check_codecs(plan, source)
