@@ -163,3 +163,13 @@ def test_the_grid_table_marks_each_cell_by_its_verdict():
     d = details_table(g)
     assert [r[0] for r in d.rows] == ["caddy → aioquic", "caddy → qb-load", "ngtcp2 → aioquic", "ngtcp2 → qb-load"]
     assert d.rows[1][-1] == "00001 00002 00003 00004 00005"
+
+
+def test_run_refuses_a_stack_not_installed_here_unless_only_leaves_it_out():
+    p = plan_from_dict({**BASE, "protocols": ["h3"], "client": ["qb-load", "nowhere"],
+                        "client_commands": {"nowhere": {"command": "/nonexistent/get {url}", "protocols": ["h3"]}}})
+    with pytest.raises(QuicbenchError) as e:
+        check_plan(p, "m.toml", installed=True)
+    assert str(e.value).startswith("m.toml: client nowhere cannot run on this host: ")
+    assert "'/nonexistent/get' not found" in str(e.value)
+    check_plan(p, "m.toml", installed=True, only={"client": ["qb-load"]})
