@@ -43,6 +43,7 @@ def test_aioquic_sends_and_receives_with_other_stacks(tmp_path: Path, no_leftove
         assert x["protocols"] == "h3:4" and x["connections"] == 4 and x["bytes"] == 400_000
         assert x["ttfb_ms"] > 0 and x["client_cpu_s"] > 0 and x["client_cpu_wait_s"] is not None
         assert x["quic_qlog_connections"] == 4 and x["quic_client_received"] > 0    # both ends' qlogs
+        assert x["quic_client_ack_ratio"] >= 1          # the receiver acknowledged: packets per ACK it sent
         assert x["server_stack"].startswith("aioquic 1." if server == "aioquic" else "caddy 2.")
         assert x["client_stack"].startswith("aioquic 1." if client == "aioquic" else "qb-load ")
     # the controller asked of aioquic is the one aioquic ran, read back from it

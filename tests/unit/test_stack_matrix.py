@@ -91,6 +91,7 @@ def rows(protocol, server, client, goodputs, tcp_cc="cubic", quic_cc=None, condi
              "protocol": protocol, "server": server, "client": client, "tcp_cc": tcp_cc, "quic_cc": quic_cc,
              "status": status, "goodput_mbps": g, "bytes": 20_000_000, "server_cpu_s": 0.2, "client_cpu_s": 0.4,
              "condition": condition, "workload": "1x20MB/p1", "rep": i, "server_stack": f"{server} 1.0",
+             "quic_client_received": 1000 if protocol == "h3" else None, "quic_client_acks_sent": 400 if protocol == "h3" else None,
              "client_stack": f"{client} 2.0"} for i, g in enumerate(goodputs, first)]
 
 
@@ -129,7 +130,7 @@ def test_each_cell_is_judged_against_the_fastest_tcp_reference():
     assert g.n_tests == 3                      # Holm over the cells that were tested
     assert fast.sender_cpu_s_per_gb == pytest.approx(10) and fast.receiver_cpu_s_per_gb == pytest.approx(20)
     assert fast.server_stack == "caddy 1.0" and fast.client_stack == "qb-load 2.0"
-    assert fast.trials == (1, 2, 3, 4, 5)
+    assert fast.trials == (1, 2, 3, 4, 5) and fast.ack_ratio == pytest.approx(2.5)
     assert g.anchor("caddy", "qb-load") == "mx-fast-1x20MB-p1-caddy-qb-load"
 
 
@@ -166,10 +167,30 @@ def test_the_grid_table_marks_each_cell_by_its_verdict():
 
 
 def test_run_refuses_a_stack_not_installed_here_unless_only_leaves_it_out():
-    p = plan_from_dict({**BASE, "protocols": ["h3"], "client": ["qb-load", "nowhere"],
-                        "client_commands": {"nowhere": {"command": "/nonexistent/get {url}", "protocols": ["h3"]}}})
+    p = plan_from_dict({**BASE, "protocols": ["h3"], "client": ["here", "nowhere"], "servers": {"h3": "srv"},
+                        "client_commands": {"here": {"command": "/bin/true {url}", "protocols": ["h3"]},
+                                            "nowhere": {"command": "/nonexistent/get {url}", "protocols": ["h3"]}},
+                        "server_commands": {"srv": {"command": "/bin/true {listen}", "protocols": ["h3"]}}})
     with pytest.raises(QuicbenchError) as e:
         check_plan(p, "m.toml", installed=True)
     assert str(e.value).startswith("m.toml: client nowhere cannot run on this host: ")
     assert "'/nonexistent/get' not found" in str(e.value)
-    check_plan(p, "m.toml", installed=True, only={"client": ["qb-load"]})
+    check_plan(p, "m.toml", installed=True, only={"client": ["here"]})
+
+
+def test_the_receivers_ack_ratio_comes_from_its_qlog(tmp_path: Path):
+    import json as _json
+    from quicbench.run.recovery import quic_client_columns
+    events = [{"time": i, "name": "transport:packet_received",
+               "data": {"header": {"packet_type": "1RTT", "packet_number": i}, "frames": [{"frame_type": "stream"}]}}
+              for i in range(6)]
+    events += [{"time": 7 + i, "name": "transport:packet_sent",
+                "data": {"header": {"packet_type": "1RTT", "packet_number": i},
+                         "frames": [{"frame_type": "ack", "acked_ranges": [[0, 2 * i + 1]]}] if i < 3 else
+                         [{"frame_type": "stream"}]}} for i in range(4)]
+    qdir = tmp_path / "qlog"
+    qdir.mkdir()
+    (qdir / "c.qlog").write_text(_json.dumps({"traces": [{"events": events}]}))
+    cols = quic_client_columns(qdir)
+    assert cols["quic_client_received"] == 6 and cols["quic_client_acks_sent"] == 3
+    assert cols["quic_client_ack_ratio"] == pytest.approx(2.0)

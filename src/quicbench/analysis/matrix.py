@@ -9,8 +9,8 @@ highest mean goodput, so that "faster" means faster than the best TCP the run me
 The verdict is the report's (``Method.compare``: the ratio of geometric means with its CI,
 different / equivalent / inconclusive), Holm-corrected over the grid's cells. A cell also carries
 what explains it: CPU seconds per GB at the sender and at the receiver, the share of the sender's
-loss declarations that were spurious (where its qlog says), and its CPU-bound, link-late and
-failed trials.
+loss declarations that were spurious (where its qlog says), the receiver's ACK frequency (packets
+received per ACK it sent, from its qlog), and its CPU-bound, link-late and failed trials.
 
     grids_from_rows(frame, method) -> list[MatrixGrid]     (frame: analysis.load's rows)
 """
@@ -48,6 +48,7 @@ class MatrixCell:
     sender_cpu_s_per_gb: float | None = None
     receiver_cpu_s_per_gb: float | None = None
     spurious_share: float | None = None    # quic_lost_spurious / quic_lost over the cell's trials
+    ack_ratio: float | None = None         # packets the receiver got per packet it sent with an ACK (its qlog)
     server_stack: str | None = None
     client_stack: str | None = None
     trials: tuple[int, ...] = ()           # the successful trials' seq (their directories: trials/<seq>)
@@ -87,6 +88,15 @@ def base_protocol(label: str) -> str:
 def _mean(values: pd.Series) -> float | None:
     v = pd.to_numeric(values, errors="coerce").dropna()
     return float(v.mean()) if len(v) else None
+
+
+def _ratio(rows: pd.DataFrame, num: str, den: str) -> float | None:
+    """sum(num) / sum(den) over the rows that have both (None without any)."""
+    if num not in rows or den not in rows:
+        return None
+    both = rows[[num, den]].apply(pd.to_numeric, errors="coerce").dropna()
+    total = both[den].sum()
+    return float(both[num].sum() / total) if total else None
 
 
 def _senders(h3: pd.DataFrame) -> pd.Series:
@@ -159,7 +169,7 @@ def grids_from_rows(frame: pd.DataFrame, method: Method = Method(), metric: str 
                          link_late=int(ok["link_late"].sum()) if "link_late" in ok else 0,
                          sender_cpu_s_per_gb=float(ok["server_cpu_s"].sum() / gb) if gb and ok["server_cpu_s"].notna().any() else None,
                          receiver_cpu_s_per_gb=float(ok["client_cpu_s"].sum() / gb) if gb and ok["client_cpu_s"].notna().any() else None,
-                         spurious_share=spurious,
+                         spurious_share=spurious, ack_ratio=_ratio(ok, "quic_client_received", "quic_client_acks_sent"),
                          server_stack=next((x for x in c["server_stack"] if isinstance(x, str)), None) if "server_stack" in c else None,
                          client_stack=next((x for x in c["client_stack"] if isinstance(x, str)), None) if "client_stack" in c else None,
                          trials=tuple(int(x) for x in ok["seq"].dropna()) if "seq" in ok else ())

@@ -146,6 +146,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_client_out_of_order", "int", "", "of those, received after a higher packet number of their space: reordered on the way", "recovery"),
     Column("quic_client_lost", "int", "", "QUIC packets the client declared lost (requests, acknowledgements)", "recovery"),
     Column("quic_client_lost_spurious", "int", "", "of those, acknowledged later by the server: spurious", "recovery"),
+    Column("quic_client_acks_sent", "int", "", "QUIC packets the client sent with an ACK frame (its qlog)", "recovery"),
+    Column("quic_client_ack_ratio", "float", "", "the receiver's ACK frequency: packets the client received per packet it sent with an ACK frame (its qlog); about 2 for a receiver acknowledging every other packet", "recovery"),
     Column("quic_qlog_connections", "int", "", "server qlogs (connections) the QUIC counts sum over", "recovery"),
     Column("quic_ss_exit_cwnd", "int", "B", "the server's congestion window when it first left slow start (its qlog's congestion state going from slow start to congestion avoidance or recovery; median over the trial's connections); set it beside the path's bandwidth-delay product: below it, the sender then grows its window one packet per round trip; empty for a sender whose qlog does not log its congestion state (ngtcp2, quinn)", "recovery"),
     Column("quic_ss_exit_without_loss", "int", "", "connections whose server left slow start before declaring any packet lost: a delay-based exit (quic-go: HyStart, on a rise of the round's minimum RTT), not a loss", "recovery"),

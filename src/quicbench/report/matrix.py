@@ -27,7 +27,8 @@ def intro(data: ReportData) -> str:
             f"({m.short()}); · too few trials. A sender's result belongs to the pair: the receiver's acknowledgements, "
             f"flow-control windows and per-packet cost shape it as much. The details give CPU seconds per GB at "
             f"each end (where a machine is CPU-bound, that is the measurement), the spurious share of the sender's "
-            f"loss declarations (with qlog) and the CPU-bound (⚙) and link-late trials.")
+            f"loss declarations and the receiver's ACK ratio, packets received per ACK it sent (both with qlog), "
+            f"and the CPU-bound (⚙) and link-late trials.")
 
 
 def cell_text(c: MatrixCell | None) -> str:
@@ -54,14 +55,14 @@ def grid_table(g: MatrixGrid) -> SimpleTable:
 
 def details_table(g: MatrixGrid) -> SimpleTable:
     t = SimpleTable(["sender → receiver", "goodput [95 % CI]", "vs reference [95 % CI]", "p (adj.)", "verdict", "n",
-                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "⚙", "link-late",
+                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio", "⚙", "link-late",
                      "stacks", "trials"])
     for (s, r), c in sorted(g.cells.items()):
         t.rows.append([f"{s} → {r}", mean_ci(c.mean, c.ci_low, c.ci_high),
                        ratio_ci(c.ratio, c.ratio_low, c.ratio_high), pval(c.p),
                        verdict_text(c.verdict, c.reps_to_decide), str(c.n), str(c.failed),
                        num(c.sender_cpu_s_per_gb), num(c.receiver_cpu_s_per_gb),
-                       "–" if c.spurious_share is None else f"{100 * c.spurious_share:.0f} %",
+                       "–" if c.spurious_share is None else f"{100 * c.spurious_share:.0f} %", num(c.ack_ratio, 3),
                        str(c.cpu_bound), str(c.link_late),
                        f"{c.server_stack or s} → {c.client_stack or r}",
                        " ".join(f"{x:05d}" for x in c.trials[:10]) + (" …" if len(c.trials) > 10 else "")])
