@@ -91,7 +91,8 @@ def rows(protocol, server, client, goodputs, tcp_cc="cubic", quic_cc=None, condi
              "protocol": protocol, "server": server, "client": client, "tcp_cc": tcp_cc, "quic_cc": quic_cc,
              "status": status, "goodput_mbps": g, "bytes": 20_000_000, "server_cpu_s": 0.2, "client_cpu_s": 0.4,
              "condition": condition, "workload": "1x20MB/p1", "rep": i, "server_stack": f"{server} 1.0",
-             "quic_client_received": 1000 if protocol == "h3" else None, "quic_client_acks_sent": 400 if protocol == "h3" else None,
+             "quic_client_received": 1000 if protocol == "h3" else None,
+             "quic_client_acks_sent": 400 if protocol == "h3" else None,
              "client_stack": f"{client} 2.0"} for i, g in enumerate(goodputs, first)]
 
 

@@ -126,6 +126,44 @@ def has_matrix(frame: pd.DataFrame) -> bool:
     return h3["server"].nunique() > 1 and h3["client"].nunique() > 1
 
 
+def _reference(tcp: pd.DataFrame, metric: str, min_n: int) -> tuple[str, pd.Series] | None:
+    """The TCP cell the grid's verdicts are against: the highest mean among the cells with at
+    least min_n trials (any cell when none has): its label and its values."""
+    if tcp.empty:
+        return None
+    labels = _references(tcp)
+    means = tcp.groupby(labels)[metric].apply(_mean).dropna()
+    counts = tcp.groupby(labels)[metric].count().reindex(means.index)
+    if (counts >= min_n).any():
+        means = means[counts >= min_n]
+    if means.empty:
+        return None
+    best = str(means.idxmax())
+    return best, tcp.loc[labels == best, metric]
+
+
+def _first_text(values: pd.Series) -> str | None:
+    return next((x for x in values if isinstance(x, str)), None)
+
+
+def _cell_facts(sender: str, receiver: str, rows: pd.DataFrame, metric: str) -> dict:
+    """What a cell shows besides its verdict, from the pair's rows (failed ones included)."""
+    ok = rows[rows["used"]]
+    values = ok[metric]
+    summary = stats.summarize(values, positive=True)
+    per_gb = 1e9          # CPU seconds per byte -> per GB
+    sender_cpu, receiver_cpu = _ratio(ok, "server_cpu_s", "bytes"), _ratio(ok, "client_cpu_s", "bytes")
+    return dict(sender=sender, receiver=receiver, n=int(values.notna().sum()),
+                failed=int((rows["status"] != "ok").sum()), mean=_mean(values), ci_low=stats.finite(summary.ci_low), ci_high=stats.finite(summary.ci_high),
+                cpu_bound=int(ok["cpu_bound"].sum()), link_late=int(ok["link_late"].sum()),
+                sender_cpu_s_per_gb=None if sender_cpu is None else sender_cpu * per_gb,
+                receiver_cpu_s_per_gb=None if receiver_cpu is None else receiver_cpu * per_gb,
+                spurious_share=_ratio(ok, "quic_lost_spurious", "quic_lost"),
+                ack_ratio=_ratio(ok, "quic_client_received", "quic_client_acks_sent"),
+                server_stack=_first_text(rows["server_stack"]), client_stack=_first_text(rows["client_stack"]),
+                trials=tuple(int(x) for x in ok["seq"].dropna()))
+
+
 def grids_from_rows(frame: pd.DataFrame, method: Method = Method(), metric: str = "goodput_mbps") -> list[MatrixGrid]:
     """One grid per condition × workload of a stack-matrix run (none otherwise). frame: the run's
     rows as analysis.load gives them (``used`` marks the successful, final, measured trials)."""
@@ -139,41 +177,16 @@ def grids_from_rows(frame: pd.DataFrame, method: Method = Method(), metric: str 
         if h3.empty:
             continue
         h3["_sender"] = _senders(h3)
-        senders = sorted(h3["_sender"].unique())
-        receivers = sorted(h3["client"].astype(str).unique())
-        grid = MatrixGrid(str(cond), str(wl), senders, receivers)
-        tcp = g[g["_base"].isin(TCP) & g["used"]].copy()
+        grid = MatrixGrid(str(cond), str(wl), sorted(h3["_sender"].unique()), sorted(h3["client"].astype(str).unique()))
+        ref = _reference(g[g["_base"].isin(TCP) & g["used"]], metric, method.min_n)
         ref_values = None
-        if not tcp.empty:
-            tcp["_ref"] = _references(tcp)
-            means = tcp.groupby("_ref")[metric].apply(_mean).dropna()
-            counts = tcp.groupby("_ref")[metric].count()
-            means = means[counts.reindex(means.index).fillna(0) >= method.min_n] if (counts >= method.min_n).any() else means
-            if len(means):
-                grid.reference = str(means.idxmax())
-                grid.reference_mean = float(means.max())
-                ref_values = tcp.loc[tcp["_ref"] == grid.reference, metric]
-                grid.reference_n = int(ref_values.notna().sum())
-        pending: list[tuple[tuple[str, str], dict, stats.TestResult | None]] = []
-        for (s, r), c in h3.groupby(["_sender", "client"], sort=True):
-            ok = c[c["used"]]
-            values = ok[metric]
-            summary = stats.summarize(values, positive=True)
-            gb = ok["bytes"].sum() / 1e9 if "bytes" in ok else 0
-            lost = ok["quic_lost"].sum() if "quic_lost" in ok and ok["quic_lost"].notna().any() else None
-            spurious = (float(ok["quic_lost_spurious"].sum() / lost) if lost and "quic_lost_spurious" in ok
-                        and ok["quic_lost_spurious"].notna().any() else None)
-            facts = dict(sender=str(s), receiver=str(r), n=int(values.notna().sum()), failed=int((c["status"] != "ok").sum()),
-                         mean=_mean(values), ci_low=stats.finite(summary.ci_low), ci_high=stats.finite(summary.ci_high),
-                         cpu_bound=int(ok["cpu_bound"].sum()) if "cpu_bound" in ok else 0,
-                         link_late=int(ok["link_late"].sum()) if "link_late" in ok else 0,
-                         sender_cpu_s_per_gb=float(ok["server_cpu_s"].sum() / gb) if gb and ok["server_cpu_s"].notna().any() else None,
-                         receiver_cpu_s_per_gb=float(ok["client_cpu_s"].sum() / gb) if gb and ok["client_cpu_s"].notna().any() else None,
-                         spurious_share=spurious, ack_ratio=_ratio(ok, "quic_client_received", "quic_client_acks_sent"),
-                         server_stack=next((x for x in c["server_stack"] if isinstance(x, str)), None) if "server_stack" in c else None,
-                         client_stack=next((x for x in c["client_stack"] if isinstance(x, str)), None) if "client_stack" in c else None,
-                         trials=tuple(int(x) for x in ok["seq"].dropna()) if "seq" in ok else ())
-            test = method.compare(values, ref_values, metric) if ref_values is not None else None
+        if ref is not None:
+            grid.reference, ref_values = ref
+            grid.reference_mean, grid.reference_n = _mean(ref_values), int(ref_values.notna().sum())
+        pending = []
+        for (s, r), rows in h3.groupby(["_sender", "client"], sort=True):
+            facts = _cell_facts(str(s), str(r), rows, metric)
+            test = method.compare(rows.loc[rows["used"], metric], ref_values, metric) if ref is not None else None
             pending.append(((str(s), str(r)), facts, test))
         tested = [t for _, _, t in pending if t is not None]
         adjusted = iter(stats.adjust(tested, method.correction) if tested else [])

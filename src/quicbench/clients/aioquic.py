@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps(r.rec) + "\n")
     Path(a["summary"]).write_text(json.dumps({
         "cpu_user_s": t1[0] - t0[0], "cpu_sys_s": t1[1] - t0[1], "cpu_wait_s": t1[2] - t0[2],
-        "requests": len(reqs), "errors": [{"path": r.rec["path"], "error": r.rec["error"]} for r in reqs if r.rec["error"]],
+        "requests": len(reqs),
+        "errors": [{"path": r.rec["path"], "error": r.rec["error"]} for r in reqs if r.rec["error"]],
         "stack": stack_versions()}))
     return 0 if all(not r.rec["error"] for r in reqs) else 1
 

@@ -24,7 +24,8 @@ def intro(data: ReportData) -> str:
             f"cell (protocol/TCP congestion control) of the same condition and workload — with the verdict: "
             f"different (▲ faster, ▼ slower), equivalent within ±{100 * m.margin:g} % (≈) or inconclusive (?), "
             f"{'Holm-corrected' if m.correction == 'holm' else 'uncorrected'} over the grid's cells "
-            f"({m.short()}); · too few trials. A sender's result belongs to the pair: the receiver's acknowledgements, "
+            f"({m.short()}); · too few trials. A sender's result belongs to the pair: the receiver's "
+            f"acknowledgements, "
             f"flow-control windows and per-packet cost shape it as much. The details give CPU seconds per GB at "
             f"each end (where a machine is CPU-bound, that is the measurement), the spurious share of the sender's "
             f"loss declarations and the receiver's ACK ratio, packets received per ACK it sent (both with qlog), "
@@ -55,8 +56,8 @@ def grid_table(g: MatrixGrid) -> SimpleTable:
 
 def details_table(g: MatrixGrid) -> SimpleTable:
     t = SimpleTable(["sender → receiver", "goodput [95 % CI]", "vs reference [95 % CI]", "p (adj.)", "verdict", "n",
-                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio", "⚙", "link-late",
-                     "stacks", "trials"])
+                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio", "⚙",
+                     "link-late", "stacks", "trials"])
     for (s, r), c in sorted(g.cells.items()):
         t.rows.append([f"{s} → {r}", mean_ci(c.mean, c.ci_low, c.ci_high),
                        ratio_ci(c.ratio, c.ratio_low, c.ratio_high), pval(c.p),
