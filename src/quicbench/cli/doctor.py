@@ -171,6 +171,7 @@ def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Backend ssh: print the hosts' facts as JSON."),
 ) -> None:
     """Check kernel features and binaries, with the fix for each missing piece (or the ssh backend's hosts)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from quicbench.cli.app import console
@@ -182,7 +183,7 @@ def doctor_cmd(
     t = Table("check", "status", "detail / fix")
     bad = 0
     for name, ok, detail in checks():
-        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", escape(detail))   # details are text, not markup
         bad += not ok
     console.print(t)
     if bad:

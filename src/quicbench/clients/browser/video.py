@@ -68,8 +68,10 @@ class VideoClient(BrowserClient):
         out = {**super().version(), **player_versions()}
         try:
             import subprocess
-            out["ffmpeg"] = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True,
-                                           timeout=20).stdout.split("\n")[0]
+            first = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True,
+                                   timeout=20).stdout.split("\n")[0]
+            # 'ffmpeg version 5.1.9-0+deb12u1 Copyright (c) ...': the version
+            out["ffmpeg"] = first.split()[2] if first.startswith("ffmpeg version ") else first
         except Exception as e:  # noqa: BLE001
             out["ffmpeg"] = f"unknown ({e})"
         return out
