@@ -29,7 +29,7 @@ def intro(data: ReportData) -> str:
             f"flow-control windows and per-packet cost shape it as much. The details give CPU seconds per GB at "
             f"each end (where a machine is CPU-bound, that is the measurement), the spurious share of the sender's "
             f"loss declarations and the receiver's ACK ratio, packets received per ACK it sent (both with qlog), "
-            f"and the CPU-bound (⚙) and link-late trials.")
+            f"and the CPU-bound (⚙) and link-late (⏱: the link emulator released packets late) trials.")
 
 
 def cell_text(c: MatrixCell | None) -> str:
@@ -38,7 +38,7 @@ def cell_text(c: MatrixCell | None) -> str:
     if c.n == 0:
         return f"failed ({c.failed})" if c.failed else "–"
     ratio = f" {c.ratio:.2f}×" if c.ratio is not None else ""
-    return f"{num(c.mean)}{ratio} {MARKS[c.tone]}{' ⚙' if c.cpu_bound else ''}"
+    return f"{num(c.mean)}{ratio} {MARKS[c.tone]}{' ⚙' if c.cpu_bound else ''}{' ⏱' if c.link_late else ''}"
 
 
 def grid_heading(data: ReportData, g: MatrixGrid) -> str:
