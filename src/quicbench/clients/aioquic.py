@@ -1,8 +1,9 @@
 """`aioquic`: an HTTP/3 receiver on a pure-Python QUIC stack (PyPI ``aioquic``).
 
 The driver and the client program are this one file: ``fetch()`` runs quicbench's Python with
-``main()`` below in the client node, once per trial. aioquic is a dependency of the quicbench
-package (pyproject.toml): ``make setup`` installs it into ``.venv``; nothing is built.
+``main()`` below in the client node, once per trial. aioquic is the quicbench package's extra
+``aioquic`` (pyproject.toml), installed into ``.venv`` by ``make aioquic`` on first use; nothing
+is built.
 
 The program fetches the workload's objects over HTTP/3 and verifies each body against the content
 manifest (size and sha256, hashed as it arrives: nothing is saved). Connection policies:
@@ -44,6 +45,7 @@ class AioquicClient(Client):
     name = "aioquic"
     protocols = frozenset({"h3"})
     quic_stack = "aioquic"
+    provisions = ("aioquic",)
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
     binaries = ()                 # quicbench's own interpreter with its packages

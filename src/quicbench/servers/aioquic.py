@@ -1,9 +1,9 @@
 """aioquic: HTTP/3 on a pure-Python QUIC stack (PyPI ``aioquic``), served by this module.
 
 The driver and the server program are this one file: ``argv()`` runs quicbench's Python with
-``main()`` below in the server node. aioquic is a dependency of the quicbench package
-(pyproject.toml), so ``make setup`` installs it into ``.venv`` with everything else; nothing is
-built. It serves h3 only (one UDP listener, no TCP): every GET of a file under the content root
+``main()`` below in the server node. aioquic is the quicbench package's extra ``aioquic``
+(pyproject.toml), installed into ``.venv`` by ``make aioquic`` on first use (or ``make
+setup-all``); nothing is built. It serves h3 only (one UDP listener, no TCP): every GET of a file under the content root
 answers 200 with the whole body and the no-cache headers the other servers send (a directory:
 its index.html), anything else 404; a path that leaves the root (``..``, a link out of it) is
 404 unless it lies in a live directory quicbench allowed (``--allow-dir``).
@@ -34,8 +34,7 @@ from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
 
 PACKAGE = "aioquic"
 MIN_VERSION = (1, 2)          # cubic came with aioquic 1.2.0
-INSTALL_HINT = ("run 'make setup' (installs the quicbench package with its dependency aioquic into .venv; "
-                "or: .venv/bin/pip install 'aioquic>=1.2')")
+INSTALL_HINT = "run 'make aioquic' (installs the package's extra aioquic into .venv: pip install -e '.[aioquic]')"
 # the server program, run with quicbench's interpreter (python -m would import this module twice)
 CHILD = "import sys; from quicbench.servers.aioquic import main; sys.exit(main())"
 # one line per connection in the server's log: the controller aioquic runs for it
@@ -73,6 +72,7 @@ class AioquicServer(Server):
     binary = "python3"
     binaries = ()                  # quicbench's own interpreter with its packages: nothing to install apart
     install_hint = INSTALL_HINT
+    provisions = ("aioquic",)
     quic_stack = "aioquic"
     qlog_option = "--qlog-dir"
     quic_ccs = ("reno", "cubic")   # aioquic's registered controllers; reno its default
