@@ -117,9 +117,10 @@ def stack_checks() -> list[tuple[str, bool, str]]:
                 app = "h3" if cls.quic_app == "h3" else f"{cls.quic_app}, transport-only"
                 quic = f"[{cls.quic_stack or '?'}: {app}] "
             if not ok:
-                fix = " ".join(f"make {p}" for p in getattr(cls, "provisions", ()))
-                later = ("" if not fix else " (provided on first use by a plan that needs it)" if fix in why
-                         else f" (provided on first use by a plan that needs it: {fix})")
+                targets = [f"make {p}" for p in getattr(cls, "provisions", ())]
+                later = ("" if not targets else " (provided on first use by a plan that needs it)"
+                         if all(t in why for t in targets)
+                         else f" (provided on first use by a plan that needs it: {' and '.join(targets)})")
                 out.append((f"{kind} {dname}", False, f"{quic}{why}{later}"))
                 continue
             cc = ""
