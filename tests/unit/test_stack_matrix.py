@@ -195,3 +195,22 @@ def test_the_receivers_ack_ratio_comes_from_its_qlog(tmp_path: Path):
     cols = quic_client_columns(qdir)
     assert cols["quic_client_received"] == 6 and cols["quic_client_acks_sent"] == 3
     assert cols["quic_client_ack_ratio"] == pytest.approx(2.0)
+
+
+def test_the_report_draws_the_grid_coloured_and_linked_to_its_details(tmp_path: Path):
+    import json as _json
+    from collections import defaultdict
+    from quicbench.analysis.load import load_run
+    from quicbench.analysis.report_data import build_report_data
+    from quicbench.report.html import render_report
+    from quicbench.report.markdown import render_markdown
+    (tmp_path / "trials.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in matrix_rows()))
+    (tmp_path / "meta.json").write_text(_json.dumps({"run_id": "m", "plan": {"name": "matrix"}}))
+    data = build_report_data(load_run(tmp_path))
+    assert [(g.condition, g.reference) for g in data.matrix] == [("fast", "h2/bbr")]
+    html = render_report(data, plots=defaultdict(list))     # no figures: the section is a table
+    anchor = data.matrix[0].anchor("caddy", "qb-load")
+    assert 'id="matrix"' in html and f'<td class="mx-faster"><a href="#{anchor}">' in html
+    assert f'<tr id="{anchor}">' in html and 'class="mx-slower"' in html and 'class="mx-equivalent"' in html
+    md = render_markdown(data)
+    assert "## Stack matrix" in md and "| caddy | 100 0.50× ▼ | 400 2.00× ▲ |" in md
