@@ -214,3 +214,19 @@ def test_the_report_draws_the_grid_coloured_and_linked_to_its_details(tmp_path: 
     assert f'<tr id="{anchor}">' in html and 'class="mx-slower"' in html and 'class="mx-equivalent"' in html
     md = render_markdown(data)
     assert "## Stack matrix" in md and "| caddy | 100 0.50× ▼ | 400 2.00× ▲ |" in md
+
+
+def test_aioquic_losses_are_counted_from_its_qlog(tmp_path: Path):
+    """aioquic's packet_lost names the packet at the top of its data, not in a header."""
+    import json as _json
+    from quicbench.run.recovery import quic_counts
+    sent = [{"time": i, "name": "transport:packet_sent",
+             "data": {"header": {"packet_type": "1RTT", "packet_number": i}, "frames": []}} for i in range(4)]
+    lost = [{"time": 5, "name": "recovery:packet_lost", "data": {"type": "1RTT", "packet_number": n}} for n in (1, 2)]
+    ack = [{"time": 6, "name": "transport:packet_received",
+            "data": {"header": {"packet_type": "1RTT", "packet_number": 0},
+                     "frames": [{"frame_type": "ack", "acked_ranges": [[0, 1], [3, 3]]}]}}]
+    f = tmp_path / "ab.qlog"
+    f.write_text(_json.dumps({"qlog_format": "JSON", "traces": [{"events": sent + lost + ack}]}))
+    c = quic_counts(f)
+    assert c["sent"] == 4 and c["lost"] == 2 and c["spurious"] == 1 and c["untriggered"] == 2

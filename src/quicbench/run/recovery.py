@@ -131,9 +131,10 @@ def qlog_title(rec: dict[str, Any]) -> str:
 
 
 def _space_pn(data: dict[str, Any]) -> tuple[str, int] | None:
-    h = data.get("header") or {}
-    pn = h.get("packet_number")
-    return (SPACE.get(h.get("packet_type"), h.get("packet_type") or "?"), pn) if isinstance(pn, int) else None
+    # aioquic's packet_lost names the packet at the top of its data ("type", "packet_number")
+    h = data.get("header") or data
+    pn, ptype = h.get("packet_number"), h.get("packet_type") or h.get("type")
+    return (SPACE.get(ptype, ptype or "?"), pn) if isinstance(pn, int) else None
 
 
 def received_packets(path: Path) -> set[tuple[str, int]]:
