@@ -210,7 +210,7 @@ def test_the_report_draws_the_grid_coloured_and_linked_to_its_details(tmp_path: 
     assert [(g.condition, g.reference) for g in data.matrix] == [("fast", "h2/bbr")]
     html = render_report(data, plots=defaultdict(list))     # no figures: the section is a table
     anchor = data.matrix[0].anchor("caddy", "qb-load")
-    assert 'id="matrix"' in html and f'<td class="mx-faster"><a href="#{anchor}">' in html
+    assert 'id="matrix"' in html and '<a href="#matrix">Stack matrix</a>' in html and f'<td class="mx-faster"><a href="#{anchor}">' in html
     assert f'<tr id="{anchor}">' in html and 'class="mx-slower"' in html and 'class="mx-equivalent"' in html
     md = render_markdown(data)
     assert "## Stack matrix" in md and "| caddy | 100 0.50× ▼ | 400 2.00× ▲ |" in md
