@@ -10,7 +10,7 @@ BIN   := build/bin
 CADDY_VERSION := v2.11.9
 
 .PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
-        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic
 
 # `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
 # that needs more installs it on first use (src/quicbench/provision runs the target below that
@@ -33,16 +33,20 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# the optional Python packages: Playwright (browser page loads), curl_cffi and aioquic (the
-# command endpoints' second HTTP/3 stacks)
+# the optional Python packages: Playwright (browser page loads), curl_cffi (the command client
+# example's HTTP/3 stack) and aioquic (the aioquic server and client drivers)
 $(VENV)/.installed-all: $(VENV)/.installed pyproject.toml
-	$(PY) -m pip install -q -e '.[test,browser,stacks]'
+	$(PY) -m pip install -q -e '.[test,browser,stacks,aioquic]'
 	@touch $@
 
 venv-all: $(VENV)/.installed-all
 
 $(VENV)/.installed-browser: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[test,browser]'
+	@touch $@
+
+$(VENV)/.installed-aioquic: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,aioquic]'
 	@touch $@
 
 # the three binaries of the default plan, built side by side (Go and Rust each use every core,
@@ -70,6 +74,7 @@ slurm:                       # Slurm and munge (the scale-out test)
 ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backports)
 	@scripts/install-deps.sh ngtcp2
 quinn: $(BIN)/quicbench-h3server
+aioquic: $(VENV)/.installed-aioquic   # the aioquic server and client drivers (PyPI, pure Python)
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed

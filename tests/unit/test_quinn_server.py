@@ -76,5 +76,5 @@ def test_the_stack_named_is_the_one_pinned():
 def test_doctor_lists_it_with_its_stack():
     from quicbench.cli.doctor import checks
     row = next(c for c in checks(boot_uml=False) if c[0] == "server quinn")
-    assert row[1] is True and re.match(r"quicbench-h3server \S+, quinn 0\.11\.\d+, quinn-proto .*; h3; quic_cc: cubic, reno, bbr$",
+    assert row[1] is True and re.match(r"\[quinn: h3\] quicbench-h3server \S+, quinn 0\.11\.\d+, quinn-proto .*; h3; quic_cc: cubic, reno, bbr$",
                                          row[2])

@@ -16,6 +16,7 @@ from quicbench.analysis import honesty
 from quicbench.analysis.recovery import RECOVERY_COLUMNS, loss_recovery
 from quicbench.analysis.condition_grid import Layout, Sweeps, heatmap_layout, sweeps, varying
 from quicbench.analysis.condition_params import swept
+from quicbench.analysis.matrix import MatrixGrid, grids_from_rows
 from quicbench.analysis.measures import HOL, MeasureData, measure_sections
 from quicbench.analysis.load import CAPTURE_NUMERIC, RunData
 from quicbench.analysis.studies import REFERENCE_COLUMNS, Bests, StudyData, View, build_studies, figure_views
@@ -112,6 +113,7 @@ class ReportData:
     swept: list[str] = field(default_factory=list)   # numeric parameters (delay, loss, rate) that are swept
     heatmap_layout: Layout = field(default_factory=lambda: Layout("list"))
     timeseries: TimeSeries | None = None             # median-goodput trial's throughput series
+    matrix: list[MatrixGrid] = field(default_factory=list)   # the stack matrix: senders x receivers (analysis/matrix.py)
 
     @property
     def hol(self) -> MeasureData:
@@ -502,6 +504,6 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
         relative=relative_to_best(run, summary), hosts=honesty.per_host(run), recovery=loss_recovery(run),
         sweeps=sweeps(params), varying=varying(params), swept=swept(params) if not params.empty else [],
         heatmap_layout=heatmap_layout(params), timeseries=median_trial_series(run) if not summary.empty else None,
-        measures=measure_sections(run, method))
+        measures=measure_sections(run, method), matrix=grids_from_rows(run.rows, method))
     data.table1 = build_table1(run, summary, data.table1_reference)
     return data

@@ -95,23 +95,41 @@ def checks(boot_uml: bool = True) -> list[tuple[str, bool, str]]:
     ppt = puppeteer_version()
     out.append(("npm: puppeteer-core", ppt is not None, f"{ppt} (drives {FIREFOX} over WebDriver BiDi)" if ppt else
                 "needed for Firefox page loads and video: make firefox (npm ci in firefox/)"))
-    # every stack with its versions: a result is the implementation's as much as the protocol's
+    out += stack_checks()
+    return out
+
+
+def stack_checks() -> list[tuple[str, bool, str]]:
+    """Every registered server (sender) and client (receiver) with its stack and versions, or why it
+    cannot run here with the fix: a result is the implementation's as much as the protocol's
+    (docs/stacks.md)."""
     from quicbench.clients import CLIENTS
     from quicbench.registry import driver_stack
     from quicbench.servers import SERVERS
+    out: list[tuple[str, bool, str]] = []
     for kind, registry in (("server", SERVERS), ("client", CLIENTS)):
         for dname, cls in registry.items():
             if dname == "command":
                 continue    # a contract a plan fills in, nothing installed (docs/endpoints.md)
             ok, why = cls.available()
-            if ok:
-                cc = ""
-                if kind == "server" and "h3" in cls.protocols:     # the plan's quic_cc (docs/plans.md)
-                    cc = (f"; quic_cc: {', '.join(cls.quic_ccs)}" if cls.quic_ccs else
-                          f"; quic_cc: fixed ({cls.quic_cc_builtin})" if cls.quic_cc_builtin else "")
-                out.append((f"{kind} {dname}", True, f"{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}{cc}"))
-            else:
-                out.append((f"{kind} {dname}", False, why))
+            quic = ""
+            if "h3" in cls.protocols:
+                app = "h3" if cls.quic_app == "h3" else f"{cls.quic_app}, transport-only"
+                quic = f"[{cls.quic_stack or '?'}: {app}] "
+            if not ok:
+                targets = [f"make {p}" for p in getattr(cls, "provisions", ())]
+                later = ("" if not targets else " (provided on first use by a plan that needs it)"
+                         if all(t in why for t in targets)
+                         else f" (provided on first use by a plan that needs it: {' and '.join(targets)})")
+                out.append((f"{kind} {dname}", False, f"{quic}{why}{later}"))
+                continue
+            cc = ""
+            if kind == "server" and "h3" in cls.protocols:     # the plan's quic_cc (docs/plans.md)
+                cc = (f"; quic_cc: {', '.join(cls.quic_ccs)}" if cls.quic_ccs else
+                      f"; quic_cc: fixed ({cls.quic_cc_builtin})" if cls.quic_cc_builtin else "")
+            kinds = f"; runs {', '.join(cls.workload_kinds)}" if kind == "client" and cls.workload_kinds else ""
+            out.append((f"{kind} {dname}", True,
+                        f"{quic}{driver_stack(cls)}; {', '.join(sorted(cls.protocols))}{cc}{kinds}"))
     return out
 
 
@@ -154,6 +172,7 @@ def doctor_cmd(
     as_json: bool = typer.Option(False, "--json", help="Backend ssh: print the hosts' facts as JSON."),
 ) -> None:
     """Check kernel features and binaries, with the fix for each missing piece (or the ssh backend's hosts)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from quicbench.cli.app import console
@@ -165,7 +184,7 @@ def doctor_cmd(
     t = Table("check", "status", "detail / fix")
     bad = 0
     for name, ok, detail in checks():
-        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", detail)
+        t.add_row(name, "[green]ok[/]" if ok else "[red]missing[/]", escape(detail))   # details are text, not markup
         bad += not ok
     console.print(t)
     if bad:

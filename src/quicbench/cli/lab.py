@@ -50,7 +50,7 @@ def lab_up(
     rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
     up: cf.Up = [], down: cf.Down = [],
     serve: Optional[str] = typer.Option(None, "--serve", help="Also serve content until 'lab down': caddy "
-                                        "(h1, h2, h3), quinn (h3), nginx or apache (h1, h2)."),
+                                        "(h1, h2, h3), ngtcp2, quinn or aioquic (h3), nginx or apache (h1, h2)."),
     content: Optional[Path] = typer.Option(None, "--content", help="With --serve: a directory of your own "
                                            "files to serve (instead of generated objects)."),
     sizes: str = typer.Option("10KB,1MB", "--sizes", help="With --serve and no --content: generated objects "

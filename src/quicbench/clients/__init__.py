@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quicbench.clients.aioquic import AioquicClient
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target
 from quicbench.clients.browser.driver import BrowserClient
 from quicbench.clients.browser.firefox import FirefoxClient, FirefoxVideoClient
@@ -13,7 +14,8 @@ from quicbench.model.plan import DRIVER_PROTOCOLS
 from quicbench.registry import Registry
 
 CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
-                                                      FirefoxVideoClient, Ngtcp2Client, CommandClient])
+                                                      FirefoxVideoClient, Ngtcp2Client, AioquicClient,
+                                                      CommandClient])
 # the plan model expands a client's trials over the protocols it fetches: tell it each driver's
 DRIVER_PROTOCOLS.update({name: CLIENTS.get(name).protocols for name in CLIENTS.names()})
 

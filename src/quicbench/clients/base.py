@@ -85,6 +85,15 @@ class Client(ABC):
     package: ClassVar[str | None] = None      # the Debian package that provides them (None: built here)
     provisions: ClassVar[tuple[str, ...]] = ()  # what provides it on first use (quicbench.provision)
     version_args: ClassVar[tuple[str, ...]] = ("--version",)
+    # the QUIC implementation behind its h3 (quic-go, ngtcp2, neqo, ...): what the stack matrix and
+    # doctor name; None for a client without h3 (docs/stacks.md)
+    quic_stack: ClassVar[str | None] = None
+    # the application protocol it speaks over QUIC: "h3", or a transport-only one ("hq-interop",
+    # "perf") that only a sender speaking the same can serve; preflight refuses other pairs
+    quic_app: ClassVar[str] = "h3"
+    # the workload kinds it can run (model/workload_kinds.py); None: any kind a non-browser client
+    # fetches (objects and kinds like it), never one the browser manages (page, video)
+    workload_kinds: ClassVar[tuple[str, ...] | None] = None
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
 

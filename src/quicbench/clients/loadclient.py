@@ -20,6 +20,7 @@ class LoadClient(Client):
     resumption_modes = ("none", "tickets", "0rtt", "0rtt-token")
     binds_local_port = True
     binaries = ("qb-load",)
+    quic_stack = "quic-go"
 
     @staticmethod
     def executable() -> str:

@@ -133,6 +133,7 @@ class Ngtcp2Client(Client):
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
     binaries = ("gtlsclient",)
+    quic_stack = "ngtcp2"
     package = PACKAGE
     version_args = ("--help",)       # no version option; the package says the version
 

@@ -15,6 +15,7 @@ from quicbench.analysis.report_data import ReportData
 from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import TESTS
 from quicbench.report import views
+from quicbench.report.matrix import html_context as matrix_context
 from quicbench.report.measures import html_context as measures_context
 from quicbench.report.compare import compare_table
 from quicbench.report.figures import palette, render_figures
@@ -55,7 +56,7 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "metadata_table": views.metadata_table(data), "pages_table": views.pages_table(data),
         "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
-        "measures": measures_context(data),
+        "measures": measures_context(data), "matrix": matrix_context(data),
         "claims_tables": views.claims_tables(data), "variants_tables": views.variants_tables(data), "page_verdicts": views.verdict_table(data, "page"),
         "video_verdicts": views.verdict_table(data, "video"),
         "kind_tables": [(KINDS.get(k).title, k, views.kind_table(data, k), views.verdict_table(data, k))

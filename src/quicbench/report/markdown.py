@@ -8,6 +8,7 @@ from quicbench.model.workload_kinds import KINDS
 from quicbench.report import views
 from quicbench.report.compare import compare_table
 from quicbench.report.fmt import plural
+from quicbench.report.matrix import markdown_lines as matrix_lines
 from quicbench.report.measures import markdown_sections
 
 VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's QoE per chunk, mean [95 % CI] per cell; "
@@ -85,6 +86,7 @@ def render_markdown(data: ReportData) -> str:
         out += ["## Loss recovery (what the sender declared lost, and how much of it was not)", "",
                 rec.markdown(), ""]
     out += markdown_sections(data)
+    out += matrix_lines(data)
     out += ["## Honesty panel", ""]
     cpu = views.cpu_table(data)
     if cpu:

@@ -13,9 +13,10 @@ from quicbench.clients import CLIENTS, client_class
 from quicbench.errors import QuicbenchError
 from quicbench.lab import BACKENDS
 from quicbench.link import LINKS, link_names
-from quicbench.model.plan import Plan
+from quicbench.model.plan import Plan, expand
+from quicbench.model.workload_kinds import KINDS
 from quicbench.provision import ensure, ensure_available
-from quicbench.servers import SERVERS, server_class
+from quicbench.servers import SERVERS, Server, server_class
 
 
 def available_cc() -> list[str]:
@@ -25,9 +26,11 @@ def available_cc() -> list[str]:
         return []
 
 
-def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> None:
+def check_plan(plan: Plan, source: str = "plan", installed: bool = False,
+               only: dict[str, list[str]] | None = None) -> None:
     """Raise a QuicbenchError naming the field and the accepted values for the first problem.
-    With installed, the clients and servers the plan uses must also be installed here."""
+    With installed, the clients and servers the plan uses must also be installed here (with only,
+    --only's selection: those its trials use)."""
     from quicbench.model.study import find_study
     for ref in ([plan.study] if isinstance(plan.study, str) else plan.study or []):
         try:
@@ -85,6 +88,9 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
                 can += [n for n, c in plan.server_commands.items() if proto in c.protocols]
                 raise QuicbenchError(f"{source}: servers.{proto}: {srv} cannot serve {proto}; servers that can: "
                                      f"{', '.join(can)}")
+    for w in plan.workloads:
+        for name in plan.clients_for(w):
+            check_pair(plan, w, name, source)
     if plan.link not in link_names():
         raise QuicbenchError(f"{source}: link: unknown link emulator '{plan.link}', "
                              f"accepted: {', '.join(link_names())}")
@@ -123,13 +129,58 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False) -> Non
     if installed:
         drivers = [client_class(n, plan.client_commands) for w in plan.workloads for n in plan.clients_for(w)]
         drivers += [server_class(s, plan.server_commands) for p in plan.protocols for s in plan.server_options(p)]
+        if only:       # what the selected trials use
+            trials = expand(plan, reps=1, only=only)
+            drivers = [client_class(n, plan.client_commands) for n in dict.fromkeys(t.client for t in trials)]
+            drivers += [server_class(s, plan.server_commands) for s in dict.fromkeys(t.server for t in trials)]
         for d in dict.fromkeys(drivers):
             ok, why = ensure_available(d)      # installs or builds what it lacks, on first use
             if not ok:
-                raise QuicbenchError(why)
+                kind = "server" if issubclass(d, Server) else "client"
+                raise QuicbenchError(f"{source}: {kind} {d.name} cannot run on this host: {why}")
         if plan.capture and shutil.which("tcpdump") is None:
             ensure("capture")
         _check_codecs(plan, source)
+
+
+def kinds_text(client: type) -> str:
+    """The workload kinds a client runs, in words."""
+    if client.workload_kinds is None:
+        browser = ", ".join(k for k in KINDS.names() if KINDS.get(k).browser_managed)
+        return f"downloads of objects (any kind but the browser's: {browser})"
+    return ", ".join(client.workload_kinds)
+
+
+def quic_text(driver: type) -> str:
+    """'h3 over quic-go' or 'hq-interop over s2n-quic (transport-only)': what an end speaks over QUIC."""
+    app = driver.quic_app if driver.quic_app == "h3" else f"{driver.quic_app} (transport-only, no HTTP/3)"
+    return f"{app} over {driver.quic_stack or 'its QUIC stack'}"
+
+
+def check_pair(plan: Plan, w, client_name: str, source: str = "plan") -> None:
+    """A receiver the plan pairs with a workload and with each sender must be able to do the pair
+    (a capability a driver declares is part of its contract, docs/stacks.md): run the workload's
+    kind (a browser loads pages, a download client fetches objects), and for h3 speak the
+    sender's application protocol over QUIC (a transport-only sender needs a transport-only
+    receiver of the same protocol). The error names the pair and what each side supports."""
+    client = client_class(client_name, plan.client_commands)
+    kind = w.workload_kind
+    kinds = client.workload_kinds
+    if (kinds is not None and w.kind not in kinds) or (kinds is None and kind.browser_managed):
+        runners = [n for n in CLIENTS.names() if n != "command"
+                   and ((CLIENTS.get(n).workload_kinds is None and not kind.browser_managed)
+                        or w.kind in (CLIENTS.get(n).workload_kinds or ()))]
+        raise QuicbenchError(f"{source}: client: the pair {client_name} × workload {w.label} (kind {w.kind}) cannot "
+                             f"run: {client_name} runs {kinds_text(client)}; clients that run {w.kind}: "
+                             f"{', '.join(runners) or 'none'}")
+    if "h3" not in plan.protocols or "h3" not in client.protocols:
+        return
+    for srv in plan.server_options("h3"):
+        server = server_class(srv, plan.server_commands)
+        if "h3" in server.protocols and server.quic_app != client.quic_app:
+            raise QuicbenchError(f"{source}: servers.h3: the pair {srv} → {client_name} cannot run: {srv} serves "
+                                 f"{quic_text(server)}, {client_name} fetches {quic_text(client)}; pair a sender "
+                                 f"with receivers of its application protocol")
 
 
 def _check_codecs(plan: Plan, source: str) -> None:

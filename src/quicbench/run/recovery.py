@@ -131,9 +131,10 @@ def qlog_title(rec: dict[str, Any]) -> str:
 
 
 def _space_pn(data: dict[str, Any]) -> tuple[str, int] | None:
-    h = data.get("header") or {}
-    pn = h.get("packet_number")
-    return (SPACE.get(h.get("packet_type"), h.get("packet_type") or "?"), pn) if isinstance(pn, int) else None
+    # aioquic's packet_lost names the packet at the top of its data ("type", "packet_number")
+    h = data.get("header") or data
+    pn, ptype = h.get("packet_number"), h.get("packet_type") or h.get("type")
+    return (SPACE.get(ptype, ptype or "?"), pn) if isinstance(pn, int) else None
 
 
 def received_packets(path: Path) -> set[tuple[str, int]]:
@@ -153,7 +154,7 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     after a higher packet number of their space (reordered on the way). ``peer``: the other
     end's qlog of the same connection, for a sender whose qlog has no acknowledgements (quinn);
     without it their spurious count is None (unknown)."""
-    sent = received = out_of_order = 0
+    sent = received = out_of_order = acks_sent = 0
     highest: dict[str, int] = {}
     lost: dict[tuple[str, int], str] = {}
     acked: dict[str, list[tuple[int, int]]] = {}
@@ -189,6 +190,7 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
             settle()
         if name in ("transport:packet_sent", "quic:packet_sent"):
             sent += 1
+            acks_sent += any(f.get("frame_type") == "ack" for f in data.get("frames") or ())
             k = _space_pn(data)
             if quinn and k and isinstance(t, (int, float)):
                 sent_at[k] = float(t)
@@ -232,7 +234,7 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),
-            "spurious": spurious, "received": received, "out_of_order": out_of_order,
+            "spurious": spurious, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
             "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
             "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
 
@@ -277,14 +279,18 @@ def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict
 
 def quic_client_columns(qlog_dir: Path) -> dict[str, Any]:
     """The client's side, from its qlogs (qb-load writes one per connection into the trial's
-    qlog/ with qlog = true): what it received and how much arrived out of order, and its own
-    (few: requests and acknowledgements) loss declarations."""
+    qlog/ with qlog = true): what it received and how much arrived out of order, how often it
+    acknowledged (packets received per packet it sent with an ACK frame: a receiver's ACK
+    frequency shapes its sender), and its own (few: requests and acknowledgements) loss
+    declarations."""
     files = sorted(qlog_dir.glob("*.sqlog")) + sorted(qlog_dir.glob("*.qlog")) if qlog_dir.is_dir() else []
     if not files:
         return {}
     t = _sum_counts(files)
     return {"quic_client_received": t["received"], "quic_client_out_of_order": t["out_of_order"],
-            "quic_client_lost": t["lost"], "quic_client_lost_spurious": t["spurious"]}
+            "quic_client_lost": t["lost"], "quic_client_lost_spurious": t["spurious"],
+            "quic_client_acks_sent": t["acks_sent"],
+            "quic_client_ack_ratio": t["received"] / t["acks_sent"] if t["acks_sent"] else None}
 
 
 # A server still writing a connection's qlog may name it <name>.part and rename it when the

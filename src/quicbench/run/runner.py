@@ -243,7 +243,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
               ) -> RunStore:
     """Create (or resume) a run and run it. until_decided, given, makes the function that adds
     trials to undecided cells after each look (the CLI's: the decision is the analysis')."""
-    check_plan(plan, plan_source or "default plan", installed=True)
+    check_plan(plan, plan_source or "default plan", installed=True, only=only)
     if resume:
         store = RunStore.open(resume)
         store.acquire()

@@ -288,13 +288,14 @@ class LabSession:
                               qlog=ctx.plan.qlog_for(spec.condition))
             row = run_trial(spec, target, client, srv.pid, trial_dir or ctx.store.trial_dir(spec.seq),
                             ctx.plan.trial_timeout_s, options, server_qlog_dir=srv.qlog_dir, sender=srv)
-            row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):
                 raise
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
         finally:
             watch.stop()
+        # both ends' stacks on every row, a failed one's too (a failure is the pair's as much as a result)
+        row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
         row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc,
                    tcp_initcwnd=lab.state.get("tcp_initcwnd"), hops=lab.spec.hops,

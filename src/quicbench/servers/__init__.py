@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quicbench.registry import Registry
+from quicbench.servers.aioquic import AioquicServer
 from quicbench.servers.apache import ApachePreforkServer, ApacheServer
 from quicbench.servers.base import NO_CACHE_HEADERS, Server
 from quicbench.servers.caddy import Caddy26Server, CaddyServer
@@ -12,7 +13,8 @@ from quicbench.servers.ngtcp2 import Ngtcp2Server
 from quicbench.servers.quinn import QuinnServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
-                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, CommandServer])
+                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer,
+                                                     CommandServer])
 
 
 def server_class(name: str, commands: dict | None = None) -> type[Server]:

@@ -78,6 +78,12 @@ class Server(ABC):
     # NewReno), for rows; None: not known
     quic_cc_builtin: ClassVar[str | None] = None
     version_args: ClassVar[tuple[str, ...]] = ("-v",)   # what makes the binary print its version
+    # the QUIC implementation behind its h3 (quic-go, ngtcp2, quinn, aioquic, ...): what the stack
+    # matrix and doctor name; None for a server without h3 (docs/stacks.md)
+    quic_stack: ClassVar[str | None] = None
+    # the application protocol it speaks over QUIC: "h3", or a transport-only one ("hq-interop",
+    # "perf") that only a receiver speaking the same can fetch; preflight refuses other pairs
+    quic_app: ClassVar[str] = "h3"
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
 

@@ -32,6 +32,7 @@ class CaddyServer(Server):
     package = "caddy"              # Debian's is 2.6 (the caddy-2.6 driver); make setup builds the current one
     version_args = ("version",)
     qlog_env = "QLOGDIR"           # Caddy 2.9+ (caddyserver/caddy#6581)
+    quic_stack = "quic-go"
     # quic-go's one sender: NewReno (congestion.NewCubicSender(..., true /* use Reno */), backoff
     # 0.7); quic.Config has no congestion-control option and Caddy none either: not settable
     quic_cc_builtin = "reno"

@@ -56,6 +56,7 @@ class Ngtcp2Server(Server):
     version_args = ("--help",)       # it has no version option; the package says the version
     qlog_option = "--qlog-dir"
     quic_ccs = ("cubic", "reno", "bbr")
+    quic_stack = "ngtcp2"
 
     @classmethod
     def executable(cls) -> str:

@@ -36,6 +36,7 @@ class QuinnServer(Server):
     binary = "quicbench-h3server"
     version_args = ("--version",)
     qlog_option = "--qlog-dir"
+    quic_stack = "quinn"
     # quinn-proto 0.11's controllers, cubic its default; 'reno' is its NewReno (as ngtcp2's and
     # quic-go's are named here)
     quic_ccs = ("cubic", "reno", "bbr")

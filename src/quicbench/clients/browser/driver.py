@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,8 @@ class BrowserClient(Client):
     provisions = ("browser",)
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)       # the browser manages its own connections
+    quic_stack = "chromium"        # Chromium's own QUIC (google/quiche), built in
+    workload_kinds = ("page",)
 
     @staticmethod
     def executable() -> str:
@@ -90,7 +93,9 @@ class BrowserClient(Client):
         try:
             exe = cls.executable()
             v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
-            out["chromium"] = v
+            # 'Chromium 156.0.8078.108 built on Debian ...': the version number (its QUIC is built in)
+            m = re.search(r"\d+(?:\.\d+)+", v)
+            out["chromium"] = m.group(0) if m else v
         except Exception as e:  # noqa: BLE001 - a version string must never stop a run
             out["chromium"] = f"unknown ({e})"
         try:

@@ -105,6 +105,7 @@ class FirefoxClient(BrowserClient):
     provisions = ("firefox",)
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)
+    quic_stack = "neqo"            # Firefox's own QUIC, built into libxul
 
     @staticmethod
     def executable() -> str:
@@ -192,6 +193,7 @@ class FirefoxVideoClient(VideoClient):
     """Video playback (kind = "video") in Firefox ESR: plan `browser = "firefox"`."""
     name = "firefox-video"
     provisions = ("firefox", "video")
+    quic_stack = "neqo"
     executable = staticmethod(FirefoxClient.executable)
 
     @classmethod

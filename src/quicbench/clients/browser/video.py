@@ -54,6 +54,7 @@ def workload_video_key(workload) -> str:
 class VideoClient(BrowserClient):
     name = "video"
     provisions = ("video",)
+    workload_kinds = ("video",)
 
     @classmethod
     def playable_codecs(cls) -> tuple[tuple[str, ...], str] | None:
@@ -67,8 +68,10 @@ class VideoClient(BrowserClient):
         out = {**super().version(), **player_versions()}
         try:
             import subprocess
-            out["ffmpeg"] = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True,
-                                           timeout=20).stdout.split("\n")[0]
+            first = subprocess.run(["ffmpeg", "-version"], capture_output=True, text=True,
+                                   timeout=20).stdout.split("\n")[0]
+            # 'ffmpeg version 5.1.9-0+deb12u1 Copyright (c) ...': the version
+            out["ffmpeg"] = first.split()[2] if first.startswith("ffmpeg version ") else first
         except Exception as e:  # noqa: BLE001
             out["ffmpeg"] = f"unknown ({e})"
         return out
