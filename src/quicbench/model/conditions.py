@@ -270,7 +270,7 @@ class BackgroundFlow(_Strict):
     "Competing traffic")."""
     protocol: Literal["tcp", "h3"]
     cc: str | None = Field(None, description="tcp: the sender's congestion control (default: the plan's tcp_cc)")
-    flows: int = Field(1, ge=1, le=MAX_BACKGROUND_FLOWS)
+    flows: int = Field(1, ge=1, le=MAX_BACKGROUND_FLOWS, strict=True)
 
     @model_validator(mode="after")
     def _cc_for_tcp(self) -> "BackgroundFlow":
@@ -292,9 +292,9 @@ class Condition(_Strict):
     name: str = Field("default", min_length=1, max_length=100)
     hops: list[Hop] = Field(default_factory=lambda: [Hop()], min_length=1, max_length=2)
     background: list[BackgroundFlow] = Field(default_factory=list, max_length=4)
-    latency_probe: bool = Field(False, description="one-way delay of a 100 pps probe during each transfer "
+    latency_probe: bool = Field(False, strict=True, description="one-way delay of a 100 pps probe during each transfer "
                                                    "(always on with background flows)")
-    rebind_at_s: float | None = Field(None, gt=0, le=3600, description="NAT rebinding: this long into each "
+    rebind_at_s: float | None = Field(None, gt=0, le=3600, strict=True, description="NAT rebinding: this long into each "
                                       "transfer the client's source port, as the server sees it, changes")
 
     @model_validator(mode="before")
