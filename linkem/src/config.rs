@@ -1,4 +1,6 @@
-//! Configuration schema, parsing and validation.
+//! The configuration: checked against the embedded schema (schema.rs: fields, types, bounds, as
+//! quicbench's impairment table generates them), then the rules between fields, the defaults and
+//! the typed `DirConfig` the engine runs.
 //!
 //! Errors are one line, `config: <path>: <problem>`, e.g.
 //! `config: up.loss.pct: must be between 0 and 100, got 120`.
