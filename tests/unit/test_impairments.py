@@ -140,3 +140,15 @@ def test_linkem_config_is_the_tables_with_loss_folded():
     assert direction_config(down)["loss"] == {"model": "gilbert_elliott", "p_pct": 1.0, "r_pct": 20.0,
                                               "h_pct": 0.0, "k_pct": 100.0}
     assert direction_config(Direction()) == {}
+
+
+def test_without_a_field_drops_what_needs_it():
+    from quicbench.cli.lab import _without_rate
+    from quicbench.model.impairments import without
+    d = {"delay_ms": 5, "rate_mbit": 10, "rate_overhead_bytes": 14, "queue": {"packets": 10},
+         "queue_discipline": "codel", "codel_target_ms": 2, "spikes": {"period_ms": 1000}}
+    assert without(TABLE, d, "rate_mbit") == {"delay_ms": 5}
+    c = Condition.model_validate({"name": "x", "jitter_ms": 5, "reorder": True, "rate_mbit": 10,
+                                  "queue_discipline": "codel", "codel_interval_ms": 50})
+    assert _without_rate(c).hops[0].up == Condition.model_validate(
+        {"name": "x", "jitter_ms": 5, "reorder": True}).hops[0].up

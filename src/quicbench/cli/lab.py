@@ -297,12 +297,14 @@ def link_crosscheck(
 
 
 def _without_rate(cond):
+    """The condition without its rate and what needs a rate (the impairment table says what)."""
     from quicbench.model.conditions import Condition
+    from quicbench.model.impairments import TABLE, without
     data = cond.model_dump(mode="json", exclude_defaults=True)
     for hop in data.get("hops", []):
         for d in ("up", "down"):
-            for k in ("rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms"):
-                (hop.get(d) or {}).pop(k, None)
+            if d in hop:
+                hop[d] = without(TABLE, hop[d], "rate_mbit")
     return Condition.model_validate(data)
 
 

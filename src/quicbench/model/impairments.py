@@ -237,6 +237,19 @@ def check_rules(table: Table, group: str | None, values: dict[str, Any]) -> None
                 raise ValueError(f"give {key} or {other}, not both")
 
 
+def without(table: Table, values: dict[str, Any], name: str) -> dict[str, Any]:
+    """A direction's fields (as a plan writes them) without `name` and without every field that
+    then lacks what it needs (it would be ignored)."""
+    out = {k: v for k, v in values.items() if k != name}
+    rows = {r.key: r for r in table.fields()}
+    while True:
+        drop = [k for k, v in out.items() if k in rows and rows[k].needs and is_given(rows[k], v)
+                and not any(_need_met(n, out, rows) for n in rows[k].needs)]
+        if not drop:
+            return out
+        out = {k: v for k, v in out.items() if k not in drop}
+
+
 def given_fields(table: Table, direction: Any) -> list[tuple[Impairment, Any]]:
     """(row, value) of every field a direction gives, objects' members included."""
     out = []
