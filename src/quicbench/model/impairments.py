@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -427,4 +427,4 @@ if __name__ == "__main__":
 
 __all__ = ["ALL", "EMULATORS", "IMPAIRMENTS", "Impairment", "LINKEM", "NETEM", "NETEM_HOST", "NETEM_SSH",
            "NETEM_UML", "REQUIRED", "TABLE", "Table", "check_rules", "docs_table", "emulator_problem",
-           "json_schema", "linkem_direction", "replace"]
+           "json_schema", "linkem_direction", "without"]
