@@ -46,7 +46,7 @@ def test_model_fields_are_the_tables():
     ({"rate_mbit": 10, "queue": {"ms": math.inf}}, "queue.ms: inf is out of range; accepted: > 0 and ≤ 60000 ms"),
     ({"rate_mbit": 10, "spikes": {"period_ms": math.inf}}, "spikes.period_ms: inf is out of range"),
     ({"onoff": {"on_ms": math.inf, "off_ms": 10}}, "onoff.on_ms: inf is out of range"),
-    ({"onoff": {"on_ms": 10, "off_ms": 1e300}}, "onoff.off_ms: 1e+300 is out of range; accepted: 0.001 to 3600000 ms"),
+    ({"onoff": {"on_ms": 10, "off_ms": 1e300}}, "onoff.off_ms: 1e+300 is out of range; accepted: 1 to 3600000 ms"),
     ({"rate_mbit": 1e-300}, "rate_mbit: 1e-300 is out of range; accepted: 0.001 to 100000 Mbit/s (linkem, netem)"),
     ({"jitter_ms": 3000}, "jitter_ms: 3000 is out of range; accepted: 0 to 2000 ms (linkem, netem)"),
     ({"delay_ms": math.nan}, "delay_ms: nan is out of range"),

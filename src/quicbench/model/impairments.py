@@ -157,14 +157,15 @@ IMPAIRMENTS: tuple[Impairment, ...] = (
                lo_open=True, emulators=LINKEM_ONLY, needs=("queue_discipline=codel",)),
     Impairment("spikes", "object", "CVart's spikes: every period_ms the rate falls to rate_pct % for the last "
                "duration_ms (netem: a tbf child whose rate a schedule changes)", needs=("rate_mbit",)),
-    Impairment("spikes.period_ms", "number", "the spikes' period", "ms", REQUIRED, 0.001, HOUR_MS, flag="--spikes"),
+    Impairment("spikes.period_ms", "number", "the spikes' period (netem's schedule changes its tbf twice a period: "
+               "not faster than every 5 ms)", "ms", REQUIRED, 10, HOUR_MS, flag="--spikes"),
     Impairment("spikes.duration_ms", "number", "how long each spike lasts (shorter than period_ms)", "ms", 200.0,
-               0.001, HOUR_MS),
+               1, HOUR_MS),
     Impairment("spikes.rate_pct", **{**PCT, "default": 10.0}, meaning="the rate during a spike, in % of rate_mbit"),
     Impairment("onoff", "object", "on/off periods: during off nothing leaves the bottleneck", emulators=LINKEM_ONLY),
-    Impairment("onoff.on_ms", "number", "how long the link is on", "ms", REQUIRED, 0.001, HOUR_MS,
-               emulators=LINKEM_ONLY),
-    Impairment("onoff.off_ms", "number", "how long the link is off", "ms", REQUIRED, 0.001, HOUR_MS,
+    Impairment("onoff.on_ms", "number", "how long the link is on (linkem keeps time to a fraction of a ms)", "ms",
+               REQUIRED, 1, HOUR_MS, emulators=LINKEM_ONLY),
+    Impairment("onoff.off_ms", "number", "how long the link is off", "ms", REQUIRED, 1, HOUR_MS,
                emulators=LINKEM_ONLY),
     Impairment("trace", "path", "a mahimahi trace: one millisecond timestamp a line, each an opportunity for one "
                "1500-byte packet; replaces rate_mbit", emulators=LINKEM_ONLY, flag="--trace"),
