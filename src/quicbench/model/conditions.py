@@ -223,8 +223,6 @@ class DirectionRules(_Impairments):
 Direction = direction_model(TABLE)
 LossModel, Queue, Spikes, OnOff = (Direction.objects[g] for g in ("loss", "queue", "spikes", "onoff"))
 DIRECTION_FIELDS = TABLE.direction_fields
-JitterDist = Literal[TABLE["jitter_dist"].choices]       # type: ignore[valid-type]
-QueueDiscipline = Literal[TABLE["queue_discipline"].choices]     # type: ignore[valid-type]
 
 
 class Hop(_Strict):
