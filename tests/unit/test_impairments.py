@@ -151,3 +151,14 @@ def test_without_a_field_drops_what_needs_it():
                                   "queue_discipline": "codel", "codel_interval_ms": 50})
     assert _without_rate(c).hops[0].up == Condition.model_validate(
         {"name": "x", "jitter_ms": 5, "reorder": True}).hops[0].up
+
+
+def test_a_bad_value_given_to_both_directions_is_reported_once():
+    from quicbench.errors import format_validation_error
+    with pytest.raises(ValidationError) as e:
+        Condition.model_validate({"name": "x", "jitter_ms": 3000})
+    assert format_validation_error(e.value) == \
+        "hops.0: jitter_ms: 3000 is out of range; accepted: 0 to 2000 ms (linkem, netem) (got 3000)"
+    with pytest.raises(ValidationError) as e:
+        Condition.model_validate({"name": "x", "down": {"jitter_ms": 3000}})
+    assert format_validation_error(e.value).startswith("hops.0.down.jitter_ms: 3000 is out of range")

@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, create_model, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError,
+                      create_model, field_validator, model_validator)
 
 from quicbench.model.impairments import REQUIRED, TABLE, Impairment, Table, check_rules
 
@@ -225,6 +225,25 @@ LossModel, Queue, Spikes, OnOff = (Direction.objects[g] for g in ("loss", "queue
 DIRECTION_FIELDS = TABLE.direction_fields
 
 
+@functools.cache
+def _field_adapter(name: str) -> TypeAdapter:
+    info = Direction.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+
+
+def _check_field(name: str, value: Any) -> None:
+    """One field given to both directions, checked once (its type, range and its object's own
+    rules), so a bad value is reported once rather than for up and for down."""
+    try:
+        _field_adapter(name).validate_python(value)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in (name, *first["loc"]) if not str(x).startswith("function-"))
+        got = first.get("input")
+        tail = f" (got {got!r})" if got is not None and not isinstance(got, (dict, list)) else ""
+        raise ValueError(f"{loc}: {first['msg'].removeprefix('Value error, ')}{tail}") from None
+
+
 class Hop(_Strict):
     """One router hop: a condition for each direction."""
     up: Direction = Direction()
@@ -237,6 +256,8 @@ class Hop(_Strict):
             return data
         data = dict(data)
         common = {k: data.pop(k) for k in list(data) if k in DIRECTION_FIELDS}
+        for k, v in common.items():
+            _check_field(k, v)
         for d in ("up", "down"):
             own = data.get(d) or {}
             if isinstance(own, BaseModel):
