@@ -102,7 +102,7 @@ $(BIN)/caddy: Makefile
 	GOBIN=$(abspath $(BIN)) GOFLAGS=-trimpath go install github.com/caddyserver/caddy/v2/cmd/caddy@$(CADDY_VERSION)
 	@touch $@
 
-$(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml
+$(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml linkem/schema.json
 	@mkdir -p $(BIN)
 	cd linkem && cargo build --release --quiet
 	cp linkem/target/release/linkem $(BIN)/linkem

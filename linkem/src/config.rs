@@ -1,10 +1,13 @@
-//! Configuration schema, parsing and validation.
+//! The configuration: checked against the embedded schema (schema.rs: fields, types, bounds, as
+//! quicbench's impairment table generates them), then the rules between fields, the defaults and
+//! the typed `DirConfig` the engine runs.
 //!
 //! Errors are one line, `config: <path>: <problem>`, e.g.
 //! `config: up.loss.pct: must be between 0 and 100, got 120`.
 
 use crate::codel::{CodelParams, DEFAULT_INTERVAL_NS, DEFAULT_TARGET_NS};
 use crate::dist::{pct_to_u32, JitterDist};
+use crate::schema;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -156,30 +159,9 @@ fn show(v: &Value) -> String {
     }
 }
 
-fn num(v: &Value, path: &str) -> Res<f64> {
-    match v.as_f64() {
-        Some(x) if x.is_finite() => Ok(x),
-        _ => err(path, format!("expected a number, got {}", show(v))),
-    }
-}
-
-fn num_range(v: &Value, path: &str, lo: f64, hi: f64) -> Res<f64> {
-    let x = num(v, path)?;
-    if x < lo || x > hi {
-        return err(path, format!("must be between {} and {}, got {}", lo, hi, show(v)));
-    }
-    Ok(x)
-}
-
-fn num_min(v: &Value, path: &str, lo: f64, exclusive: bool) -> Res<f64> {
-    let x = num(v, path)?;
-    if exclusive && x <= lo {
-        return err(path, format!("must be > {}, got {}", lo, show(v)));
-    }
-    if !exclusive && x < lo {
-        return err(path, format!("must be >= {}, got {}", lo, show(v)));
-    }
-    Ok(x)
+/// A number the schema already checked (type and bounds).
+fn num(v: &Value) -> f64 {
+    v.as_f64().expect("checked against the schema")
 }
 
 fn obj<'a>(v: &'a Value, path: &str) -> Res<&'a Map<String, Value>> {
@@ -187,16 +169,6 @@ fn obj<'a>(v: &'a Value, path: &str) -> Res<&'a Map<String, Value>> {
         Some(m) => Ok(m),
         None => err(path, format!("expected an object, got {}", show(v))),
     }
-}
-
-fn check_keys(m: &Map<String, Value>, path: &str, allowed: &[&str]) -> Res<()> {
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
-            let p = if path.is_empty() { k.clone() } else { format!("{}.{}", path, k) };
-            return err(&p, format!("unknown field (allowed: {})", allowed.join(", ")));
-        }
-    }
-    Ok(())
 }
 
 fn ms_to_ns(ms: f64) -> u64 {
@@ -208,9 +180,12 @@ pub fn parse_config_str(text: &str) -> Res<Config> {
     parse_config(&v)
 }
 
+/// The whole configuration (`--config`, the control socket's `set`): checked against the
+/// schema (fields, types, bounds), then the rules between fields.
 pub fn parse_config(v: &Value) -> Res<Config> {
-    let m = obj(v, "(top level)")?;
-    check_keys(m, "", &["up", "down", "seed"])?;
+    obj(v, "(top level)")?;
+    schema::validate(v, schema::schema(), "")?;
+    let m = v.as_object().expect("an object");
     let mut c = Config::default();
     if let Some(s) = m.get("seed") {
         c.seed = Some(s.as_u64().ok_or_else(|| "seed: expected an integer from 0 to 2^64-1".to_string())?);
@@ -224,108 +199,65 @@ pub fn parse_config(v: &Value) -> Res<Config> {
     Ok(c)
 }
 
-const DIR_KEYS: &[&str] = &[
-    "delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder", "loss",
-    "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms",
-    "codel_interval_ms", "spikes", "onoff", "trace",
-];
-
+/// One direction: its fields, types and bounds as the schema (schema.json) says, then the
+/// rules between fields and the defaults.
 pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
+    schema::validate(v, &schema::schema()["$defs"]["direction"], path)?;
     let m = obj(v, path)?;
-    check_keys(m, path, DIR_KEYS)?;
     let p = |k: &str| format!("{}.{}", path, k);
+    let got = |k: &str| m.get(k).filter(|x| !x.is_null());
     let mut c = DirConfig { source: v.clone(), ..Default::default() };
 
-    if let Some(x) = m.get("delay_ms") {
-        c.delay_ns = ms_to_ns(num_range(x, &p("delay_ms"), 0.0, 100_000.0)?);
+    if let Some(x) = got("delay_ms") {
+        c.delay_ns = ms_to_ns(num(x));
     }
-    if let Some(x) = m.get("jitter_ms") {
-        // netem keeps sigma in an s32 of ns.
-        c.jitter_ns = ms_to_ns(num_range(x, &p("jitter_ms"), 0.0, 2000.0)?);
+    if let Some(x) = got("jitter_ms") {
+        c.jitter_ns = ms_to_ns(num(x));
     }
-    if let Some(x) = m.get("jitter_dist") {
-        let s = x.as_str().ok_or_else(|| format!("config: {}: expected a string, got {}", p("jitter_dist"), show(x)))?;
-        c.jitter_dist = JitterDist::parse(s).ok_or_else(|| {
-            format!("config: {}: must be one of uniform, normal, pareto, paretonormal, got \"{}\"", p("jitter_dist"), s)
-        })?;
+    if let Some(x) = got("jitter_dist") {
+        c.jitter_dist = JitterDist::parse(x.as_str().expect("a string")).expect("one of the schema's names");
     }
-    if let Some(x) = m.get("jitter_correlation_pct") {
-        c.jitter_corr = pct_to_u32(num_range(x, &p("jitter_correlation_pct"), 0.0, 100.0)?);
+    if let Some(x) = got("jitter_correlation_pct") {
+        c.jitter_corr = pct_to_u32(num(x));
     }
-    if let Some(x) = m.get("reorder") {
-        c.reorder = x.as_bool().ok_or_else(|| format!("config: {}: expected true or false, got {}", p("reorder"), show(x)))?;
+    if let Some(x) = got("reorder") {
+        c.reorder = x.as_bool().expect("a boolean");
     }
-    if let Some(x) = m.get("loss") {
+    if let Some(x) = got("loss") {
         c.loss = parse_loss(x, &p("loss"))?;
     }
-    if let Some(x) = m.get("duplicate_pct") {
-        c.duplicate = pct_to_u32(num_range(x, &p("duplicate_pct"), 0.0, 100.0)?);
+    if let Some(x) = got("duplicate_pct") {
+        c.duplicate = pct_to_u32(num(x));
     }
-    if let Some(x) = m.get("corrupt_pct") {
-        c.corrupt = pct_to_u32(num_range(x, &p("corrupt_pct"), 0.0, 100.0)?);
+    if let Some(x) = got("corrupt_pct") {
+        c.corrupt = pct_to_u32(num(x));
     }
-    if let Some(x) = m.get("rate_mbit") {
-        if !x.is_null() {
-            let r = num_min(x, &p("rate_mbit"), 0.0, true)?;
-            if r > 1_000_000.0 {
-                return err(&p("rate_mbit"), format!("must be <= 1000000, got {}", show(x)));
-            }
-            c.rate_bps = Some(r * 1e6);
+    if let Some(x) = got("rate_mbit") {
+        c.rate_bps = Some(num(x) * 1e6);
+    }
+    if let Some(x) = got("rate_overhead_bytes") {
+        c.rate_overhead = x.as_u64().expect("an integer") as u32;
+    }
+    if let Some(x) = got("spikes") {
+        let sm = x.as_object().expect("an object");
+        let period = num(&sm["period_ms"]);
+        let duration = sm.get("duration_ms").map_or(200.0, num);
+        if duration > period {
+            return err(&format!("{}.duration_ms", p("spikes")), format!("must be <= period_ms ({}), got {}", period, duration));
         }
+        let rate_pct = sm.get("rate_pct").map_or(10.0, num);
+        c.spikes = Some(Spikes { period_ns: ms_to_ns(period), duration_ns: ms_to_ns(duration), rate_frac: rate_pct / 100.0 });
     }
-    if let Some(x) = m.get("rate_overhead_bytes") {
-        match x.as_u64() {
-            Some(n) if n <= 1000 => c.rate_overhead = n as u32,
-            _ => return err(&p("rate_overhead_bytes"), format!("must be an integer between 0 and 1000, got {}", show(x))),
-        }
+    if let Some(x) = got("onoff") {
+        let om = x.as_object().expect("an object");
+        c.onoff = Some(OnOff { on_ns: ms_to_ns(num(&om["on_ms"])), off_ns: ms_to_ns(num(&om["off_ms"])) });
     }
-    if let Some(x) = m.get("spikes") {
-        if !x.is_null() {
-            let sp = p("spikes");
-            let sm = obj(x, &sp)?;
-            check_keys(sm, &sp, &["period_ms", "duration_ms", "rate_pct"])?;
-            let period = match sm.get("period_ms") {
-                Some(v) => num_min(v, &format!("{}.period_ms", sp), 0.0, true)?,
-                None => 1000.0,
-            };
-            let duration = match sm.get("duration_ms") {
-                Some(v) => num_min(v, &format!("{}.duration_ms", sp), 0.0, false)?,
-                None => 200.0,
-            };
-            if duration > period {
-                return err(&format!("{}.duration_ms", sp), format!("must be <= period_ms ({}), got {}", period, duration));
-            }
-            let rate_pct = match sm.get("rate_pct") {
-                Some(v) => num_range(v, &format!("{}.rate_pct", sp), 0.0, 100.0)?,
-                None => 10.0,
-            };
-            c.spikes = Some(Spikes { period_ns: ms_to_ns(period), duration_ns: ms_to_ns(duration), rate_frac: rate_pct / 100.0 });
-        }
-    }
-    if let Some(x) = m.get("onoff") {
-        if !x.is_null() {
-            let op = p("onoff");
-            let om = obj(x, &op)?;
-            check_keys(om, &op, &["on_ms", "off_ms"])?;
-            let on = match om.get("on_ms") {
-                Some(v) => num_min(v, &format!("{}.on_ms", op), 0.0, true)?,
-                None => return err(&format!("{}.on_ms", op), "required"),
-            };
-            let off = match om.get("off_ms") {
-                Some(v) => num_min(v, &format!("{}.off_ms", op), 0.0, false)?,
-                None => return err(&format!("{}.off_ms", op), "required"),
-            };
-            c.onoff = Some(OnOff { on_ns: ms_to_ns(on), off_ns: ms_to_ns(off) });
-        }
-    }
-    if let Some(x) = m.get("trace") {
-        if !x.is_null() {
-            let tp = p("trace");
-            let path_s = x.as_str().ok_or_else(|| format!("config: {}: expected a file path string, got {}", tp, show(x)))?;
-            let text = std::fs::read_to_string(path_s).map_err(|e| format!("config: {}: cannot read {}: {}", tp, path_s, e))?;
-            let t = parse_trace(&text, path_s).map_err(|e| format!("config: {}: {}", tp, e))?;
-            c.trace = Some(Arc::new(t));
-        }
+    if let Some(x) = got("trace") {
+        let tp = p("trace");
+        let path_s = x.as_str().expect("a string");
+        let text = std::fs::read_to_string(path_s).map_err(|e| format!("config: {}: cannot read {}: {}", tp, path_s, e))?;
+        let t = parse_trace(&text, path_s).map_err(|e| format!("config: {}: {}", tp, e))?;
+        c.trace = Some(Arc::new(t));
     }
     if c.trace.is_some() && c.rate_bps.is_some() {
         return err(&p("trace"), "cannot be combined with rate_mbit (the trace replaces the rate)");
@@ -335,22 +267,21 @@ pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
     }
 
     // Queue limit, with documented defaults.
-    let queue_given = m.get("queue").filter(|q| !q.is_null());
+    let queue_given = got("queue");
     c.queue_is_default = queue_given.is_none();
     c.queue = match queue_given {
         Some(q) => {
             let qp = p("queue");
-            let qm = obj(q, &qp)?;
-            check_keys(qm, &qp, &["packets", "bytes", "ms"])?;
+            let qm: Map<String, Value> = q.as_object().expect("an object").iter()
+                .filter(|(_, x)| !x.is_null()).map(|(k, x)| (k.clone(), x.clone())).collect();
             if qm.len() != 1 {
                 return err(&qp, "must have exactly one of packets, bytes, ms");
             }
             let (k, v) = qm.iter().next().unwrap();
-            let fp = format!("{}.{}", qp, k);
             match k.as_str() {
-                "packets" => QueueLimit::Packets(int_min1(v, &fp)?),
-                "bytes" => QueueLimit::Bytes(int_min1(v, &fp)?),
-                _ => QueueLimit::Time(ms_to_ns(num_min(v, &fp, 0.0, false)?)),
+                "packets" => QueueLimit::Packets(v.as_u64().expect("an integer")),
+                "bytes" => QueueLimit::Bytes(v.as_u64().expect("an integer")),
+                _ => QueueLimit::Time(ms_to_ns(num(v))),
             }
         }
         None => default_queue(&c),
@@ -360,51 +291,33 @@ pub fn parse_dir(v: &Value, path: &str) -> Res<DirConfig> {
 }
 
 /// `queue_discipline` ("fifo" | "codel") and CoDel's `codel_target_ms` (5) and
-/// `codel_interval_ms` (100); CoDel needs a bottleneck (a rate or a trace).
+/// `codel_interval_ms` (100); CoDel needs a bottleneck (a rate or a trace), and its target is
+/// not above its interval.
 fn parse_discipline(m: &Map<String, Value>, path: &str, bottleneck: bool) -> Res<Discipline> {
     let p = |k: &str| format!("{}.{}", path, k);
-    let name = match m.get("queue_discipline") {
-        None | Some(Value::Null) => "fifo",
-        Some(x) => x.as_str().ok_or_else(|| format!("config: {}: expected a string, got {}", p("queue_discipline"), show(x)))?,
-    };
-    let ms = |k: &str, default_ns: u64| -> Res<u64> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(default_ns),
-            Some(x) => {
-                let v = num_min(x, &p(k), 0.0, true)?;
-                if v > 10_000.0 {
-                    return err(&p(k), format!("must be <= 10000, got {}", show(x)));
-                }
-                Ok(ms_to_ns(v).max(1))
-            }
-        }
-    };
+    let got = |k: &str| m.get(k).filter(|x| !x.is_null());
+    let name = got("queue_discipline").map_or("fifo", |x| x.as_str().expect("a string"));
+    let ms = |k: &str, default_ns: u64| -> u64 { got(k).map_or(default_ns, |x| ms_to_ns(num(x)).max(1)) };
     match name {
-        "fifo" => {
+        "codel" => {
+            if !bottleneck {
+                return err(&p("queue_discipline"), "codel needs rate_mbit or trace (a bottleneck queue)");
+            }
+            let (target_ns, interval_ns) = (ms("codel_target_ms", DEFAULT_TARGET_NS), ms("codel_interval_ms", DEFAULT_INTERVAL_NS));
+            if target_ns > interval_ns {
+                return err(&p("codel_target_ms"), format!("must not be above codel_interval_ms ({} ms), got {} ms",
+                                                        interval_ns as f64 / 1e6, target_ns as f64 / 1e6));
+            }
+            Ok(Discipline::Codel(CodelParams { target_ns, interval_ns }))
+        }
+        _ => {
             for k in ["codel_target_ms", "codel_interval_ms"] {
-                if m.get(k).is_some_and(|x| !x.is_null()) {
+                if got(k).is_some() {
                     return err(&p(k), "needs queue_discipline \"codel\"");
                 }
             }
             Ok(Discipline::Fifo)
         }
-        "codel" => {
-            if !bottleneck {
-                return err(&p("queue_discipline"), "codel needs rate_mbit or trace (a bottleneck queue)");
-            }
-            Ok(Discipline::Codel(CodelParams {
-                target_ns: ms("codel_target_ms", DEFAULT_TARGET_NS)?,
-                interval_ns: ms("codel_interval_ms", DEFAULT_INTERVAL_NS)?,
-            }))
-        }
-        other => err(&p("queue_discipline"), format!("must be \"fifo\" or \"codel\", got \"{}\"", other)),
-    }
-}
-
-fn int_min1(v: &Value, path: &str) -> Res<u64> {
-    match v.as_u64() {
-        Some(n) if n >= 1 => Ok(n),
-        _ => err(path, format!("must be an integer >= 1, got {}", show(v))),
     }
 }
 
@@ -425,53 +338,35 @@ pub fn default_queue(c: &DirConfig) -> QueueLimit {
 }
 
 fn parse_loss(v: &Value, path: &str) -> Res<Loss> {
-    if v.is_null() {
-        return Ok(Loss::None);
-    }
     let m = obj(v, path)?;
-    let model = match m.get("model") {
-        None => "random",
-        Some(x) => x.as_str().ok_or_else(|| format!("config: {}.model: expected a string, got {}", path, show(x)))?,
-    };
+    let model = m.get("model").and_then(Value::as_str).unwrap_or("random");
     let f = |k: &str| format!("{}.{}", path, k);
+    let pct = |k: &str| m.get(k).filter(|x| !x.is_null()).map(num);
+    let only = |keys: &[&str]| -> Res<()> {
+        match m.keys().find(|k| !keys.contains(&k.as_str())) {
+            Some(k) => err(&f(k), format!("not a field of model {} (its fields: {})", model, keys.join(", "))),
+            None => Ok(()),
+        }
+    };
     match model {
         "random" => {
-            check_keys(m, path, &["model", "pct", "correlation_pct"])?;
-            let pct = match m.get("pct") {
-                Some(x) => num_range(x, &f("pct"), 0.0, 100.0)?,
-                None => return err(&f("pct"), "required for model random"),
-            };
-            let corr = match m.get("correlation_pct") {
-                Some(x) => num_range(x, &f("correlation_pct"), 0.0, 100.0)?,
-                None => 0.0,
-            };
-            if pct == 0.0 {
+            only(&["model", "pct", "correlation_pct"])?;
+            let Some(p) = pct("pct") else { return err(&f("pct"), "required for model random") };
+            if p == 0.0 {
                 return Ok(Loss::None);
             }
-            Ok(Loss::Random { p: pct_to_u32(pct), corr: pct_to_u32(corr) })
+            Ok(Loss::Random { p: pct_to_u32(p), corr: pct_to_u32(pct("correlation_pct").unwrap_or(0.0)) })
         }
-        "gilbert_elliott" => {
-            check_keys(m, path, &["model", "p_pct", "r_pct", "h_pct", "k_pct"])?;
-            let p = match m.get("p_pct") {
-                Some(x) => num_range(x, &f("p_pct"), 0.0, 100.0)?,
-                None => return err(&f("p_pct"), "required for model gilbert_elliott"),
-            };
-            // tc defaults: r = 1 - p, 1-h = 100 % (always lose in Bad), 1-k = 0 %.
-            let r = match m.get("r_pct") {
-                Some(x) => num_range(x, &f("r_pct"), 0.0, 100.0)?,
-                None => 100.0 - p,
-            };
-            let h = match m.get("h_pct") {
-                Some(x) => num_range(x, &f("h_pct"), 0.0, 100.0)?,
-                None => 100.0,
-            };
-            let k = match m.get("k_pct") {
-                Some(x) => num_range(x, &f("k_pct"), 0.0, 100.0)?,
-                None => 0.0,
-            };
-            Ok(Loss::GilbertElliott { p: pct_to_u32(p), r: pct_to_u32(r), loss_bad: pct_to_u32(h), loss_good: pct_to_u32(k) })
+        _ => {
+            only(&["model", "p_pct", "r_pct", "h_pct", "k_pct"])?;
+            let Some(p) = pct("p_pct") else { return err(&f("p_pct"), "required for model gilbert_elliott") };
+            // netem's `loss gemodel p r 1-h 1-k`: the loss probability in the bad state is
+            // 100 - h, in the good state 100 - k; tc's defaults: r = 100 - p, h = 0, k = 100.
+            let r = pct("r_pct").unwrap_or(100.0 - p);
+            let h = pct("h_pct").unwrap_or(0.0);
+            let k = pct("k_pct").unwrap_or(100.0);
+            Ok(Loss::GilbertElliott { p: pct_to_u32(p), r: pct_to_u32(r), loss_bad: pct_to_u32(100.0 - h), loss_good: pct_to_u32(100.0 - k) })
         }
-        other => err(&f("model"), format!("must be \"random\" or \"gilbert_elliott\", got \"{}\"", other)),
     }
 }
 
@@ -526,7 +421,7 @@ mod tests {
             e(r#"{"up": {"loss": {"model": "random", "pct": 120}}}"#),
             "config: up.loss.pct: must be between 0 and 100, got 120"
         );
-        assert_eq!(e(r#"{"down": {"delay_ms": -1}}"#), "config: down.delay_ms: must be between 0 and 100000, got -1");
+        assert_eq!(e(r#"{"down": {"delay_ms": -1}}"#), "config: down.delay_ms: must be between 0 and 60000, got -1");
         assert_eq!(e(r#"{"up": {"delay_ms": "5"}}"#), r#"config: up.delay_ms: expected a number, got "5""#);
         assert!(e(r#"{"up": {"dealy_ms": 5}}"#).starts_with("config: up.dealy_ms: unknown field"));
         assert!(e(r#"{"sideways": {}}"#).starts_with("config: sideways: unknown field"));
@@ -534,12 +429,12 @@ mod tests {
             e(r#"{"up": {"jitter_dist": "gauss"}}"#),
             r#"config: up.jitter_dist: must be one of uniform, normal, pareto, paretonormal, got "gauss""#
         );
-        assert_eq!(e(r#"{"up": {"rate_mbit": 0}}"#), "config: up.rate_mbit: must be > 0, got 0");
+        assert_eq!(e(r#"{"up": {"rate_mbit": 0}}"#), "config: up.rate_mbit: must be between 0.001 and 100000, got 0");
         assert_eq!(
             e(r#"{"up": {"rate_mbit": 5, "rate_overhead_bytes": -14}}"#),
             "config: up.rate_overhead_bytes: must be an integer between 0 and 1000, got -14"
         );
-        assert_eq!(e(r#"{"up": {"queue": {"packets": 0}}}"#), "config: up.queue.packets: must be an integer >= 1, got 0");
+        assert_eq!(e(r#"{"up": {"queue": {"packets": 0}}}"#), "config: up.queue.packets: must be an integer between 1 and 1000000, got 0");
         assert_eq!(e(r#"{"up": {"queue": {"packets": 5, "ms": 3}}}"#), "config: up.queue: must have exactly one of packets, bytes, ms");
         assert_eq!(e(r#"{"up": {"spikes": {"period_ms": 1000}}}"#), "config: up.spikes: requires rate_mbit");
         assert_eq!(
@@ -549,7 +444,7 @@ mod tests {
         assert_eq!(e(r#"{"up": {"onoff": {"on_ms": 10}}}"#), "config: up.onoff.off_ms: required");
         assert_eq!(
             e(r#"{"up": {"loss": {"model": "bursty"}}}"#),
-            r#"config: up.loss.model: must be "random" or "gilbert_elliott", got "bursty""#
+            r#"config: up.loss.model: must be one of random, gilbert_elliott, got "bursty""#
         );
         assert_eq!(e(r#"{"up": {"loss": {"model": "gilbert_elliott", "r_pct": 5}}}"#), "config: up.loss.p_pct: required for model gilbert_elliott");
         assert!(e(r#"{"up": {"trace": "/nonexistent/x.trace"}}"#).starts_with("config: up.trace: cannot read /nonexistent/x.trace"));
@@ -557,7 +452,7 @@ mod tests {
         assert_eq!(e(r#"{"up": 5}"#), "config: up: expected an object, got 5");
         assert_eq!(
             e(r#"{"up": {"rate_mbit": 5, "queue_discipline": "red"}}"#),
-            r#"config: up.queue_discipline: must be "fifo" or "codel", got "red""#
+            r#"config: up.queue_discipline: must be one of fifo, codel, got "red""#
         );
         assert_eq!(
             e(r#"{"down": {"queue_discipline": "codel"}}"#),
@@ -569,7 +464,17 @@ mod tests {
         );
         assert_eq!(
             e(r#"{"up": {"rate_mbit": 5, "queue_discipline": "codel", "codel_interval_ms": 0}}"#),
-            "config: up.codel_interval_ms: must be > 0, got 0"
+            "config: up.codel_interval_ms: must be > 0 and <= 10000, got 0"
+        );
+        assert_eq!(
+            e(r#"{"up": {"rate_mbit": 5, "queue_discipline": "codel", "codel_target_ms": 200}}"#),
+            "config: up.codel_target_ms: must not be above codel_interval_ms (100 ms), got 200 ms"
+        );
+        assert_eq!(e(r#"{"up": {"jitter_ms": 3000}}"#), "config: up.jitter_ms: must be between 0 and 2000, got 3000");
+        assert_eq!(e(r#"{"up": {"reorder": "yes"}}"#), r#"config: up.reorder: expected true or false, got "yes""#);
+        assert_eq!(
+            e(r#"{"up": {"loss": {"model": "random", "pct": 1, "p_pct": 5}}}"#),
+            "config: up.loss.p_pct: not a field of model random (its fields: model, pct, correlation_pct)"
         );
     }
 

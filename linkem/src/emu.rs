@@ -267,13 +267,13 @@ mod tests {
         }
         let mean = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
         assert!((mean - 1.0 / 0.3).abs() < 0.1, "mean burst {}", mean);
-        // full 4-parameter model: loss 50 % in Bad, 1 % in Good
-        let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 5, "r_pct": 20, "h_pct": 50, "k_pct": 1}}), 3);
+        // full 4-parameter model: loss 100 - h = 50 % in Bad, 100 - k = 1 % in Good
+        let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 5, "r_pct": 20, "h_pct": 50, "k_pct": 99}}), 3);
         let rate = (0..n).filter(|_| e.loss_event()).count() as f64 / n as f64;
         let pb = 0.05 / 0.25;
         let want = pb * 0.5 + (1.0 - pb) * 0.01;
         assert!((rate - want).abs() < 0.004, "GE rate {} want {}", rate, want);
-        // only p given: tc defaults r = 1-p, 1-h = 100 %, 1-k = 0 -> Bernoulli(p)
+        // only p given: tc defaults r = 1-p, h = 0 (loss 100 % in Bad), k = 100 (0 % in Good) -> Bernoulli(p)
         let mut e = emu(json!({"loss": {"model": "gilbert_elliott", "p_pct": 3}}), 4);
         let rate = (0..n).filter(|_| e.loss_event()).count() as f64 / n as f64;
         assert!((rate - 0.03).abs() < 0.002, "bernoulli rate {}", rate);

@@ -9,6 +9,7 @@ mod frame;
 mod gso;
 mod link;
 mod rng;
+mod schema;
 mod stats;
 
 use clap::{Parser, Subcommand, ValueEnum};

@@ -35,7 +35,7 @@ def test_down_rate_is_the_slowest_hop_less_spikes_and_off_periods():
     ({"loss_pct": 120}, "loss_pct"),
     ({"jitter_dist": "lognormal"}, "jitter_dist"),
     ({"rate_mbit": 0}, "rate_mbit"),
-    ({"spikes": {"period_ms": 1000}}, "spikes need rate_mbit"),
+    ({"spikes": {"period_ms": 1000}}, "spikes needs rate_mbit"),
     ({"rate_mbit": 10, "spikes": {"period_ms": 100, "duration_ms": 200}}, "shorter than period_ms"),
     ({"rate_mbit": 10, "queue": {"packets": 10, "bytes": 20000}}, "exactly one"),
     ({"rate_overhead_bytes": 14}, "rate_overhead_bytes needs rate_mbit"),

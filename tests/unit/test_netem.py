@@ -111,7 +111,7 @@ def test_codel_needs_linkem_and_auto_picks_it(monkeypatch):
     # this host's kernel has no sch_codel and the driver builds no codel qdisc: netem refuses the
     # field by name, and auto picks linkem even where the kernel has netem
     from quicbench.link import LinkemLink, NetemLink, resolve_link
-    with pytest.raises(QuicbenchError, match="queue_discipline 'codel' is linkem's only: use link linkem"):
+    with pytest.raises(QuicbenchError, match="netem has no queue_discipline 'codel': use link linkem"):
         cmds({"name": "aqm", "rate_mbit": 10, "queue_discipline": "codel"})
     monkeypatch.setattr(NetemLink, "available", classmethod(lambda cls: (True, "kernel sch_netem")))
     c = [Condition.model_validate({"name": "aqm", "rate_mbit": 10, "down": {"queue_discipline": "codel"}})]

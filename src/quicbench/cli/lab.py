@@ -37,6 +37,7 @@ def _owned_error(name: str, state: dict[str, Any], what: str) -> QuicbenchError:
 
 
 @lab_app.command("up")
+@cf.condition_options
 def lab_up(
     name: str = typer.Option("lab", "--name", "-n", help="Lab name (namespaces are qb-NAME-NODE)."),
     hops: int = typer.Option(1, help="Router hops between client and server (1 or 2)."),
@@ -46,9 +47,7 @@ def lab_up(
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
     offload: bool = typer.Option(False, "--offload", help="TSO/GSO/GRO on (GSO super-frames; linkem "
                                  "cuts them per wire packet). Default off: every frame is a wire packet."),
-    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
-    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
-    up: cf.Up = [], down: cf.Down = [],
+    flags: cf.Flags = None,
     serve: Optional[str] = typer.Option(None, "--serve", help="Also serve content until 'lab down': caddy "
                                         "(h1, h2, h3), ngtcp2, quinn or aioquic (h3), nginx or apache (h1, h2)."),
     content: Optional[Path] = typer.Option(None, "--content", help="With --serve: a directory of your own "
@@ -69,7 +68,7 @@ def lab_up(
             raise QuicbenchError(f"inventory {inventory}: router2: --hops 2 needs a [router2] host")
     if backend == "netns":
         require_root()
-    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    cond = cf.condition_from_flags("cli", flags)
     serving = _check_serve(serve, content, sizes) if (serve or content) else None
     reap()
     from quicbench.lab import LabSpec, make_lab
@@ -188,16 +187,15 @@ def serve_instructions(name: str, info: dict[str, Any]) -> list[str]:
 
 
 @lab_app.command("set")
+@cf.condition_options
 def lab_set(
     name: str = typer.Argument(..., help="Lab name."),
-    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
-    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
-    up: cf.Up = [], down: cf.Down = [],
+    flags: cf.Flags = None,
 ) -> None:
     """Change a running lab's condition (unspecified values go back to none)."""
     require_root()
     from quicbench.lab import load_lab
-    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    cond = cf.condition_from_flags("cli", flags)
     lab = load_lab(name)
     if _live_owner(lab.state):
         raise _owned_error(name, lab.state, "its trials are labelled with the run's conditions, so it cannot be "
@@ -207,15 +205,14 @@ def lab_set(
 
 
 @link_app.command("calibrate")
+@cf.condition_options
 def link_calibrate(
     link: str = typer.Option("auto", help="Link emulator: auto, plain, linkem, netem."),
     kernel: str = KernelOpt,
     pings: int = typer.Option(200, help="Pings (10 ms apart)."),
     seconds: float = typer.Option(3.0, help="iperf3 seconds (0 skips iperf3)."),
     as_json: bool = typer.Option(False, "--json"),
-    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
-    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
-    up: cf.Up = [], down: cf.Down = [],
+    flags: cf.Flags = None,
 ) -> None:
     """Apply a condition in a fresh lab and measure it with ping and iperf3: configured vs measured."""
     check_kernel(kernel)
@@ -225,7 +222,7 @@ def link_calibrate(
     import secrets
     from quicbench.lab import LabSpec, make_lab
     from quicbench.run.calibrate import calibrate
-    cond = cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace, up, down)
+    cond = cf.condition_from_flags("cli", flags)
     with make_lab(LabSpec(name=f"c{secrets.token_hex(3)}", link=link, condition=cond)) as lab:
         res = calibrate(lab, cond, pings=pings, iperf_seconds=seconds)
         res["link"] = lab.link.describe()
@@ -249,6 +246,7 @@ def link_calibrate(
 
 
 @link_app.command("crosscheck")
+@cf.condition_options
 def link_crosscheck(
     count: int = typer.Option(2000, help="Probe datagrams per direction and phase."),
     pps: float = typer.Option(500, help="Probe datagrams per second."),
@@ -260,9 +258,7 @@ def link_crosscheck(
     plan: Optional[Path] = typer.Option(None, "--plan", help="Crosscheck this plan's conditions (instead of the "
                                         "condition flags)."),
     only: Optional[str] = typer.Option(None, "--only", help="With --plan: these conditions (comma-separated)."),
-    delay: cf.Delay = None, jitter: cf.Jitter = None, jitter_dist: cf.JitterDist = None, loss: cf.Loss = None,
-    rate: cf.Rate = None, queue_ms: cf.QueueMs = None, spikes: cf.Spikes = None, trace: cf.Trace = None,
-    up: cf.Up = [], down: cf.Down = [],
+    flags: cf.Flags = None,
 ) -> None:
     """The same probe traffic through linkem (this kernel) and netem (User-Mode Linux): one-way
     delay (KS test), loss, duplicates and reordering compared, each side's noise floor measured;
@@ -278,8 +274,7 @@ def link_crosscheck(
         if unknown:
             raise QuicbenchError(f"--only {','.join(sorted(unknown))}: not a condition of {plan}")
     else:
-        conds = [cf.condition_from_flags("cli", delay, jitter, jitter_dist, loss, rate, queue_ms, spikes, trace,
-                                         up, down)]
+        conds = [cf.condition_from_flags("cli", flags)]
     results = []
     for cond in conds:
         note = None
@@ -302,12 +297,14 @@ def link_crosscheck(
 
 
 def _without_rate(cond):
+    """The condition without its rate and what needs a rate (the impairment table says what)."""
     from quicbench.model.conditions import Condition
+    from quicbench.model.impairments import TABLE, without
     data = cond.model_dump(mode="json", exclude_defaults=True)
     for hop in data.get("hops", []):
         for d in ("up", "down"):
-            for k in ("rate_mbit", "rate_overhead_bytes", "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms"):
-                (hop.get(d) or {}).pop(k, None)
+            if d in hop:
+                hop[d] = without(TABLE, hop[d], "rate_mbit")
     return Condition.model_validate(data)
 
 

@@ -48,6 +48,8 @@ from quicbench.errors import QuicbenchError
 from quicbench.lab.base import CpuCounters, Lab, LabSpec, list_lab_states, owner_alive, owner_token, state_lock
 from quicbench.lab.inventory import Inventory, load_inventory
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
+from quicbench.link.netem import unsupported as netem_unsupported
+from quicbench.model.impairments import NETEM_SSH
 from quicbench.model.conditions import Condition
 from quicbench.paths import cache_dir
 from quicbench.proc import process_alive, wait_ended
@@ -601,7 +603,8 @@ class SshLab(Lab):
         no_linkem = [n for n in routers if "linkem" not in hosts.get(n, {}).get("binaries", {})]
         if name == "auto":
             netem, linkem = LINKS.get("netem"), LINKS.get("linkem")
-            unsupported = next((w for c in conditions if (w := netem.supports(c))), None)
+            # the SSH hosts' netem, as the impairment table grants it (model.impairments)
+            unsupported = next((w for c in conditions if (w := netem_unsupported(c, NETEM_SSH))), None)
             why_not_netem = (f"{self.where(no_netem[0])} has no sch_netem in its kernel" if no_netem else
                              unsupported or ("offload = true" if self.spec.offload else None))
             if why_not_netem is None:

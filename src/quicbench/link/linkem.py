@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.model.conditions import Condition, Direction, Hop
+from quicbench.model.impairments import LINKEM, emulator_problem, linkem_direction
 from quicbench.errors import QuicbenchError
 from quicbench.paths import find_binary
 from quicbench.proc import process_alive, wait_ended
@@ -28,30 +29,18 @@ FIX = "build it with 'make setup' (Rust crate in linkem/)"
 
 
 def direction_config(d: Direction) -> dict[str, Any]:
-    """linkem's JSON for one direction (see linkem/README.md)."""
-    cfg: dict[str, Any] = {"delay_ms": d.delay_ms, "jitter_ms": d.jitter_ms, "jitter_dist": d.jitter_dist,
-                           "jitter_correlation_pct": d.jitter_correlation_pct, "reorder": d.reorder,
-                           "duplicate_pct": d.duplicate_pct, "corrupt_pct": d.corrupt_pct}
+    """linkem's JSON for one direction (linkem/README.md; checked by linkem against
+    linkem/schema.json): the fields the direction gives, as the impairment table names them,
+    with loss_pct folded into its loss model and CoDel's defaults made explicit."""
+    table = type(d).table
+    cfg = linkem_direction(table, d)
     loss = d.effective_loss
     if loss is not None:
-        cfg["loss"] = ({"model": "random", "pct": loss.pct, "correlation_pct": loss.correlation_pct}
-                       if loss.model == "random" else
-                       {"model": "gilbert_elliott", "p_pct": loss.p_pct, "r_pct": loss.r_pct,
-                        "h_pct": loss.h_pct, "k_pct": loss.k_pct})
-    if d.rate_mbit is not None:
-        cfg["rate_mbit"] = d.rate_mbit
-        cfg["rate_overhead_bytes"] = d.rate_overhead_bytes
-    if d.queue is not None:
-        cfg["queue"] = d.queue.model_dump(exclude_none=True)
+        # the fields of its model, defaults included (linkem's own defaults are tc's)
+        keys = [r.key for r in table.fields("loss") if f"model={loss.model}" in r.needs]
+        cfg["loss"] = {"model": loss.model, **{k: getattr(loss, k) for k in keys}}
     if d.codel is not None:
-        cfg["queue_discipline"] = "codel"
         cfg["codel_target_ms"], cfg["codel_interval_ms"] = d.codel
-    if d.spikes is not None:
-        cfg["spikes"] = d.spikes.model_dump()
-    if d.onoff is not None:
-        cfg["onoff"] = d.onoff.model_dump()
-    if d.trace is not None:
-        cfg["trace"] = str(d.trace)
     return cfg
 
 
@@ -72,7 +61,7 @@ class LinkemLink(LinkEmulator):
 
     @classmethod
     def supports(cls, condition: Condition) -> str | None:
-        return None
+        return emulator_problem(condition, LINKEM)
 
     def _files(self, node: str) -> dict[str, Path]:
         return {k: self.workdir / f"linkem-{node}.{k}" for k in ("json", "sock", "out", "log", "stats")}

@@ -40,6 +40,7 @@ import signal
 import subprocess
 
 from quicbench.model.conditions import Condition, Direction, default_queue_packets
+from quicbench.model.impairments import NETEM_HOST, NETEM_UML, emulator_problem
 from quicbench.errors import QuicbenchError
 from quicbench.kernel import probe
 from quicbench.proc import process_alive, run, wait_ended
@@ -56,16 +57,20 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def unsupported(condition: Condition) -> str | None:
+def where() -> str:
+    """Which netem of the impairment table this process drives: User-Mode Linux's (a run
+    re-executed inside it says so in QUICBENCH_KERNEL) or this host's."""
+    return NETEM_UML if os.environ.get("QUICBENCH_KERNEL") == "uml" else NETEM_HOST
+
+
+def unsupported(condition: Condition, emulator: str | None = None) -> str | None:
+    """Why netem (on this host, in UML or on the SSH hosts) cannot apply the condition: a field
+    the impairment table does not grant it (an allowlist), or a combination it cannot do."""
+    why = emulator_problem(condition, emulator or where())
+    if why:
+        return why
     for h in condition.hops:
         for d in (h.up, h.down):
-            for field in ("onoff", "trace"):
-                if getattr(d, field) is not None:
-                    return f"netem has no {field}: use link linkem"
-            if d.queue_discipline != "fifo":
-                # this host's kernel has no sch_codel; UML's has, but the driver does not build a
-                # netem + tbf + codel tree (yet): linkem is the one CoDel here
-                return f"queue_discipline '{d.queue_discipline}' is linkem's only: use link linkem"
             if d.reorder and d.jitter_ms and d.rate_mbit:
                 # with a rate, netem times each packet from the previous one's departure, so
                 # jitter never reorders (sch_netem.c); reorder = true would silently not happen

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError,
+                      create_model, field_validator, model_validator)
 
-JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
+from quicbench.model.impairments import REQUIRED, TABLE, Impairment, Table, check_rules
 
 
 class KnownKeys(BaseModel):
@@ -40,47 +41,33 @@ class _Strict(KnownKeys):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class LossModel(_Strict):
-    """Random loss (optionally correlated) or Gilbert-Elliott (netem `loss gemodel p r 1-h 1-k`)."""
-    model: Literal["random", "gilbert_elliott"] = "random"
-    pct: float = Field(0.0, ge=0, le=100)
-    correlation_pct: float = Field(0.0, ge=0, le=100)
-    p_pct: float = Field(0.0, ge=0, le=100, description="good->bad transition probability")
-    r_pct: float = Field(100.0, ge=0, le=100, description="bad->good transition probability")
-    h_pct: float = Field(0.0, ge=0, le=100, description="1-h: loss probability in the bad state is 100-h")
-    k_pct: float = Field(100.0, ge=0, le=100, description="1-k: loss probability in the good state is 100-k")
-
-
-class Queue(_Strict):
-    """Drop-tail queue size in packets, bytes or milliseconds at the configured rate."""
-    packets: int | None = Field(None, ge=1)
-    bytes: int | None = Field(None, ge=1500)
-    ms: float | None = Field(None, gt=0)
+class _Impairments(_Strict):
+    """A model built from the impairment table: after the fields' own types and bounds, the
+    table's needs and excludes (model.impairments.check_rules)."""
+    table: ClassVar[Table] = TABLE
+    group: ClassVar[str | None] = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Queue":
-        given = [k for k in ("packets", "bytes", "ms") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of packets, bytes, ms")
+    def _table_rules(self) -> "_Impairments":
+        check_rules(self.table, self.group, {k: getattr(self, k) for k in type(self).model_fields})
         return self
 
 
-class Spikes(_Strict):
-    """CVart's spikes: every period_ms the rate falls to rate_pct % for duration_ms."""
-    period_ms: float = Field(gt=0)
-    duration_ms: float = Field(200.0, gt=0)
-    rate_pct: float = Field(10.0, ge=0, le=100)
-
+class _QueueRules(_Impairments):
     @model_validator(mode="after")
-    def _fits(self) -> "Spikes":
+    def _exactly_one(self) -> "_QueueRules":
+        given = [k for k in type(self).model_fields if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(type(self).model_fields)}")
+        return self
+
+
+class _SpikesRules(_Impairments):
+    @model_validator(mode="after")
+    def _fits(self) -> "_SpikesRules":
         if self.duration_ms >= self.period_ms:
             raise ValueError(f"duration_ms ({self.duration_ms}) must be shorter than period_ms ({self.period_ms})")
         return self
-
-
-class OnOff(_Strict):
-    on_ms: float = Field(gt=0)
-    off_ms: float = Field(gt=0)
 
 
 MAX_TRACE_BYTES = 50_000_000
@@ -96,39 +83,65 @@ def trace_mean_mbit(path: Path) -> float:
     return len(stamps) * TRACE_PACKET_BYTES * 8 / (period_ms / 1000) / 1e6
 TRIAL_KEY_SEPARATOR = "|"
 
-DIRECTION_FIELDS = ("delay_ms", "jitter_ms", "jitter_dist", "jitter_correlation_pct", "reorder",
-                    "loss_pct", "loss", "duplicate_pct", "corrupt_pct", "rate_mbit", "rate_overhead_bytes",
-                    "queue", "queue_discipline", "codel_target_ms", "codel_interval_ms", "spikes", "onoff", "trace")
-QueueDiscipline = Literal["fifo", "codel"]
 CODEL_TARGET_MS = 5.0        # RFC 8289's defaults
 CODEL_INTERVAL_MS = 100.0
 
 
-class Direction(_Strict):
-    """What one direction of one hop does to packets."""
-    delay_ms: float = Field(0.0, ge=0, le=60_000)
-    jitter_ms: float = Field(0.0, ge=0, le=60_000)
-    jitter_dist: JitterDist = "uniform"  # netem's default when no distribution is named
-    jitter_correlation_pct: float = Field(0.0, ge=0, le=100)
-    reorder: bool = False
-    loss_pct: float = Field(0.0, ge=0, le=100)
-    loss: LossModel | None = None
-    duplicate_pct: float = Field(0.0, ge=0, le=100)
-    corrupt_pct: float = Field(0.0, ge=0, le=100)
-    rate_mbit: float | None = Field(None, gt=0, le=100_000)
-    # The rate counts IP bytes (as mahimahi, and the Mbit/s of most papers) plus this much per
-    # packet: 14 counts the Ethernet header as tbf/htb do, 38 Ethernet on the wire.
-    rate_overhead_bytes: int = Field(0, ge=0, le=1000)
-    queue: Queue | None = None
-    # how the bottleneck queue drops: drop-tail at its limit, or CoDel (RFC 8289) within it
-    queue_discipline: QueueDiscipline = "fifo"
-    codel_target_ms: float | None = Field(None, gt=0, le=10_000)
-    codel_interval_ms: float | None = Field(None, gt=0, le=10_000)
-    spikes: Spikes | None = None
-    onoff: OnOff | None = None
-    trace: Path | None = None
+def _path(v: Any) -> Any:
+    if isinstance(v, (str, Path)):
+        return Path(v)
+    raise ValueError(f"expected a file path, got {type(v).__name__}")
 
-    @field_validator("trace")
+
+def _annotation(row: Impairment, objects: dict[str, type[BaseModel]]) -> Any:
+    """The pydantic type of one table row: strict (no bool from a string, no int from a float),
+    bounded with the row's range."""
+    if row.kind == "object":
+        return objects[row.name]
+    if row.kind == "enum":
+        return Literal[row.choices]          # type: ignore[valid-type]
+    if row.kind == "path":
+        return Annotated[Path, BeforeValidator(_path)]
+    base = {"number": float, "integer": int, "boolean": bool}[row.kind]
+    return Annotated[base, Field(strict=True), AfterValidator(row.check)]
+
+
+def _fields(table: Table, group: str | None, objects: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for row in table.fields(group):
+        ann = _annotation(row, objects)
+        default = ... if row.default == REQUIRED else row.default
+        out[row.key] = ((ann | None) if row.default is None else ann, Field(default, description=row.meaning))
+    return out
+
+
+OBJECT_RULES: dict[str, type[_Impairments]] = {"queue": _QueueRules, "spikes": _SpikesRules}
+OBJECT_NAMES = {"loss": "LossModel", "queue": "Queue", "spikes": "Spikes", "onoff": "OnOff"}
+
+
+def direction_model(table: Table, base: "type[_Impairments] | None" = None, name: str = "Direction") -> Any:
+    """The model of one direction, built from an impairment table (its objects' models first)."""
+    objects: dict[str, type[BaseModel]] = {}
+    for row in table.fields():
+        if row.kind == "object":
+            objects[row.name] = create_model(
+                OBJECT_NAMES.get(row.name, row.name.title().replace("_", "")),
+                __base__=OBJECT_RULES.get(row.name, _Impairments), __module__=__name__,
+                **_fields(table, row.name, objects))
+            objects[row.name].table, objects[row.name].group = table, row.name
+    model = create_model(name, __base__=base or DirectionRules, __module__=__name__,
+                         **_fields(table, None, objects))
+    model.table = table
+    model.objects = objects
+    return model
+
+
+class DirectionRules(_Impairments):
+    """What one direction of one hop does to packets: the fields come from the impairment table
+    (model.impairments), the rules beyond the table's needs and excludes are here."""
+    objects: ClassVar[dict[str, type[BaseModel]]] = {}
+
+    @field_validator("trace", check_fields=False)
     @classmethod
     def _trace_readable(cls, v: Path | None) -> Path | None:
         """A mahimahi trace: a regular text file of ascending millisecond timestamps, one a line.
@@ -156,22 +169,10 @@ class Direction(_Strict):
         return p.resolve()
 
     @model_validator(mode="after")
-    def _coherent(self) -> "Direction":
-        if self.loss is not None and self.loss_pct:
-            raise ValueError("give loss_pct or loss, not both")
-        if self.spikes is not None and self.rate_mbit is None:
-            raise ValueError("spikes need rate_mbit (the rate that drops)")
-        if self.trace is not None and self.rate_mbit is not None:
-            raise ValueError("a trace replaces rate_mbit: give one of them")
-        if self.rate_overhead_bytes and self.rate_mbit is None:
-            raise ValueError("rate_overhead_bytes needs rate_mbit")
-        if self.queue is not None and self.rate_mbit is None and self.trace is None:
-            raise ValueError("queue needs rate_mbit or trace")
-        if self.queue_discipline == "codel" and self.rate_mbit is None and self.trace is None:
-            raise ValueError("queue_discipline 'codel' needs rate_mbit or trace (a bottleneck queue)")
-        for k in ("codel_target_ms", "codel_interval_ms"):
-            if getattr(self, k) is not None and self.queue_discipline != "codel":
-                raise ValueError(f"{k} needs queue_discipline = 'codel'")
+    def _codel_target_within_interval(self) -> "DirectionRules":
+        codel = self.codel
+        if codel is not None and codel[0] > codel[1]:
+            raise ValueError(f"codel_target_ms ({codel[0]:g}) must not be above codel_interval_ms ({codel[1]:g})")
         return self
 
     @property
@@ -183,16 +184,17 @@ class Direction(_Strict):
                 self.codel_interval_ms if self.codel_interval_ms is not None else CODEL_INTERVAL_MS)
 
     @property
-    def effective_loss(self) -> LossModel | None:
+    def effective_loss(self) -> Any:
+        """The loss model, with loss_pct as random loss (None without loss)."""
         if self.loss is not None:
             return self.loss
         if self.loss_pct:
-            return LossModel(model="random", pct=self.loss_pct)
+            return self.objects["loss"](model="random", pct=self.loss_pct)
         return None
 
     @property
     def is_transparent(self) -> bool:
-        return self == Direction()
+        return self == type(self)()
 
     def short(self) -> str:
         parts = []
@@ -218,6 +220,30 @@ class Direction(_Strict):
         return " ".join(parts) or "none"
 
 
+Direction = direction_model(TABLE)
+LossModel, Queue, Spikes, OnOff = (Direction.objects[g] for g in ("loss", "queue", "spikes", "onoff"))
+DIRECTION_FIELDS = TABLE.direction_fields
+
+
+@functools.cache
+def _field_adapter(name: str) -> TypeAdapter:
+    info = Direction.model_fields[name]
+    return TypeAdapter(Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+
+
+def _check_field(name: str, value: Any) -> None:
+    """One field given to both directions, checked once (its type, range and its object's own
+    rules), so a bad value is reported once rather than for up and for down."""
+    try:
+        _field_adapter(name).validate_python(value)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(x) for x in (name, *first["loc"]) if not str(x).startswith("function-"))
+        got = first.get("input")
+        tail = f" (got {got!r})" if got is not None and not isinstance(got, (dict, list)) else ""
+        raise ValueError(f"{loc}: {first['msg'].removeprefix('Value error, ')}{tail}") from None
+
+
 class Hop(_Strict):
     """One router hop: a condition for each direction."""
     up: Direction = Direction()
@@ -230,6 +256,8 @@ class Hop(_Strict):
             return data
         data = dict(data)
         common = {k: data.pop(k) for k in list(data) if k in DIRECTION_FIELDS}
+        for k, v in common.items():
+            _check_field(k, v)
         for d in ("up", "down"):
             own = data.get(d) or {}
             if isinstance(own, BaseModel):
@@ -261,7 +289,7 @@ class BackgroundFlow(_Strict):
     "Competing traffic")."""
     protocol: Literal["tcp", "h3"]
     cc: str | None = Field(None, description="tcp: the sender's congestion control (default: the plan's tcp_cc)")
-    flows: int = Field(1, ge=1, le=MAX_BACKGROUND_FLOWS)
+    flows: int = Field(1, ge=1, le=MAX_BACKGROUND_FLOWS, strict=True)
 
     @model_validator(mode="after")
     def _cc_for_tcp(self) -> "BackgroundFlow":
@@ -283,9 +311,9 @@ class Condition(_Strict):
     name: str = Field("default", min_length=1, max_length=100)
     hops: list[Hop] = Field(default_factory=lambda: [Hop()], min_length=1, max_length=2)
     background: list[BackgroundFlow] = Field(default_factory=list, max_length=4)
-    latency_probe: bool = Field(False, description="one-way delay of a 100 pps probe during each transfer "
+    latency_probe: bool = Field(False, strict=True, description="one-way delay of a 100 pps probe during each transfer "
                                                    "(always on with background flows)")
-    rebind_at_s: float | None = Field(None, gt=0, le=3600, description="NAT rebinding: this long into each "
+    rebind_at_s: float | None = Field(None, gt=0, le=3600, strict=True, description="NAT rebinding: this long into each "
                                       "transfer the client's source port, as the server sees it, changes")
 
     @model_validator(mode="before")
@@ -313,7 +341,7 @@ class Condition(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not v.strip() or TRIAL_KEY_SEPARATOR in v or any(ord(ch) < 32 for ch in v):
+        if not v.strip() or TRIAL_KEY_SEPARATOR in v or not v.isprintable():
             raise ValueError(f"a condition name is printable text without '{TRIAL_KEY_SEPARATOR}' "
                              f"(it separates the parts of a trial key)")
         return v
