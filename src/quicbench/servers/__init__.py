@@ -10,9 +10,11 @@ from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.nginx import NginxServer
 from quicbench.servers.ngtcp2 import Ngtcp2Server
 from quicbench.servers.quinn import QuinnServer
+from quicbench.servers.replay import ReplayServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
-                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, CommandServer])
+                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, ReplayServer,
+                                                     CommandServer])
 
 
 def server_class(name: str, commands: dict | None = None) -> type[Server]:

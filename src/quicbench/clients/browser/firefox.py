@@ -106,6 +106,14 @@ class FirefoxClient(BrowserClient):
     protocols = frozenset({"h1", "h2", "h3"})
     connection_policies = ("shared",)
 
+    @classmethod
+    def workload_problem(cls, workload) -> str | None:
+        # Firefox resolves names through the child's own /etc/hosts, which names the lab host only
+        if getattr(workload, "har", None) is not None:
+            return (f"har: replayed page archives load in Chromium only; accepted: browser = \"chromium\" "
+                    f"(got browser = \"firefox\" for {workload.har})")
+        return None
+
     @staticmethod
     def executable() -> str:
         if not (os.path.isfile(FIREFOX) and os.access(FIREFOX, os.X_OK)):
