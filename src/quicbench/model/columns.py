@@ -183,6 +183,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("page_requests", "int", "", "requests the page made", "page"),
     Column("page_connections", "int", "", "connections the page used", "page"),
     Column("page_protocol", "text", "", "the navigation's protocol", "page"),
+    Column("lcp_ms", "float", "ms", "largest contentful paint (PerformanceObserver, the last candidate by the end of the load)", "page"),
+    Column("cls", "float", "", "cumulative layout shift: the largest session window of layout-shift scores (1 s gap, 5 s window)", "page"),
+    Column("total_blocking_time_ms", "float", "ms", "long tasks' time beyond 50 ms between first contentful paint and the load event's end", "page"),
+    Column("origins", "int", "", "origins (scheme, host, port) the page requested", "page"),
+    Column("page_origin_stats", "json", "", "per origin: requests, wire bytes, connections", "page"),
+    Column("page_protocol_stats", "json", "", "per protocol: requests, wire bytes, connections", "page"),
+    Column("page_coalesced_connections", "int", "", "connections that served more than one origin (HTTP/2, HTTP/3 coalescing)", "page"),
+    Column("replay_requests", "int", "", "a replayed page (`har`): requests its archive recorded", "page"),
+    Column("replay_missed", "int", "", "a replayed page: requests that matched no recorded entry (404 from the replay); more than 1 % of replay_requests fails the load", "page"),
+    Column("replay_misses", "json", "", "a replayed page: the URLs that missed", "page"),
     Column("page_html_download_ms", "float", "ms", "the page's HTML: response start → response end (DevTools' "
            "\"Content Download\")", "page"),
     Column("httpstat_connect_ms", "float", "ms", "httpstat-style fetch of the page's HTML on a new connection after "

@@ -43,8 +43,12 @@ PLAYWRIGHT_HINT = "run 'make browser' (pip installs the Python package only: nev
 PROFILE_PREFIX = "qb-browser-profile-"     # each load's fresh profile in the temporary directory
 CHILD = "import sys; from quicbench.clients.browser.recorder import main; sys.exit(main())"
 
-def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha256_b64: str) -> list[str]:
-    """The command line flags of one load (besides those Playwright adds)."""
+def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha256_b64: str,
+                   origins: list[tuple[str, int]] | tuple = ()) -> list[str]:
+    """The command line flags of one load (besides those Playwright adds). origins: a replayed
+    page's (host, port) origins, each resolved to the lab's server and (h3) forced onto QUIC."""
+    names = list(dict.fromkeys([host, *(h for h, _ in origins)]))
+    forced = list(dict.fromkeys([f"{host}:{port}", *(f"{h}:{p}" for h, p in origins)]))
     flags = [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -52,13 +56,13 @@ def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha25
         "--disable-client-side-phishing-detection", "--metrics-recording-only", "--disable-breakpad",
         "--disable-dev-shm-usage", "--password-store=basic",
         # the lab hostname goes to the server; every other name fails at once (no DNS on the wire)
-        f"--host-resolver-rules=MAP {host} {address}, MAP * ~NOTFOUND",
+        "--host-resolver-rules=" + ", ".join(f"MAP {n} {address}" for n in names) + ", MAP * ~NOTFOUND",
         # trust the lab's server key for this browser instance only (nothing system-wide)
         f"--ignore-certificate-errors-spki-list={spki_sha256_b64}",
     ]
     if protocol == "h3":
         # no Alt-Svc discovery on a cold first load: force QUIC for the lab origin
-        flags += ["--enable-quic", f"--origin-to-force-quic-on={host}:{port}"]
+        flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(forced)}"]
     elif protocol == "h2":
         flags += ["--disable-quic"]
     elif protocol == "h1":
@@ -104,8 +108,11 @@ class BrowserClient(Client):
     def child_args(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
                    profile: Path) -> dict[str, Any]:
         port = "" if target.port == 443 else f":{target.port}"
+        archive = workload.archive() if getattr(workload, "har", None) else None
         return {
-            "url": f"https://{target.hostname}{port}{workload.page_path}",
+            # a replayed page loads from its own origins (each resolved to the lab's server)
+            "url": archive.page_url if archive else f"https://{target.hostname}{port}{workload.page_path}",
+            "origins": archive.hosts if archive else [],
             "protocol": protocol, "host": target.hostname, "port": target.port, "address": target.address,
             "spki": target.tls.spki_sha256_b64, "trial_dir": str(trial_dir), "profile": str(profile),
             "timeout_s": timeout_s, "executable": self.executable(),
@@ -139,9 +146,11 @@ class BrowserClient(Client):
         if isinstance(run, ClientResult):
             return run
         page = run.out
-        requests, extra, error = interpret(page, protocol, expected_resources(target, workload))
+        archive = workload.archive() if getattr(workload, "har", None) else None
+        requests, extra, error = interpret(page, protocol, expected_resources(target, workload),
+                                           recorded=archive.recorded if archive else None)
         error = self.page_error(error, page)
-        if error is None:
+        if error is None and archive is None:
             # DNCS's connection phases came from httpstat (curl) fetching the page's HTML, not from
             # the browser: the same fetch (qb-load), on a new connection, once the browser has gone
             phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,

@@ -168,7 +168,11 @@ class _Recorder:
             reused = bool(resp.get("connectionReused")) or at("connectStart") is None
             status = resp.get("status")
             error = r.get("error")
-            if error is None and status is not None and status >= 400:
+            # a replayed page: the replay server says whether it served a recorded response (whose
+            # status is the recorded one, 404 included) or missed the archive
+            replay = next((str(v) for k, v in (resp.get("headers") or {}).items() if k.lower() == "x-qb-replay"),
+                          None)
+            if error is None and status is not None and status >= 400 and replay is None:
                 error = f"HTTP {status}"
             if error is None and "finished" not in r:
                 error = "unfinished"
@@ -176,8 +180,10 @@ class _Recorder:
             last = ns(r.get("finished"))
             stall = body_gaps(first, [ns(t) for t in r.get("data_at", ())]) if error is None and last else {}
             ssl_start, ssl_end = at("sslStart"), at("sslEnd")
+            parts = urlsplit(r["url"])
             out.append({
-                "path": urlsplit(r["url"]).path, "url": r["url"], "type": r.get("type"),
+                "path": parts.path, "url": r["url"], "type": r.get("type"),
+                "origin": f"{parts.scheme}://{parts.netloc}", "replay": replay,
                 "start_ns": ns(r.get("sent")),
                 "connect_start_ns": None if reused else at("connectStart"),
                 # TCP: connect done when TLS starts. QUIC's transport and TLS handshakes are one:
@@ -200,13 +206,28 @@ class _Recorder:
         return out
 
 
+# Registered before the page's own scripts (an init script): Largest Contentful Paint, layout
+# shifts and long tasks as the page reports them (PerformanceObserver, buffered).
+VITALS_INIT_JS = """(() => {
+  if (window.__qbVitals) return;
+  const v = window.__qbVitals = {lcp: null, shifts: [], longtasks: [], observers: []};
+  const watch = (type, fn) => { try { const o = new PerformanceObserver(l => l.getEntries().forEach(fn));
+      o.observe({type, buffered: true}); v.observers.push([o, fn]); } catch (e) {} };
+  watch('largest-contentful-paint', e => { v.lcp = e.startTime; });
+  watch('layout-shift', e => { if (!e.hadRecentInput) v.shifts.push([e.startTime, e.value]); });
+  watch('longtask', e => { v.longtasks.push([e.startTime, e.duration]); });
+})();"""
+
 _TIMING_JS = """() => {
+  const v = window.__qbVitals || null;
+  if (v) v.observers.forEach(([o, fn]) => o.takeRecords().forEach(fn));
+  const vitals = v ? {lcp: v.lcp, shifts: v.shifts, longtasks: v.longtasks} : null;
   const nav = performance.getEntriesByType('navigation').map(e => e.toJSON())[0] || null;
   const paint = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));
   const res = performance.getEntriesByType('resource').map(e => ({name: e.name,
       nextHopProtocol: e.nextHopProtocol, transferSize: e.transferSize, encodedBodySize: e.encodedBodySize,
       startTime: e.startTime, responseEnd: e.responseEnd}));
-  return {nav, paint, res, timeOrigin: performance.timeOrigin};
+  return {nav, paint, res, vitals, timeOrigin: performance.timeOrigin};
 }"""
 
 
@@ -259,7 +280,8 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
 
     trial_dir = Path(a["trial_dir"])
     har = trial_dir / "page.har"
-    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
+    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"],
+                           [tuple(o) for o in a.get("origins") or ()])
     flags += a.get("extra_flags") or []
     if a.get("netlog"):
         flags += [f"--log-net-log={a['netlog']}", "--net-log-capture-mode=Default"]
@@ -279,6 +301,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
             page = ctx.pages[0] if ctx.pages else ctx.new_page()
             record_network(ctx, page, rec)
+            ctx.add_init_script(VITALS_INIT_JS)
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
             cpu0 = tree_cpu()
@@ -309,7 +332,8 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
                 protocol_of[timing["nav"]["name"]] = timing["nav"]["nextHopProtocol"]
             out["requests"] = rec.records(protocol_of)
             out["ignored_requests"] = rec.ignored
-            out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"])
+            out["vitals"] = timing.get("vitals")
+            out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"], out["vitals"])
         finally:
             ctx.close()                          # writes the HAR
     try:
