@@ -56,7 +56,7 @@ def test_generated_page_replays_over_each_protocol(replayed, proto):
     assert x["replay_requests"] == 22 and x["replay_missed"] == 0 and x["origins"] == 10
     for r in res.requests:                                            # the recorded body, byte for byte
         assert r["bytes"] == len(next(e.body for e in archive.entries if e.url == r["url"]))
-    per_origin = json.loads(x["page_origin_stats"])
+    per_origin = x["page_origin_stats"]
     assert len(per_origin) == 10 and all(v["connections"] >= 1 for v in per_origin.values())
     assert x["page_coalesced_connections"] == 0        # each origin its own certificate: nothing to coalesce
     assert x["lcp_ms"] is not None and x["lcp_ms"] >= x["first_contentful_paint_ms"] > 0

@@ -211,9 +211,10 @@ def _document(doc: Resource, rng: random.Random, fonts: list[Resource]) -> str:
             head.append(f'<link rel="preload" as="fetch" href="{c.url}" crossorigin>')
     words = "page origin request response stream connection handshake latency bandwidth image script".split()
     classes = [f.name.rsplit("/", 1)[-1].split(".")[0] for f in fonts]
+    # every font is used by some text (a browser downloads only the fonts a page uses)
+    paras = [f'<p class="{c}">' + " ".join(rng.choice(words) for _ in range(12)) + "</p>" for c in classes]
     k = 0
     text = "\n".join(head) + "</head>\n" + "\n".join(body)
-    paras = []
     while len(text) + sum(len(p) + 1 for p in paras) < doc.size - 400:
         cls = f' class="{classes[k % len(classes)]}"' if classes else ""
         paras.append(f"<p{cls}>" + " ".join(rng.choice(words) for _ in range(40)) + "</p>")

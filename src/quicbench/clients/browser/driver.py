@@ -60,6 +60,10 @@ def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha25
         # trust the lab's server key for this browser instance only (nothing system-wide)
         f"--ignore-certificate-errors-spki-list={spki_sha256_b64}",
     ]
+    if origins:
+        # a replayed page's cross-site iframes stay in the page's renderer: their requests are then
+        # the page's DevTools Network events (an out-of-process iframe reports to its own session)
+        flags.append("--disable-site-isolation-trials")
     if protocol == "h3":
         # no Alt-Svc discovery on a cold first load: force QUIC for the lab origin
         flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(forced)}"]

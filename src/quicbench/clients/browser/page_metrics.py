@@ -45,7 +45,7 @@ def replay_facts(requests: list[dict], recorded: int) -> tuple[dict[str, Any], s
     replay missed more than MAX_MISSED_SHARE of the recorded requests (the misses listed)."""
     misses = [r["url"] for r in requests if r.get("replay") == "miss"]
     extra: dict[str, Any] = {"replay_requests": recorded, "replay_missed": len(misses),
-                             "replay_misses": json.dumps(misses) if misses else None}
+                             "replay_misses": misses or None}
     if len(misses) > MAX_MISSED_SHARE * recorded:
         return extra, (f"replay missed {len(misses)} of the archive's {recorded} recorded requests (more than "
                        f"{MAX_MISSED_SHARE:.0%}; not the recorded page): {', '.join(misses[:5])}"
@@ -165,8 +165,8 @@ def origin_stats(records: list[dict]) -> dict[str, Any]:
     def flat(t: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
         return {k: {"requests": v["requests"], "bytes": v["bytes"], "connections": len(v["conns"])}
                 for k, v in sorted(t.items())}
-    return {"origins": len(by_origin), "page_origin_stats": json.dumps(flat(by_origin)),
-            "page_protocol_stats": json.dumps(flat(by_proto)),
+    return {"origins": len(by_origin), "page_origin_stats": flat(by_origin),
+            "page_protocol_stats": flat(by_proto),
             "page_coalesced_connections": sum(1 for o in conn_origins.values() if len(o) > 1)}
 
 
