@@ -31,7 +31,13 @@ def replayed(tmp_path_factory):
     wd = tmp_path_factory.mktemp("replay")
     har = wd / "p10-s7.har"
     har.write_text(json.dumps(generate_page("p10", 7, scale=0.1)))
-    content = generate({}, seed=1, cache=wd / "cache", archives=(str(har),))
+    # another page whose archive lost one image: its load must miss it
+    short = generate_page("p10", 8, scale=0.1)
+    lost = next(e for e in short["log"]["entries"] if e["_quicbench"]["kind"] == "img")
+    short["log"]["entries"].remove(lost)
+    (wd / "p10-s8-short.har").write_text(json.dumps(short))
+    (wd / "lost").write_text(lost["request"]["url"])
+    content = generate({}, seed=1, cache=wd / "cache", archives=(str(har), str(wd / "p10-s8-short.har")))
     with make_lab(LabSpec(name="t-replay")) as lab:
         tls = make_tls(wd / "tls", ips=[lab.address("server")])
         with SERVERS["replay"](lab, wd / "replay", content, tls) as server:
@@ -82,3 +88,18 @@ def test_record_a_lab_served_page(replayed):
     assert {e.url for e in recorded.entries} == {e.url for e in archive.entries}
     bodies = {e.url: e.body for e in archive.entries}
     assert all(e.body == bodies[e.url] for e in recorded.entries)
+
+
+@pytest.mark.integration
+@root_only
+@needs_browser
+def test_a_load_that_misses_the_archive_fails(replayed):
+    """More than 1 % of the recorded requests missed: the load is failed, the misses listed."""
+    lab, server, target, wd, har = replayed
+    res = fetch(BrowserClient(), target, "h2", Workload(kind="page", har=str(wd / "p10-s8-short.har")), wd / "miss",
+                timeout_s=30)
+    lost = (wd / "lost").read_text()
+    assert res.error is not None and "replay missed 1 of the archive's 21 recorded requests" in res.error
+    assert lost in res.error
+    assert res.extra["replay_missed"] == 1 and res.extra["replay_misses"] == [lost]
+    assert [r["replay"] for r in res.requests if r["url"] == lost] == ["miss"]

@@ -183,3 +183,15 @@ def test_generated_pages_use_every_font():
     fonts = [e["request"]["url"].rsplit("/", 1)[1].split(".")[0] for e in h["log"]["entries"]
              if e["_quicbench"]["kind"] == "font"]
     assert fonts and all(f'class="{f}"' in doc for f in fonts)
+
+
+def test_misses_are_marked_from_the_archive_too():
+    from quicbench.clients.browser.page_metrics import mark_replay_misses
+    recorded = {("GET", "www.a.test", 443, "/"), ("GET", "cdn.a.test", 443, "/i.png")}
+    reqs = [{"url": "https://www.a.test/", "method": "GET", "replay": "hit"},
+            {"url": "https://cdn.a.test/i.png?bust=9", "method": "GET", "replay": "hit"},   # any query of a path
+            {"url": "https://cdn.a.test/j.png", "method": "GET", "error": "net::ERR_BLOCKED_BY_ORB"},
+            {"url": "https://www.a.test/x", "method": "GET", "replay": "miss", "status": 404}]
+    mark_replay_misses(reqs, recorded)
+    assert [r.get("replay") for r in reqs] == ["hit", "hit", "miss", "miss"]
+    assert reqs[2]["error"] is None and reqs[2]["replay_error"] == "net::ERR_BLOCKED_BY_ORB"

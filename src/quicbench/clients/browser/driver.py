@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.clients.browser.page_metrics import expected_resources, interpret
+from quicbench.clients.browser.page_metrics import expected_resources, interpret, mark_replay_misses
 from quicbench.errors import QuicbenchError
 
 CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
@@ -151,6 +151,9 @@ class BrowserClient(Client):
             return run
         page = run.out
         archive = workload.archive() if getattr(workload, "har", None) else None
+        if archive is not None:
+            mark_replay_misses(page.get("requests") or [], {(e.method, e.host, e.port, e.path)
+                                                            for e in archive.entries})
         requests, extra, error = interpret(page, protocol, expected_resources(target, workload),
                                            recorded=archive.recorded if archive else None)
         error = self.page_error(error, page)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from quicbench.model.workload_kinds import MAX_MISSED_SHARE
 
@@ -38,6 +39,27 @@ def expected_resources(target: "Target", workload) -> dict[str, int] | None:
     want = {workload.page_path: files.get(workload.page_path)}
     want.update({f"/{label}/obj-{i}.bin": workload.size_bytes for i in range(1, workload.count + 1)})
     return want
+
+
+def mark_replay_misses(requests: list[dict], recorded: set[tuple[str, str, int, str]]) -> None:
+    """Mark the requests of a replayed page that the archive cannot answer: no recorded entry of
+    the same method, host, port and path (the replay server answers any query of a recorded path,
+    the closest one). The server's own word (X-Qb-Replay: miss) is not always seen: a 404 for a
+    cross-origin image is blocked by the browser (ERR_BLOCKED_BY_ORB) before its headers reach
+    DevTools. A miss is counted (replay_facts), not a failed request; its error is kept as
+    replay_error."""
+    for r in requests:
+        parts = urlsplit(r.get("url") or "")
+        try:
+            port = parts.port or 443
+        except ValueError:
+            port = 443
+        key = ((r.get("method") or "GET").upper(), (parts.hostname or "").lower(), port, parts.path or "/")
+        missed = r.get("replay") == "miss" or (key not in recorded and ("GET",) + key[1:] not in recorded)
+        if missed:
+            r["replay"] = "miss"
+            if r.get("error"):
+                r["replay_error"], r["error"] = r["error"], None
 
 
 def replay_facts(requests: list[dict], recorded: int) -> tuple[dict[str, Any], str | None]:

@@ -182,7 +182,7 @@ class _Recorder:
             ssl_start, ssl_end = at("sslStart"), at("sslEnd")
             parts = urlsplit(r["url"])
             out.append({
-                "path": parts.path, "url": r["url"], "type": r.get("type"),
+                "path": parts.path, "url": r["url"], "type": r.get("type"), "method": r.get("method"),
                 "origin": f"{parts.scheme}://{parts.netloc}", "replay": replay,
                 "start_ns": ns(r.get("sent")),
                 "connect_start_ns": None if reused else at("connectStart"),
