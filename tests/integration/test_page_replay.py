@@ -67,6 +67,8 @@ def test_generated_page_replays_over_each_protocol(replayed, proto):
     assert x["page_coalesced_connections"] == 0        # each origin its own certificate: nothing to coalesce
     assert x["lcp_ms"] is not None and x["lcp_ms"] >= x["first_contentful_paint_ms"] > 0
     assert x["cls"] is not None and x["total_blocking_time_ms"] is not None
+    # Speed Index from the screencast: painted after the navigation began, complete by the end
+    assert x["screencast_frames"] >= 1 and 0 < x["speed_index_ms"] <= x["visually_complete_ms"]
 
 
 @pytest.mark.integration

@@ -117,6 +117,10 @@ class BrowserClient(Client):
             # a replayed page loads from its own origins (each resolved to the lab's server)
             "url": archive.page_url if archive else f"https://{target.hostname}{port}{workload.page_path}",
             "origins": archive.hosts if archive else [],
+            # Speed Index from screencast frames: replayed pages (QUICBENCH_SPEED_INDEX=1 for every
+            # page load, =0 for none); the frames cost the browser some CPU during the load
+            "screencast": {"1": True, "0": False}.get(os.environ.get("QUICBENCH_SPEED_INDEX", ""),
+                                                      archive is not None),
             "protocol": protocol, "host": target.hostname, "port": target.port, "address": target.address,
             "spki": target.tls.spki_sha256_b64, "trial_dir": str(trial_dir), "profile": str(profile),
             "timeout_s": timeout_s, "executable": self.executable(),

@@ -231,7 +231,7 @@ _TIMING_JS = """() => {
 }"""
 
 
-def record_network(ctx, page, rec: "_Recorder") -> None:
+def record_network(ctx, page, rec: "_Recorder"):
     """Feed every DevTools Network event of the page to the recorder, with the cache off."""
     cdp = ctx.new_cdp_session(page)
     for ev, fn in (("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
@@ -240,6 +240,22 @@ def record_network(ctx, page, rec: "_Recorder") -> None:
         cdp.on(ev, fn)
     cdp.send("Network.enable")
     cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    return cdp
+
+
+def start_screencast(cdp, frames: list) -> None:
+    """Collect the page's screencast frames (Unix seconds, base64 JPEG) for Speed Index: small
+    JPEGs (half the viewport), each acknowledged so that the next one comes."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    def on_frame(p: dict) -> None:
+        frames.append((p.get("metadata", {}).get("timestamp") or time.time(), p["data"]))
+        try:
+            cdp.send("Page.screencastFrameAck", {"sessionId": p["sessionId"]})
+        except PlaywrightError:
+            pass
+    cdp.on("Page.screencastFrame", on_frame)
+    cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 50, "maxWidth": 683, "maxHeight": 384})
 
 
 SETTLE_IDLE = 0.05      # the browser is settled when it uses less than 5 % of a core ...
@@ -300,10 +316,13 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         try:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
             page = ctx.pages[0] if ctx.pages else ctx.new_page()
-            record_network(ctx, page, rec)
+            cdp = record_network(ctx, page, rec)
             ctx.add_init_script(VITALS_INIT_JS)
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
+            frames: list = []
+            if a.get("screencast"):
+                start_screencast(cdp, frames)
             cpu0 = tree_cpu()
             t0 = time.time()
             try:
@@ -332,10 +351,23 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
                 protocol_of[timing["nav"]["name"]] = timing["nav"]["nextHopProtocol"]
             out["requests"] = rec.records(protocol_of)
             out["ignored_requests"] = rec.ignored
+            if a.get("screencast"):
+                try:
+                    cdp.send("Page.stopScreencast")
+                except PlaywrightError:
+                    pass
             out["vitals"] = timing.get("vitals")
+            out["time_origin_ms"] = timing.get("timeOrigin")
             out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"], out["vitals"])
         finally:
             ctx.close()                          # writes the HAR
+    if a.get("screencast") and out.get("time_origin_ms") and out.get("metrics") is not None:
+        # after the browser has gone: decoding the frames costs CPU outside the load
+        from quicbench.clients.browser.visual import visual_metrics
+        try:
+            out["metrics"].update(visual_metrics(frames, out["time_origin_ms"]))
+        except Exception as e:  # noqa: BLE001 - a frame that does not decode: no Speed Index, said why
+            out["visual_error"] = f"{type(e).__name__}: {e}"
     try:
         out["har_entries"] = len(json.loads(har.read_text())["log"]["entries"])
     except (OSError, ValueError, KeyError) as e:
