@@ -195,3 +195,32 @@ def test_misses_are_marked_from_the_archive_too():
     mark_replay_misses(reqs, recorded)
     assert [r.get("replay") for r in reqs] == ["hit", "hit", "miss", "miss"]
     assert reqs[2]["error"] is None and reqs[2]["replay_error"] == "net::ERR_BLOCKED_BY_ORB"
+
+
+def test_replay_server_argv_names_every_origin_with_its_own_certificate(tmp_path):
+    from cryptography import x509
+
+    from quicbench.content.objects import ContentSet
+    from quicbench.servers import SERVERS
+    from quicbench.tls import make_tls, spki_sha256_b64
+
+    class Lab:
+        def address(self, node):
+            return "198.18.1.2"
+    a = parse_har(har(entry("https://www.a.test/"), entry("https://cdn.b.test:8443/x")), "a.har")
+    write_replay(a, tmp_path / "content" / "replay" / "k")
+    tls = make_tls(tmp_path / "tls")
+    srv = SERVERS["replay"](Lab(), tmp_path / "run", ContentSet(root=tmp_path / "content", manifest={}), tls)
+    argv = srv.argv()
+    arg = lambda f: [argv[i + 1] for i, x in enumerate(argv) if x == f]   # noqa: E731
+    assert argv[0].endswith("qb-replay") and arg("--listen") == ["198.18.1.2"] and arg("--port") == ["443"]
+    assert arg("--root") == [str(tmp_path / "content")] and arg("--key") == [str(tls.key)]
+    certs = {}
+    for path in arg("--cert"):
+        leaf = x509.load_pem_x509_certificates(open(path, "rb").read())[0]
+        sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+        certs[tuple(sans)] = spki_sha256_b64(leaf)
+    # one certificate per host, its name the only SAN, all with the server key Chromium trusts
+    assert set(certs) == {("www.a.test",), ("cdn.b.test",), (tls.hostname,)}
+    assert set(certs.values()) == {tls.spki_sha256_b64}
