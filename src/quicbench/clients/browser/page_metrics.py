@@ -229,7 +229,9 @@ def page_metrics(nav: dict | None, paint: dict, records: list[dict], vitals: dic
     if vitals:
         fcp = m["first_contentful_paint_ms"]
         m["lcp_ms"] = round(vitals["lcp"], 3) if vitals.get("lcp") is not None else None
-        m["cls"] = cumulative_layout_shift(vitals.get("shifts") or [])
-        end = (nav or {}).get("loadEventEnd") or None
-        m["total_blocking_time_ms"] = total_blocking_time(vitals.get("longtasks") or [], fcp, end)
+        if vitals.get("shifts") is not None:           # a browser without the entry type has no CLS
+            m["cls"] = cumulative_layout_shift(vitals["shifts"])
+        if vitals.get("longtasks") is not None:
+            end = (nav or {}).get("loadEventEnd") or None
+            m["total_blocking_time_ms"] = total_blocking_time(vitals["longtasks"], fcp, end)
     return m
