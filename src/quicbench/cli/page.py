@@ -76,6 +76,10 @@ def page_record(url: str = typer.Argument(..., help="The page to record (https:/
         if not sep or not host or not addr:
             raise QuicbenchError(f"--resolve {r!r}: accepted HOST=ADDRESS")
         rules.append(f"MAP {host} {addr}")
+    from quicbench.provision import ensure_available
+    ok, why = ensure_available(BrowserClient)       # Chromium and Playwright, on first use
+    if not ok:
+        raise QuicbenchError(why)
     exe = BrowserClient.executable()
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
