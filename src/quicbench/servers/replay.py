@@ -65,6 +65,14 @@ class ReplayServer(Server):
             argv += ["--cert", str(c)]
         return argv
 
+    def ready(self) -> bool:
+        """TCP and UDP listening on every port it serves (the lab's and each origin's)."""
+        ports = {self.port} | {p for _, p in archive_origins(self.content.root)}
+        cp = run(self.lab.cmd("server", ["ss", "-Hln", "-tu"]), check=False)
+        seen = {(line.split()[0], line.split()[4].rsplit(":", 1)[-1]) for line in cp.stdout.splitlines()
+                if len(line.split()) >= 5}
+        return all((kind, str(p)) in seen for p in ports for kind in ("tcp", "udp"))
+
     @classmethod
     def version(cls) -> dict[str, str]:
         """qb-replay's version, and the quic-go and Go it was built with."""
