@@ -1,5 +1,6 @@
-"""A generated multi-origin page replayed from its own origins over h1, h2 and h3 (the `replay`
-server, qb-replay), and recorded from the lab by Chromium with `quicbench page record`.
+"""A generated multi-origin page, recorded from the lab by Chromium (`quicbench page record`), and
+that recording replayed from its own origins over h1, h2 and h3 (the `replay` server, qb-replay),
+every request matched and its protocol checked.
 
 Small on purpose (about 20 KB, 22 requests over 10 origins): the test is about names,
 certificates, matching and protocols, not about weight.
@@ -21,8 +22,18 @@ from quicbench.model.plan import Workload
 needs_browser = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"{CHROMIUM} missing: apt-get install chromium")
 
 
+def _record(lab, url, hosts, address, spki, out, home):
+    """`quicbench page record` in the client node, every origin resolved to the server."""
+    resolve = [a for h, _ in hosts for a in ("--resolve", f"{h}={address}")]
+    return subprocess.run(lab.cmd("client", [sys.executable, "-m", "quicbench.cli.main", "page", "record", url,
+                                             "--out", str(out), "--spki", spki, "--wait", "0.5", *resolve]),
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+
+
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
+    """The generated page served and recorded, then the recording served (with a page whose
+    archive lost an image): (lab, target, work dir, generated HAR, recorded HAR, record's result)."""
     from quicbench.clients import Target
     from quicbench.content.objects import generate
     from quicbench.lab import LabSpec, make_lab
@@ -31,28 +42,46 @@ def replayed(tmp_path_factory):
     wd = tmp_path_factory.mktemp("replay")
     har = wd / "p10-s7.har"
     har.write_text(json.dumps(generate_page("p10", 7, scale=0.1)))
-    # another page whose archive lost one image: its load must miss it
     short = generate_page("p10", 8, scale=0.1)
     lost = next(e for e in short["log"]["entries"] if e["_quicbench"]["kind"] == "img")
     short["log"]["entries"].remove(lost)
     (wd / "p10-s8-short.har").write_text(json.dumps(short))
     (wd / "lost").write_text(lost["request"]["url"])
-    content = generate({}, seed=1, cache=wd / "cache", archives=(str(har), str(wd / "p10-s8-short.har")))
+    recorded = wd / "recorded.har"
+    generated = read_archive(har)
     with make_lab(LabSpec(name="t-replay")) as lab:
         tls = make_tls(wd / "tls", ips=[lab.address("server")])
-        with SERVERS["replay"](lab, wd / "replay", content, tls) as server:
-            yield lab, server, Target(lab=lab, hostname=tls.hostname, address=lab.address("server"),
-                                      port=443, tls=tls, content=content), wd, har
+        content = generate({}, seed=1, cache=wd / "cache", archives=(str(har),))
+        with SERVERS["replay"](lab, wd / "serve-generated", content, tls):
+            rec = _record(lab, generated.page_url, generated.hosts, lab.address("server"), tls.spki_sha256_b64,
+                          recorded, wd)
+        assert rec.returncode == 0, rec.stderr
+        content = generate({}, seed=1, cache=wd / "cache", archives=(str(recorded), str(wd / "p10-s8-short.har")))
+        with SERVERS["replay"](lab, wd / "serve-recorded", content, tls):
+            yield (lab, Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
+                               content=content), wd, har, recorded)
+
+
+@pytest.mark.integration
+@root_only
+@needs_browser
+def test_chromium_records_the_page_with_every_body(replayed):
+    """Chromium's HAR of the served page has every request with its body, and is replayable."""
+    lab, target, wd, har, recorded = replayed
+    generated, rec = read_archive(har), read_archive(recorded)
+    assert {e.url for e in rec.entries} == {e.url for e in generated.entries}
+    bodies = {e.url: e.body for e in generated.entries}
+    assert all(e.body == bodies[e.url] for e in rec.entries)
 
 
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])
 @pytest.mark.integration
 @root_only
 @needs_browser
-def test_generated_page_replays_over_each_protocol(replayed, proto):
-    lab, server, target, wd, har = replayed
-    archive = read_archive(har)
-    res = fetch(BrowserClient(), target, proto, Workload(kind="page", har=str(har)), wd / proto, timeout_s=30)
+def test_recorded_page_replays_over_each_protocol(replayed, proto):
+    lab, target, wd, har, recorded = replayed
+    archive = read_archive(recorded)
+    res = fetch(BrowserClient(), target, proto, Workload(kind="page", har=str(recorded)), wd / proto, timeout_s=30)
     assert res.error is None, res.error
     x = res.extra
     urls = {r["url"] for r in res.requests}
@@ -74,30 +103,9 @@ def test_generated_page_replays_over_each_protocol(replayed, proto):
 @pytest.mark.integration
 @root_only
 @needs_browser
-def test_record_a_lab_served_page(replayed):
-    """`quicbench page record` in the client node: Chromium's HAR of the replayed page has every
-    request with its body, and is itself a replayable archive."""
-    lab, server, target, wd, har = replayed
-    archive = read_archive(har)
-    out = wd / "recorded.har"
-    resolve = [a for h, _ in archive.hosts for a in ("--resolve", f"{h}={target.address}")]
-    cp = subprocess.run(lab.cmd("client", [sys.executable, "-m", "quicbench.cli.main", "page", "record",
-                                           archive.page_url, "--out", str(out), "--spki", target.tls.spki_sha256_b64,
-                                           "--wait", "0.5", *resolve]),
-                        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(wd)})
-    assert cp.returncode == 0, cp.stderr
-    recorded = read_archive(out)
-    assert {e.url for e in recorded.entries} == {e.url for e in archive.entries}
-    bodies = {e.url: e.body for e in archive.entries}
-    assert all(e.body == bodies[e.url] for e in recorded.entries)
-
-
-@pytest.mark.integration
-@root_only
-@needs_browser
 def test_a_load_that_misses_the_archive_fails(replayed):
     """More than 1 % of the recorded requests missed: the load is failed, the misses listed."""
-    lab, server, target, wd, har = replayed
+    lab, target, wd, har, recorded = replayed
     res = fetch(BrowserClient(), target, "h2", Workload(kind="page", har=str(wd / "p10-s8-short.har")), wd / "miss",
                 timeout_s=30)
     lost = (wd / "lost").read_text()
