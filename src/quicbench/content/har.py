@@ -233,7 +233,7 @@ def archive_key(archive: Archive) -> str:
 
 def write_replay(archive: Archive, directory: Path) -> list[dict[str, Any]]:
     """Lay the archive out for qb-replay: directory/index.json and directory/bodies/<sha256>.
-    Returns the manifest's file list (paths relative to directory's parent's parent)."""
+    Returns the content manifest's entry of index.json."""
     (directory / "bodies").mkdir(parents=True, exist_ok=True)
     files = []
     for e in archive.entries:
