@@ -15,7 +15,7 @@ import pytest
 
 from conftest import fetch, root_only
 from quicbench.clients.browser.driver import CHROMIUM, BrowserClient
-from quicbench.content.har import read_archive
+from quicbench.model.har import read_archive
 from quicbench.content.pagegen import generate_page
 from quicbench.model.plan import Workload
 

@@ -8,7 +8,8 @@ import pytest
 
 from quicbench.clients.browser.page_metrics import (cumulative_layout_shift, origin_stats, replay_facts,
                                                     total_blocking_time)
-from quicbench.content.har import check_compatible, parse_har, read_archive, write_replay
+from quicbench.content.replay import write_replay
+from quicbench.model.har import check_compatible, parse_har, read_archive
 from quicbench.content.pagegen import SHAPES, generate_page
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import Workload, plan_from_dict

@@ -19,7 +19,7 @@ app.add_typer(page_app, name="page")
 
 
 def _summary(path: Path) -> str:
-    from quicbench.content.har import read_archive
+    from quicbench.model.har import read_archive
     a = read_archive(path)
     return (f"{path}: {len(a.entries)} requests ({a.recorded} entries), {len(a.origins)} origins, "
             f"{a.body_bytes:,} body bytes; page {a.page_url}")

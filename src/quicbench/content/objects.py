@@ -119,9 +119,10 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
     the video cache) and `live/<key>`, a link to the directory its live publisher writes.
     archives (HAR paths) adds each page archive under `replay/<key>/` for the replay server.
     """
-    from quicbench.content.har import archive_key, read_archive, write_replay
-    archs = [read_archive(a) for a in archives]             # checked first: may raise
+    from quicbench.content.replay import archive_key, write_replay
     from quicbench.content.video import install_player, make_vod
+    from quicbench.model.har import read_archive
+    archs = [read_archive(a) for a in archives]             # checked first: may raise
     vsets = [make_vod(v, cache=cache) for v in videos]     # encoded (or cached) first: may raise
     for size, count in objects.items():
         if size < 1:

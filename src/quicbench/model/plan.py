@@ -116,7 +116,7 @@ class Workload(_Strict):
         if self.har is not None:
             if self.kind != "page":
                 raise ValueError(f"har: a page archive is loaded by kind = \"page\" workloads, got kind = {self.kind!r}")
-            from quicbench.content.har import read_archive
+            from quicbench.model.har import read_archive
             try:
                 read_archive(self.har)
             except QuicbenchError as e:
@@ -124,10 +124,10 @@ class Workload(_Strict):
         return self
 
     def archive(self):
-        """The page archive of a `har` page (content/har.py), None for other workloads."""
+        """The page archive of a `har` page (model/har.py), None for other workloads."""
         if self.har is None:
             return None
-        from quicbench.content.har import read_archive
+        from quicbench.model.har import read_archive
         return read_archive(self.har)
 
     @property
@@ -477,7 +477,7 @@ class Plan(_Strict):
                         f"(Go issue golang/go#70809): set parallel <= {H2_MAX_STREAMS}")
         archives = [w.archive() for w in self.workloads if w.har is not None]
         if archives:
-            from quicbench.content.har import check_compatible
+            from quicbench.model.har import check_compatible
             try:
                 check_compatible(archives)
             except QuicbenchError as e:

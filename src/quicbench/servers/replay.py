@@ -1,7 +1,7 @@
 """replay: recorded page archives over HTTP/1.1, HTTP/2 and HTTP/3 (``qb-replay``, Go).
 
 A plan's page workloads with ``har = "PATH"`` put their archives into the content set
-(``replay/<key>/``, content/har.py); this server serves every one of them, each origin under
+(``replay/<key>/``, content/replay.py); this server serves every one of them, each origin under
 its own name with its own certificate (tls.origin_certificates), on every port the archives'
 origins use and the lab's port, with the recorded status, headers and body. Requests are
 matched as web-page-replay matches them (method, host, path, query; the closest query when a

@@ -3,9 +3,9 @@
 A page archive is what a browser's developer tools export (or ``quicbench page record`` and
 ``quicbench page generate`` write): every request of one page load with its response and body
 (``content.text``, text or base64). ``read_archive`` checks it and maps each request to its
-origin; ``write_replay`` lays it out under a content set's ``replay/<key>/`` (``index.json``
-and one file per distinct body), which the ``replay`` server (``qb-replay``) serves: every
-origin under its own name, with the recorded status, headers and body (docs/pages.md).
+origin; content/replay.py lays it out in a content set for the ``replay`` server (``qb-replay``),
+which serves every origin under its own name, with the recorded status, headers and body
+(docs/pages.md).
 
 Bad input raises ``QuicbenchError`` naming the entry and why: a file that is not HAR 1.2, an
 entry without its body, an origin that cannot be served (an IP literal, plain http), and two
@@ -20,7 +20,6 @@ import functools
 import hashlib
 import ipaddress
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,33 +224,6 @@ def read_archive(path: str | Path) -> Archive:
     if st.st_size > MAX_HAR_BYTES:
         raise QuicbenchError(f"{p}: a HAR file is at most {MAX_HAR_BYTES >> 20} MB")
     return _read_cached(str(p.resolve()), st.st_mtime_ns, st.st_size)
-
-
-def archive_key(archive: Archive) -> str:
-    return archive.digest[:16]
-
-
-def write_replay(archive: Archive, directory: Path) -> list[dict[str, Any]]:
-    """Lay the archive out for qb-replay: directory/index.json and directory/bodies/<sha256>.
-    Returns the content manifest's entry of index.json."""
-    (directory / "bodies").mkdir(parents=True, exist_ok=True)
-    files = []
-    for e in archive.entries:
-        p = directory / "bodies" / e.body_sha256
-        if not p.exists():
-            p.write_bytes(e.body)
-    index = {
-        "format": "quicbench-replay/1",
-        "source": os.path.basename(archive.source),
-        "page": archive.page_url,
-        "recorded": archive.recorded,
-        "entries": [{"entry": e.index, "method": e.method, "host": e.host, "port": e.port, "path": e.path,
-                     "query": e.query, "status": e.status, "headers": [list(h) for h in e.headers],
-                     "body": f"bodies/{e.body_sha256}", "size": len(e.body)} for e in archive.entries],
-    }
-    (directory / "index.json").write_text(json.dumps(index, indent=1))
-    files.append({"path": f"replay/{directory.name}/index.json", "size": (directory / "index.json").stat().st_size})
-    return files
 
 
 def check_compatible(archives: list[Archive]) -> None:
