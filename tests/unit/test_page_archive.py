@@ -33,7 +33,8 @@ def test_parse_maps_requests_to_origins_and_decodes_bodies():
     a = parse_har(har(entry("https://www.a.test/?q=1", headers=[("Content-Type", "text/html"), (":status", "200"),
                                                                   ("Content-Encoding", "br"), ("Alt-Svc", "h3"),
                                                                   ("Transfer-Encoding", "chunked"),
-                                                                  ("Set-Cookie", "a=1")]),
+                                                                  ("Connection", "keep-alive, X-Hop"),
+                                                                  ("X-Hop", "1"), ("Set-Cookie", "a=1")]),
                       entry("https://CDN.b.test:8443/i.png", text=base64.b64encode(png).decode(), encoding="base64")))
     assert a.page_url == "https://www.a.test/?q=1"
     assert a.origins == ["https://cdn.b.test:8443", "https://www.a.test"]

@@ -107,9 +107,18 @@ def page_record(url: str = typer.Argument(..., help="The page to record (https:/
             finally:
                 ctx.close()                      # writes the HAR
     try:
-        os.replace(tmp, output)
+        # requests that got no response when recorded (blocked, cancelled) cannot be replayed:
+        # they are left out, and said
+        har = json.loads(tmp.read_text())
+        entries = har.get("log", {}).get("entries", [])
+        kept = [e for e in entries if isinstance(e.get("response", {}).get("status"), int)
+                and 100 <= e["response"]["status"] <= 599]
+        har["log"]["entries"] = kept
+        _write(output, har)
     finally:
         tmp.unlink(missing_ok=True)
+    for e in [e for e in entries if e not in kept][:5]:
+        out.print(f"left out (no response when recorded): {e.get('request', {}).get('url')}", highlight=False)
     try:
         out.print(_summary(output), highlight=False)
     except QuicbenchError as e:

@@ -135,14 +135,15 @@ def parse_entry(i: int, e: Any, source: str) -> Entry:
     if not isinstance(status, int) or not 100 <= status <= 599:
         raise _bad(source, f"{name}: response status {status!r} is not an HTTP status (100-599); a request "
                            "that got no response cannot be replayed")
-    headers = []
-    for h in resp.get("headers") or []:
+    raw_headers = resp.get("headers") or []
+    for h in raw_headers:
         if not isinstance(h, dict) or not isinstance(h.get("name"), str) or not isinstance(h.get("value"), str):
             raise _bad(source, f"{name}: response header {h!r} is not {{name, value}}")
-        n = h["name"]
-        if n.startswith(":") or n.lower() in DROPPED_HEADERS:
-            continue
-        headers.append((n, h["value"]))
+    # hop-by-hop: the fixed ones and those the response's Connection header names
+    hop = DROPPED_HEADERS | {t.strip().lower() for h in raw_headers if h["name"].lower() == "connection"
+                             for t in h["value"].split(",") if t.strip()}
+    headers = [(h["name"], h["value"]) for h in raw_headers if not h["name"].startswith(":")
+               and h["name"].lower() not in hop]
     content = resp.get("content")
     if not isinstance(content, dict):
         raise _bad(source, f"{name}: response without content")
