@@ -226,3 +226,13 @@ def test_replay_server_argv_names_every_origin_with_its_own_certificate(tmp_path
     # one certificate per host, its name the only SAN, all with the server key Chromium trusts
     assert set(certs) == {("www.a.test",), ("cdn.b.test",), (tls.hostname,)}
     assert set(certs.values()) == {tls.spki_sha256_b64}
+
+
+def test_the_committed_corpus_is_what_generate_makes():
+    """data/pages/ is `quicbench page generate --scale 0.1` output: the same pages anyone regenerates."""
+    from conftest import REPO
+    files = sorted((REPO / "data" / "pages").glob("*.har"))
+    assert [f.stem for f in files] == ["p10-s1", "p10-s2", "p50-s1", "p50-s2", "p90-s1"]
+    for f in files:
+        shape, seed = f.stem.split("-s")
+        assert json.loads(f.read_text()) == generate_page(shape, int(seed), scale=0.1), f.name
