@@ -10,7 +10,7 @@ BIN   := build/bin
 CADDY_VERSION := v2.11.9
 
 .PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
-        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic replay
 
 # `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
 # that needs more installs it on first use (src/quicbench/provision runs the target below that
@@ -54,7 +54,7 @@ $(VENV)/.installed-aioquic: $(VENV)/.installed pyproject.toml
 build:
 	@$(MAKE) --no-print-directory -j3 $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy
 
-build-all: build $(BIN)/quicbench-h3server $(BIN)/uml-xstate.so
+build-all: build $(BIN)/quicbench-h3server $(BIN)/qb-replay $(BIN)/uml-xstate.so
 
 # -- installed on first use by a plan that needs it (src/quicbench/provision), or by setup-all ----
 servers:                     # nginx, Apache, Debian's Caddy 2.6
@@ -75,6 +75,7 @@ ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backpor
 	@scripts/install-deps.sh ngtcp2
 quinn: $(BIN)/quicbench-h3server
 aioquic: $(VENV)/.installed-aioquic   # the aioquic server and client drivers (PyPI, pure Python)
+replay: $(BIN)/qb-replay      # the replay server of recorded pages (docs/pages.md)
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -96,6 +97,11 @@ firefox/node_modules/.installed: firefox/package.json firefox/package-lock.json
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
 	cd loadclient && go build -trimpath -o ../$(BIN)/qb-load .
+
+# server 'replay': recorded page archives over h1, h2 and h3 (loadclient's module, quic-go's http3)
+$(BIN)/qb-replay: $(wildcard loadclient/cmd/qb-replay/*.go loadclient/internal/replay/*.go) loadclient/go.mod loadclient/go.sum
+	@mkdir -p $(BIN)
+	cd loadclient && go build -trimpath -o ../$(BIN)/qb-replay ./cmd/qb-replay
 
 $(BIN)/caddy: Makefile
 	@mkdir -p $(BIN)

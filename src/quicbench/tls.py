@@ -92,3 +92,32 @@ def load_or_make_tls(directory: Path, hostname: str = LAB_HOSTNAME,
         return TlsMaterial(ca_cert=directory / "ca.pem", cert=cert_path, key=directory / "key.pem",
                            hostname=hostname, spki_sha256_b64=spki_sha256_b64(leaf))
     return make_tls(directory, hostname, ips)
+
+
+def origin_certificates(tls: TlsMaterial, hosts: list[str] | tuple[str, ...], directory: Path,
+                        days: int = 7) -> list[Path]:
+    """One certificate per origin host (its own name as its only SAN), signed by the run's CA with
+    the server's key: a replayed page's origins are served each under its own name and
+    certificate (so a browser coalesces connections only as it would on the real origins), and
+    the one SPKI hash Chromium trusts covers them all. Returns the chain files (leaf + CA)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_dir = tls.ca_cert.parent
+    ca = x509.load_pem_x509_certificate(tls.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key((ca_dir / "ca-key.pem").read_bytes(), password=None)
+    key = serialization.load_pem_private_key(tls.key.read_bytes(), password=None)
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+    out = []
+    for host in sorted(set(hosts)):
+        leaf = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+                .issuer_name(ca.subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now).not_valid_after(now + dt.timedelta(days=days))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .sign(ca_key, hashes.SHA256()))   # type: ignore[arg-type]
+        p = directory / f"{host}.pem"
+        p.write_bytes(leaf.public_bytes(serialization.Encoding.PEM) + ca.public_bytes(serialization.Encoding.PEM))
+        out.append(p)
+    return out

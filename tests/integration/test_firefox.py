@@ -68,6 +68,9 @@ def test_gallery_page_over_each_protocol(served, proto):
     lab, server, target, wd = served
     res = fetch(FirefoxClient(), target, proto, GALLERY, wd / proto, timeout_s=30)
     assert res.error is None, res.error
+    # Firefox's one web vital: LCP (no layout-shift or longtask entries: no CLS, no TBT)
+    assert res.extra["lcp_ms"] >= res.extra["first_contentful_paint_ms"] > 0
+    assert "cls" not in res.extra and "total_blocking_time_ms" not in res.extra
     reqs = res.requests
     assert {r["path"] for r in reqs} == PAGE_PATHS and len(reqs) == 11
     # every request, page included, over the protocol asked, read twice: BiDi and Resource Timing

@@ -93,6 +93,7 @@ POSITIVE_METRICS = frozenset({
     "page_tls_ms", "page_html_download_ms", "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms",
     "httpstat_transfer_ms", "httpstat_total_ms", "frag_latency_ms_mean", "frag_latency_ms_median",
     "segment_ttfb_ms_mean", "segment_ttfb_ms_median",
+    "lcp_ms", "speed_index_ms", "visually_complete_ms", "first_visual_change_ms",
 })
 
 # metrics whose values can be 0 (or negative), where a geometric mean and a ratio are undefined:
@@ -104,6 +105,7 @@ DIFFERENCE_METRICS: dict[str, float | None] = {
     "stall_total_s": 0.5, "rebuffer_ratio": 0.01, "rebuffer_s_per_min": None, "stalls": None,
     "qoe_lin": None, "qoe_log": None, "qoe_hd": None, "qoe_score": None, "frames_dropped": None,
     "frames_dropped_ratio": None, "switches": None, "switches_per_min": None,
+    "cls": None, "total_blocking_time_ms": None, "replay_missed": None,     # often 0 (docs/pages.md)
 }
 # which way is better, for metrics that are not a kind's headline (workload_kinds.py says those)
 LOWER_IS_BETTER = frozenset({
@@ -116,6 +118,8 @@ LOWER_IS_BETTER = frozenset({
     "segment_download_ms_median", "frag_latency_ms_mean", "frag_latency_ms_median",
     "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms", "httpstat_transfer_ms", "httpstat_total_ms",
     "overhead_pct", "tcp_retransmits", "wire_throughput_cv_pct", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb",
+    "lcp_ms", "speed_index_ms", "visually_complete_ms", "first_visual_change_ms", "cls", "total_blocking_time_ms",
+    "replay_missed",
 })
 
 

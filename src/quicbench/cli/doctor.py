@@ -29,6 +29,7 @@ BINARIES = [
     ("qb-load", "the load client", "make setup (builds loadclient/)"),
     ("linkem", "link emulator 'linkem'", "make setup (builds linkem/)"),
     ("quicbench-h3server", "server 'quinn' (HTTP/3 on quinn + h3)", "make quinn (builds h3server/)"),
+    ("qb-replay", "server 'replay' (recorded pages, docs/pages.md)", "make replay (builds loadclient/cmd/qb-replay)"),
     ("chromium", "browser page loads", "make browser (Debian's chromium; never a downloaded browser)"),
     ("firefox-esr", "page loads and video in Firefox (browser = \"firefox\")",
      "make firefox (Debian's firefox-esr; never a downloaded browser)"),

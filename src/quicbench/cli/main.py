@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from rich.markup import escape      # a message's own [brackets] are text, not markup
 from typer.exceptions import TyperException
 
-from quicbench.cli import doctor, lab, report, results, run, scale  # noqa: F401 - the commands register themselves
+from quicbench.cli import doctor, lab, page, report, results, run, scale  # noqa: F401 - the commands register themselves
 from quicbench.cli.app import app, err
 from quicbench.errors import EnvironmentFault, QuicbenchError, format_validation_error
 

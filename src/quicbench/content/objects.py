@@ -87,8 +87,10 @@ def object_bytes_iter(seed: int, size: int):
 
 
 def content_key(seed: int, objects: dict[int, int], realistic_page: bool = False,
-                videos: tuple[str, ...] = ()) -> str:
-    params = {"generator": GENERATOR, "seed": seed, "objects": sorted(objects.items())}
+                videos: tuple[str, ...] = (), archives: tuple[str, ...] = ()) -> str:
+    params: dict = {"generator": GENERATOR, "seed": seed, "objects": sorted(objects.items())}
+    if archives:
+        params["archives"] = sorted(archives)
     if realistic_page:
         params["realistic_page"] = True
     if videos:
@@ -108,15 +110,19 @@ def _index_page(label: str, n: int) -> str:
 
 
 def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
-             realistic_page: bool = False, videos=()) -> ContentSet:
+             realistic_page: bool = False, videos=(), archives=()) -> ContentSet:
     """Make (or reuse) a content set with `count` copies of an object of each `size`.
 
     objects maps size in bytes -> number of copies (>= 1). realistic_page adds
     `realistic/index.html` and its resources (see content_page.py). videos (VideoSpecs) adds
     `player/` (player.html, hls.js, dash.js), each ladder under `video/<key>/` (hard links to
     the video cache) and `live/<key>`, a link to the directory its live publisher writes.
+    archives (HAR paths) adds each page archive under `replay/<key>/` for the replay server.
     """
+    from quicbench.content.replay import archive_key, write_replay
     from quicbench.content.video import install_player, make_vod
+    from quicbench.model.har import read_archive
+    archs = [read_archive(a) for a in archives]             # checked first: may raise
     vsets = [make_vod(v, cache=cache) for v in videos]     # encoded (or cached) first: may raise
     for size, count in objects.items():
         if size < 1:
@@ -124,7 +130,8 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
         if count < 1:
             raise QuicbenchError(f"bad count {count} for {size_label(size)} objects: must be at least 1")
     base = (cache or cache_dir()) / "content"
-    root = base / content_key(seed, objects, realistic_page, tuple(v.key for v in vsets))
+    root = base / content_key(seed, objects, realistic_page, tuple(v.key for v in vsets),
+                              tuple(a.digest for a in archs))
     manifest_file = root / "manifest.json"
     if manifest_file.exists():
         return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
@@ -160,6 +167,9 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
             from quicbench.content.page import make_realistic_page
             files += make_realistic_page(tmp / "realistic", seed)
             listing.append('<li><a href="realistic/index.html">realistic page</a></li>')
+        for a in archs:
+            files += write_replay(a, tmp / "replay" / archive_key(a))
+            listing.append(f'<li>page archive {html.escape(os.path.basename(a.source))}: {html.escape(a.page_url)}</li>')
         video_info = {}
         for vs in vsets:
             d = tmp / "video" / vs.key

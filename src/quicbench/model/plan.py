@@ -64,6 +64,9 @@ class Workload(_Strict):
     count: int = Field(1, ge=1, le=100_000)
     parallel: int | Literal["all"] = "all"
     page: Literal["gallery", "realistic"] = "gallery"
+    # kind = "page": a page archive (HAR 1.2 with bodies, relative to the plan file) replayed from
+    # its own origins by the `replay` server (docs/pages.md); `page` is then not used
+    har: str | None = None
     # connection policy: "shared" (h2/h3 one multiplexed connection, h1 up to `parallel` reused
     # ones), "per-object" (a new connection and handshake per object, Go-Quick's getFiles) or
     # "pool:N" (at most N connections, requests spread over them)
@@ -107,6 +110,25 @@ class Workload(_Strict):
             raise ValueError(f"resumption: a {self.kind} load starts a fresh browser with no session; "
                              f"accepted: none (got {self.resumption!r})")
         return self
+
+    @model_validator(mode="after")
+    def _har(self) -> "Workload":
+        if self.har is not None:
+            if self.kind != "page":
+                raise ValueError(f"har: a page archive is loaded by kind = \"page\" workloads, got kind = {self.kind!r}")
+            from quicbench.model.har import read_archive
+            try:
+                read_archive(self.har)
+            except QuicbenchError as e:
+                raise ValueError(str(e)) from None
+        return self
+
+    def archive(self):
+        """The page archive of a `har` page (model/har.py), None for other workloads."""
+        if self.har is None:
+            return None
+        from quicbench.model.har import read_archive
+        return read_archive(self.har)
 
     @property
     def connection_kind(self) -> str:
@@ -167,6 +189,10 @@ class Workload(_Strict):
     @property
     def page_path(self) -> str:
         """URL path of the page a browser loads."""
+        if self.har is not None:
+            from urllib.parse import urlsplit
+            u = urlsplit(self.archive().page_url)
+            return u.path + (f"?{u.query}" if u.query else "")
         return "/realistic/index.html" if self.page == "realistic" else f"/{self.size}/index{self.count}.html"
 
     @property
@@ -449,6 +475,18 @@ class Plan(_Strict):
                         f"workloads: {w.label} puts {w.parallelism} requests in flight, but the load client's "
                         f"h2 stalls beyond the servers' {H2_MAX_STREAMS} streams per connection "
                         f"(Go issue golang/go#70809): set parallel <= {H2_MAX_STREAMS}")
+        archives = [w.archive() for w in self.workloads if w.har is not None]
+        if archives:
+            from quicbench.model.har import check_compatible
+            try:
+                check_compatible(archives)
+            except QuicbenchError as e:
+                raise ValueError(f"workloads: {e}") from None
+            other = sorted({s for p in self.protocols for s in self.server_options(p)} - {"replay"})
+            if other:
+                raise ValueError(f"servers: page archives (har) are served by the replay server only; accepted: "
+                                 f"servers = {{h1 = \"replay\", h2 = \"replay\", h3 = \"replay\"}}, got "
+                                 f"{', '.join(other)}")
         if self.offload and self.capture:
             raise ValueError("capture: with offload = true the captures would hold GSO super-frames of "
                              "up to 64 KB, not wire packets, and the wire metrics would be wrong; "
@@ -520,6 +558,11 @@ class Plan(_Strict):
         if any(b.protocol == "h3" for c in self.conditions for b in c.background):
             objs.setdefault(BACKGROUND_OBJECT_BYTES, 1)    # what background QUIC flows fetch again and again
         return objs
+
+    @property
+    def page_archives(self) -> list[str]:
+        """The HAR files of the plan's archive pages, each once."""
+        return list(dict.fromkeys(w.har for w in self.workloads if w.har is not None))
 
     @property
     def needs_realistic_page(self) -> bool:
@@ -759,9 +802,9 @@ def _commands_relative_to(data: Any, base: Path) -> Any:
 
 
 def _traces_relative_to(data: Any, base: Path) -> Any:
-    """A plan's trace paths are relative to the plan file, not to the working directory."""
+    """A plan's trace and HAR paths are relative to the plan file, not to the working directory."""
     if isinstance(data, dict):
-        return {k: (str(base / v) if k == "trace" and isinstance(v, str) and not Path(v).is_absolute()
+        return {k: (str(base / v) if k in ("trace", "har") and isinstance(v, str) and not Path(v).is_absolute()
                     else _traces_relative_to(v, base)) for k, v in data.items()}
     if isinstance(data, list):
         return [_traces_relative_to(v, base) for v in data]

@@ -131,7 +131,8 @@ class Objects(WorkloadKind):
 
 
 class Page(WorkloadKind):
-    """A page load in a browser: Go-Quick's gallery (`count` images of `size`) or DNCS's realistic page."""
+    """A page load in a browser: Go-Quick's gallery (`count` images of `size`), DNCS's realistic page,
+    or a recorded page (`har`) replayed from its own origins."""
     name = "page"
     title = "Page loads: mean over successful loads; * = fastest load in its cell"
     clients = ("browser",)
@@ -146,6 +147,9 @@ class Page(WorkloadKind):
 
     @classmethod
     def label(cls, w: Workload) -> str:
+        if w.har is not None:
+            from pathlib import Path
+            return f"page:har:{Path(w.har).stem}"
         return "page:realistic" if w.page == "realistic" else f"page:{w.count}x{w.size}"
 
     @classmethod
@@ -157,6 +161,10 @@ class Page(WorkloadKind):
             return bad
         if row.get("requests_ok") != row.get("requests"):
             return f"{(row.get('requests') or 0) - (row.get('requests_ok') or 0)} page request(s) failed"
+        recorded, missed = row.get("replay_requests"), row.get("replay_missed")
+        if recorded and missed and missed > MAX_MISSED_SHARE * recorded:
+            return (f"replay missed {missed} of the archive's {recorded} recorded requests (more than "
+                    f"{MAX_MISSED_SHARE:.0%}): not the recorded page")
         if row.get("httpstat_protocol") not in (None, spec.protocol):
             return (f"protocol mismatch: requested {spec.protocol}, the httpstat fetch of the page used "
                     f"{row['httpstat_protocol']}")
@@ -164,12 +172,19 @@ class Page(WorkloadKind):
 
     @classmethod
     def transfer_seconds(cls, w: Workload, rate_mbit: float, rtt_s: float) -> float:
-        payload = cls.REALISTIC_PAGE_BYTES if w.page == "realistic" else w.payload_bytes
+        if w.har is not None:
+            payload = w.archive().body_bytes
+        else:
+            payload = cls.REALISTIC_PAGE_BYTES if w.page == "realistic" else w.payload_bytes
         return cls.OVERHEAD_S + payload * 8 / (rate_mbit * 1e6) + 6 * rtt_s
 
     @classmethod
     def content_objects(cls, w: Workload) -> dict[int, int]:
-        return {} if w.page == "realistic" else {w.size_bytes: w.count}
+        return {} if w.page == "realistic" or w.har is not None else {w.size_bytes: w.count}
+
+
+# a replayed page whose requests missed the archive more than this is not the recorded page
+MAX_MISSED_SHARE = 0.01
 
 
 class Video(WorkloadKind):

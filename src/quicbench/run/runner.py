@@ -131,7 +131,7 @@ class Runner:
             return self.store.rows()
         clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
-                           videos=plan.video_specs())
+                           videos=plan.video_specs(), archives=tuple(plan.page_archives))
         ctx = RunContext(plan=plan, store=self.store, clients=clients, content=content, console=self.console,
                          backend=self.backend, inventory=self.inventory)
         n = min(self.jobs, len(units(todo)))

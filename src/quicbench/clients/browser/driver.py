@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import quicbench.clients.httpstat as httpstat
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.clients.browser.page_metrics import expected_resources, interpret
+from quicbench.clients.browser.page_metrics import expected_resources, interpret, mark_replay_misses
 from quicbench.errors import QuicbenchError
 
 CHROMIUM = os.environ.get("QUICBENCH_CHROMIUM", "/usr/bin/chromium")
@@ -44,8 +44,12 @@ PLAYWRIGHT_HINT = "run 'make browser' (pip installs the Python package only: nev
 PROFILE_PREFIX = "qb-browser-profile-"     # each load's fresh profile in the temporary directory
 CHILD = "import sys; from quicbench.clients.browser.recorder import main; sys.exit(main())"
 
-def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha256_b64: str) -> list[str]:
-    """The command line flags of one load (besides those Playwright adds)."""
+def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha256_b64: str,
+                   origins: list[tuple[str, int]] | tuple = ()) -> list[str]:
+    """The command line flags of one load (besides those Playwright adds). origins: a replayed
+    page's (host, port) origins, each resolved to the lab's server and (h3) forced onto QUIC."""
+    names = list(dict.fromkeys([host, *(h for h, _ in origins)]))
+    forced = list(dict.fromkeys([f"{host}:{port}", *(f"{h}:{p}" for h, p in origins)]))
     flags = [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -53,13 +57,17 @@ def chromium_flags(protocol: str, host: str, port: int, address: str, spki_sha25
         "--disable-client-side-phishing-detection", "--metrics-recording-only", "--disable-breakpad",
         "--disable-dev-shm-usage", "--password-store=basic",
         # the lab hostname goes to the server; every other name fails at once (no DNS on the wire)
-        f"--host-resolver-rules=MAP {host} {address}, MAP * ~NOTFOUND",
+        "--host-resolver-rules=" + ", ".join(f"MAP {n} {address}" for n in names) + ", MAP * ~NOTFOUND",
         # trust the lab's server key for this browser instance only (nothing system-wide)
         f"--ignore-certificate-errors-spki-list={spki_sha256_b64}",
     ]
+    if origins:
+        # a replayed page's cross-site iframes stay in the page's renderer: their requests are then
+        # the page's DevTools Network events (an out-of-process iframe reports to its own session)
+        flags.append("--disable-site-isolation-trials")
     if protocol == "h3":
         # no Alt-Svc discovery on a cold first load: force QUIC for the lab origin
-        flags += ["--enable-quic", f"--origin-to-force-quic-on={host}:{port}"]
+        flags += ["--enable-quic", f"--origin-to-force-quic-on={','.join(forced)}"]
     elif protocol == "h2":
         flags += ["--disable-quic"]
     elif protocol == "h1":
@@ -109,8 +117,15 @@ class BrowserClient(Client):
     def child_args(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float,
                    profile: Path) -> dict[str, Any]:
         port = "" if target.port == 443 else f":{target.port}"
+        archive = workload.archive() if getattr(workload, "har", None) else None
         return {
-            "url": f"https://{target.hostname}{port}{workload.page_path}",
+            # a replayed page loads from its own origins (each resolved to the lab's server)
+            "url": archive.page_url if archive else f"https://{target.hostname}{port}{workload.page_path}",
+            "origins": archive.hosts if archive else [],
+            # Speed Index from screencast frames: replayed pages (QUICBENCH_SPEED_INDEX=1 for every
+            # page load, =0 for none); the frames cost the browser some CPU during the load
+            "screencast": {"1": True, "0": False}.get(os.environ.get("QUICBENCH_SPEED_INDEX", ""),
+                                                      archive is not None),
             "protocol": protocol, "host": target.hostname, "port": target.port, "address": target.address,
             "spki": target.tls.spki_sha256_b64, "trial_dir": str(trial_dir), "profile": str(profile),
             "timeout_s": timeout_s, "executable": self.executable(),
@@ -144,9 +159,14 @@ class BrowserClient(Client):
         if isinstance(run, ClientResult):
             return run
         page = run.out
-        requests, extra, error = interpret(page, protocol, expected_resources(target, workload))
+        archive = workload.archive() if getattr(workload, "har", None) else None
+        if archive is not None:
+            mark_replay_misses(page.get("requests") or [], {(e.method, e.host, e.port, e.path)
+                                                            for e in archive.entries})
+        requests, extra, error = interpret(page, protocol, expected_resources(target, workload),
+                                           recorded=archive.recorded if archive else None)
         error = self.page_error(error, page)
-        if error is None:
+        if error is None and archive is None:
             # DNCS's connection phases came from httpstat (curl) fetching the page's HTML, not from
             # the browser: the same fetch (qb-load), on a new connection, once the browser has gone
             phases, why = httpstat.fetch_phases(target, protocol, workload.page_path, trial_dir,

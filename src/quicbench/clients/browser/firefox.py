@@ -107,6 +107,14 @@ class FirefoxClient(BrowserClient):
     connection_policies = ("shared",)
     quic_stack = "neqo"            # Firefox's own QUIC, built into libxul
 
+    @classmethod
+    def workload_problem(cls, workload) -> str | None:
+        # Firefox resolves names through the child's own /etc/hosts, which names the lab host only
+        if getattr(workload, "har", None) is not None:
+            return (f"har: replayed page archives load in Chromium only; accepted: browser = \"chromium\" "
+                    f"(got browser = \"firefox\" for {workload.har})")
+        return None
+
     @staticmethod
     def executable() -> str:
         if not (os.path.isfile(FIREFOX) and os.access(FIREFOX, os.X_OK)):

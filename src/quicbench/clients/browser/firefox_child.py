@@ -49,7 +49,17 @@ _TIMING_JS = """() => {
       nextHopProtocol: e.nextHopProtocol, transferSize: e.transferSize, encodedBodySize: e.encodedBodySize,
       decodedBodySize: e.decodedBodySize, responseStatus: e.responseStatus, startTime: e.startTime,
       responseEnd: e.responseEnd}));
-  return {nav, paint, res, timeOrigin: performance.timeOrigin};
+  // Largest Contentful Paint, Firefox's one web vital (it has no layout-shift or longtask entries):
+  // a buffered observer's records, taken at once
+  let lcp = null;
+  try {
+    const o = new PerformanceObserver(() => {});
+    o.observe({type: 'largest-contentful-paint', buffered: true});
+    const r = o.takeRecords();
+    o.disconnect();
+    if (r.length) lcp = r[r.length - 1].startTime;
+  } catch (e) {}
+  return {nav, paint, res, vitals: {lcp}, timeOrigin: performance.timeOrigin};
 }"""
 
 # BiDi's request destination -> the resource type Chromium's DevTools would name
@@ -272,11 +282,13 @@ def records(reqs: list[dict[str, Any]], resources: list[dict]) -> list[dict[str,
     return out
 
 
-def firefox_page_metrics(nav: dict | None, paint: dict, recs: list[dict]) -> dict[str, Any]:
+def firefox_page_metrics(nav: dict | None, paint: dict, recs: list[dict], vitals: dict | None = None
+                         ) -> dict[str, Any]:
     """page_metrics, without the figures Firefox's Navigation Timing gets wrong: over HTTP/1.1
     the page's responseStart and responseEnd sit at its requestStart (the request opens its
-    connection; see records), so neither TTFB nor the response start is known."""
-    m = page_metrics(nav, paint, recs)
+    connection; see records), so neither TTFB nor the response start is known. Of the web
+    vitals, Firefox reports Largest Contentful Paint only."""
+    m = page_metrics(nav, paint, recs, vitals)
     if m.get("page_protocol") == "h1":
         m["page_ttfb_ms"] = m["page_response_start_ms"] = None
     return m
@@ -472,7 +484,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         out["requests"] = records(reqs, out["resources"] + nav_entry)
         out["protocol_disagreements"] = protocol_disagreements(out["requests"])
         out["ignored_requests"] = rec.ignored
-        out["metrics"] = firefox_page_metrics(out["navigation"], out["paint"], out["requests"])
+        out["metrics"] = firefox_page_metrics(out["navigation"], out["paint"], out["requests"], timing.get("vitals"))
         har = build_har(reqs, out["requests"], a["url"], out.get("browser_version"), out["navigation"],
                         timing.get("timeOrigin"))
         (trial_dir / "page.har").write_text(json.dumps(har, indent=1))

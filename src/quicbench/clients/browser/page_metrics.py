@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from quicbench.model.workload_kinds import MAX_MISSED_SHARE
 
 if TYPE_CHECKING:
     from quicbench.clients.base import Target
@@ -26,6 +29,8 @@ def norm_proto(p: str | None) -> str | None:
 
 def expected_resources(target: "Target", workload) -> dict[str, int] | None:
     """URL path -> body size of every resource the page must fetch (None when unknown)."""
+    if getattr(workload, "har", None) is not None:
+        return None                  # a replayed page: its misses are counted instead (replay_facts)
     files = {"/" + f["path"]: f["size"] for f in target.content.manifest.get("files", [])}
     if workload.page == "realistic":
         want = {p: s for p, s in files.items() if p.startswith("/realistic/")}
@@ -36,14 +41,55 @@ def expected_resources(target: "Target", workload) -> dict[str, int] | None:
     return want
 
 
-def interpret(page: dict, protocol: str, expected: dict[str, int | None] | None
+def mark_replay_misses(requests: list[dict], recorded: set[tuple[str, str, int, str]]) -> None:
+    """Mark the requests of a replayed page that the archive cannot answer: no recorded entry of
+    the same method, host, port and path (the replay server answers any query of a recorded path,
+    the closest one). The server's own word (X-Qb-Replay: miss) is not always seen: a 404 for a
+    cross-origin image is blocked by the browser (ERR_BLOCKED_BY_ORB) before its headers reach
+    DevTools. A miss is counted (replay_facts), not a failed request; its error is kept as
+    replay_error."""
+    for r in requests:
+        parts = urlsplit(r.get("url") or "")
+        try:
+            port = parts.port or 443
+        except ValueError:
+            port = 443
+        key = ((r.get("method") or "GET").upper(), (parts.hostname or "").lower(), port, parts.path or "/")
+        missed = r.get("replay") == "miss" or (key not in recorded and ("GET",) + key[1:] not in recorded)
+        if missed:
+            r["replay"] = "miss"
+            if r.get("error"):
+                r["replay_error"], r["error"] = r["error"], None
+
+
+def replay_facts(requests: list[dict], recorded: int) -> tuple[dict[str, Any], str | None]:
+    """A replayed page's row columns (recorded requests, misses, origins) and its error when the
+    replay missed more than MAX_MISSED_SHARE of the recorded requests (the misses listed)."""
+    misses = [r["url"] for r in requests if r.get("replay") == "miss"]
+    extra: dict[str, Any] = {"replay_requests": recorded, "replay_missed": len(misses),
+                             "replay_misses": misses or None}
+    if len(misses) > MAX_MISSED_SHARE * recorded:
+        return extra, (f"replay missed {len(misses)} of the archive's {recorded} recorded requests (more than "
+                       f"{MAX_MISSED_SHARE:.0%}; not the recorded page): {', '.join(misses[:5])}"
+                       + (", ..." if len(misses) > 5 else ""))
+    return extra, None
+
+
+def interpret(page: dict, protocol: str, expected: dict[str, int | None] | None, recorded: int | None = None
               ) -> tuple[list[dict], dict[str, Any], str | None]:
-    """page.json -> (per-request records, page metrics for the row, error or None)."""
+    """page.json -> (per-request records, page metrics for the row, error or None). recorded: the
+    entries of a replayed page's archive (its misses are counted and judged)."""
     requests = page.get("requests") or []
     extra: dict[str, Any] = dict(page.get("metrics") or {})
     extra["har_entries"] = page.get("har_entries")
     problems: list[str] = []
-    mismatches = [f"{r['path']}: {r.get('proto') or r.get('raw_protocol') or 'none'}" for r in requests
+    if recorded is not None:
+        facts, why = replay_facts(requests, recorded)
+        extra.update(facts)
+        if why:
+            problems.append(why)
+    mismatches = [f"{r.get('url') if recorded is not None else r['path']}: "
+                  f"{r.get('proto') or r.get('raw_protocol') or 'none'}" for r in requests
                   if r.get("proto") is not None and r["proto"] != protocol]
     if mismatches:
         extra["protocol_mismatches"] = json.dumps(mismatches)
@@ -86,7 +132,67 @@ def interpret(page: dict, protocol: str, expected: dict[str, int | None] | None
     return requests, extra, error
 
 
-def page_metrics(nav: dict | None, paint: dict, records: list[dict]) -> dict[str, Any]:
+CLS_GAP_MS = 1000          # a layout-shift session window ends after a 1 s gap ...
+CLS_WINDOW_MS = 5000       # ... or 5 s after it began (web.dev's CLS definition)
+LONG_TASK_BLOCKING_MS = 50  # the part of a long task beyond 50 ms blocks input (TBT)
+
+
+def cumulative_layout_shift(shifts: list[list[float]]) -> float:
+    """CLS: the largest sum of layout-shift scores in a session window ([start ms, score] each,
+    shifts after recent input already left out)."""
+    best = cur = 0.0
+    first = last = None
+    for t, v in sorted(shifts):
+        if first is None or t - last > CLS_GAP_MS or t - first > CLS_WINDOW_MS:
+            first, cur = t, 0.0
+        cur += v
+        last = t
+        best = max(best, cur)
+    return round(best, 5)
+
+
+def total_blocking_time(longtasks: list[list[float]], fcp_ms: float | None, end_ms: float | None) -> float | None:
+    """TBT: the sum over long tasks between first contentful paint and end_ms (the load window's
+    end, where Lighthouse uses time to interactive) of their time beyond 50 ms; a task that
+    straddles FCP counts from FCP. None without FCP."""
+    if fcp_ms is None:
+        return None
+    total = 0.0
+    for start, dur in longtasks:
+        s, e = max(start, fcp_ms), start + dur
+        if end_ms is not None:
+            e = min(e, end_ms)
+        if e - s > LONG_TASK_BLOCKING_MS:
+            total += e - s - LONG_TASK_BLOCKING_MS
+    return round(total, 3)
+
+
+def origin_stats(records: list[dict]) -> dict[str, Any]:
+    """Requests, wire bytes and connections per origin and per protocol, and the connections
+    that served more than one origin (HTTP/2 and HTTP/3 connection coalescing)."""
+    by_origin: dict[str, dict[str, Any]] = {}
+    by_proto: dict[str, dict[str, Any]] = {}
+    conn_origins: dict[str, set[str]] = {}
+    for r in records:
+        origin = r.get("origin") or ""
+        for table, key in ((by_origin, origin), (by_proto, r.get("proto") or "none")):
+            t = table.setdefault(key, {"requests": 0, "bytes": 0, "conns": set()})
+            t["requests"] += 1
+            t["bytes"] += r.get("wire_bytes") or 0
+            if r.get("conn_id"):
+                t["conns"].add(r["conn_id"])
+        if r.get("conn_id"):
+            conn_origins.setdefault(r["conn_id"], set()).add(origin)
+
+    def flat(t: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+        return {k: {"requests": v["requests"], "bytes": v["bytes"], "connections": len(v["conns"])}
+                for k, v in sorted(t.items())}
+    return {"origins": len(by_origin), "page_origin_stats": flat(by_origin),
+            "page_protocol_stats": flat(by_proto),
+            "page_coalesced_connections": sum(1 for o in conn_origins.values() if len(o) > 1)}
+
+
+def page_metrics(nav: dict | None, paint: dict, records: list[dict], vitals: dict | None = None) -> dict[str, Any]:
     """The row's page-load metrics (ms from the navigation start, bytes, counts)."""
     m: dict[str, Any] = {}
 
@@ -119,4 +225,13 @@ def page_metrics(nav: dict | None, paint: dict, records: list[dict]) -> dict[str
     m["page_body_bytes"] = sum(r.get("bytes") or 0 for r in records)
     m["page_requests"] = len(records)
     m["page_connections"] = len({r["conn_id"] for r in records if r.get("conn_id")})
+    m.update(origin_stats(records))
+    if vitals:
+        fcp = m["first_contentful_paint_ms"]
+        m["lcp_ms"] = round(vitals["lcp"], 3) if vitals.get("lcp") is not None else None
+        if vitals.get("shifts") is not None:           # a browser without the entry type has no CLS
+            m["cls"] = cumulative_layout_shift(vitals["shifts"])
+        if vitals.get("longtasks") is not None:
+            end = (nav or {}).get("loadEventEnd") or None
+            m["total_blocking_time_ms"] = total_blocking_time(vitals["longtasks"], fcp, end)
     return m

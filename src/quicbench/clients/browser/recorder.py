@@ -168,7 +168,11 @@ class _Recorder:
             reused = bool(resp.get("connectionReused")) or at("connectStart") is None
             status = resp.get("status")
             error = r.get("error")
-            if error is None and status is not None and status >= 400:
+            # a replayed page: the replay server says whether it served a recorded response (whose
+            # status is the recorded one, 404 included) or missed the archive
+            replay = next((str(v) for k, v in (resp.get("headers") or {}).items() if k.lower() == "x-qb-replay"),
+                          None)
+            if error is None and status is not None and status >= 400 and replay is None:
                 error = f"HTTP {status}"
             if error is None and "finished" not in r:
                 error = "unfinished"
@@ -176,8 +180,10 @@ class _Recorder:
             last = ns(r.get("finished"))
             stall = body_gaps(first, [ns(t) for t in r.get("data_at", ())]) if error is None and last else {}
             ssl_start, ssl_end = at("sslStart"), at("sslEnd")
+            parts = urlsplit(r["url"])
             out.append({
-                "path": urlsplit(r["url"]).path, "url": r["url"], "type": r.get("type"),
+                "path": parts.path, "url": r["url"], "type": r.get("type"), "method": r.get("method"),
+                "origin": f"{parts.scheme}://{parts.netloc}", "replay": replay,
                 "start_ns": ns(r.get("sent")),
                 "connect_start_ns": None if reused else at("connectStart"),
                 # TCP: connect done when TLS starts. QUIC's transport and TLS handshakes are one:
@@ -200,17 +206,32 @@ class _Recorder:
         return out
 
 
+# Registered before the page's own scripts (an init script): Largest Contentful Paint, layout
+# shifts and long tasks as the page reports them (PerformanceObserver, buffered).
+VITALS_INIT_JS = """(() => {
+  if (window.__qbVitals) return;
+  const v = window.__qbVitals = {lcp: null, shifts: [], longtasks: [], observers: []};
+  const watch = (type, fn) => { try { const o = new PerformanceObserver(l => l.getEntries().forEach(fn));
+      o.observe({type, buffered: true}); v.observers.push([o, fn]); } catch (e) {} };
+  watch('largest-contentful-paint', e => { v.lcp = e.startTime; });
+  watch('layout-shift', e => { if (!e.hadRecentInput) v.shifts.push([e.startTime, e.value]); });
+  watch('longtask', e => { v.longtasks.push([e.startTime, e.duration]); });
+})();"""
+
 _TIMING_JS = """() => {
+  const v = window.__qbVitals || null;
+  if (v) v.observers.forEach(([o, fn]) => o.takeRecords().forEach(fn));
+  const vitals = v ? {lcp: v.lcp, shifts: v.shifts, longtasks: v.longtasks} : null;
   const nav = performance.getEntriesByType('navigation').map(e => e.toJSON())[0] || null;
   const paint = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));
   const res = performance.getEntriesByType('resource').map(e => ({name: e.name,
       nextHopProtocol: e.nextHopProtocol, transferSize: e.transferSize, encodedBodySize: e.encodedBodySize,
       startTime: e.startTime, responseEnd: e.responseEnd}));
-  return {nav, paint, res, timeOrigin: performance.timeOrigin};
+  return {nav, paint, res, vitals, timeOrigin: performance.timeOrigin};
 }"""
 
 
-def record_network(ctx, page, rec: "_Recorder") -> None:
+def record_network(ctx, page, rec: "_Recorder"):
     """Feed every DevTools Network event of the page to the recorder, with the cache off."""
     cdp = ctx.new_cdp_session(page)
     for ev, fn in (("Network.requestWillBeSent", rec.will_be_sent), ("Network.responseReceived", rec.response),
@@ -219,6 +240,22 @@ def record_network(ctx, page, rec: "_Recorder") -> None:
         cdp.on(ev, fn)
     cdp.send("Network.enable")
     cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    return cdp
+
+
+def start_screencast(cdp, frames: list) -> None:
+    """Collect the page's screencast frames (Unix seconds, base64 JPEG) for Speed Index: small
+    JPEGs (half the viewport), each acknowledged so that the next one comes."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    def on_frame(p: dict) -> None:
+        frames.append((p.get("metadata", {}).get("timestamp") or time.time(), p["data"]))
+        try:
+            cdp.send("Page.screencastFrameAck", {"sessionId": p["sessionId"]})
+        except PlaywrightError:
+            pass
+    cdp.on("Page.screencastFrame", on_frame)
+    cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 50, "maxWidth": 683, "maxHeight": 384})
 
 
 SETTLE_IDLE = 0.05      # the browser is settled when it uses less than 5 % of a core ...
@@ -259,7 +296,8 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
 
     trial_dir = Path(a["trial_dir"])
     har = trial_dir / "page.har"
-    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
+    flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"],
+                           [tuple(o) for o in a.get("origins") or ()])
     flags += a.get("extra_flags") or []
     if a.get("netlog"):
         flags += [f"--log-net-log={a['netlog']}", "--net-log-capture-mode=Default"]
@@ -278,9 +316,13 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         try:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
             page = ctx.pages[0] if ctx.pages else ctx.new_page()
-            record_network(ctx, page, rec)
+            cdp = record_network(ctx, page, rec)
+            ctx.add_init_script(VITALS_INIT_JS)
             if a.get("settle", True):
                 out["settle_s"] = _settle(page)
+            frames: list = []
+            if a.get("screencast"):
+                start_screencast(cdp, frames)
             cpu0 = tree_cpu()
             t0 = time.time()
             try:
@@ -309,9 +351,23 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
                 protocol_of[timing["nav"]["name"]] = timing["nav"]["nextHopProtocol"]
             out["requests"] = rec.records(protocol_of)
             out["ignored_requests"] = rec.ignored
-            out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"])
+            if a.get("screencast"):
+                try:
+                    cdp.send("Page.stopScreencast")
+                except PlaywrightError:
+                    pass
+            out["vitals"] = timing.get("vitals")
+            out["time_origin_ms"] = timing.get("timeOrigin")
+            out["metrics"] = page_metrics(out["navigation"], out["paint"], out["requests"], out["vitals"])
         finally:
             ctx.close()                          # writes the HAR
+    if a.get("screencast") and out.get("time_origin_ms") and out.get("metrics") is not None:
+        # after the browser has gone: decoding the frames costs CPU outside the load
+        from quicbench.clients.browser.visual import visual_metrics
+        try:
+            out["metrics"].update(visual_metrics(frames, out["time_origin_ms"]))
+        except Exception as e:  # noqa: BLE001 - a frame that does not decode: no Speed Index, said why
+            out["visual_error"] = f"{type(e).__name__}: {e}"
     try:
         out["har_entries"] = len(json.loads(har.read_text())["log"]["entries"])
     except (OSError, ValueError, KeyError) as e:
