@@ -14,8 +14,8 @@ from quicbench.servers.quinn import QuinnServer
 from quicbench.servers.replay import ReplayServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
-                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer, ReplayServer,
-                                                     CommandServer])
+                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer,
+                                                     ReplayServer, CommandServer])
 
 
 def server_class(name: str, commands: dict | None = None) -> type[Server]:
