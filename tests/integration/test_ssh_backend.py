@@ -517,3 +517,78 @@ def test_nginx_and_apache_configs_are_mirrored_on_the_server_host(hosts, tmp_pat
     assert sorted((r["protocol"], r["server"], r["status"]) for r in rows) == [("h1", "apache", "ok"),
                                                                                ("h2", "nginx", "ok")], rows
     assert hosts.wait_clean() == {}
+
+
+PARITY_PLAN = """
+name = "parity"
+protocols = ["h1", "h2", "h3"]
+repetitions = 1
+link = "linkem"
+[servers]
+h3 = ["caddy", "quinn"]
+[[conditions]]
+name = "lossy"
+delay_ms = 10
+loss_pct = 1
+rate_mbit = 50
+[[workloads]]
+size = "200KB"
+count = 4
+parallel = 2
+"""
+
+
+def filled_columns(run: Path) -> dict[str, tuple[set[str], set[str]]]:
+    """Per protocol and server: (columns filled in every row, columns filled in some row)."""
+    rows = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for r in rows:
+        assert r["status"] == "ok", r.get("error")
+        have = {k for k, v in r.items() if v is not None}
+        every, some = out.get(f"{r['protocol']}@{r['server']}", (have, set()))
+        out[f"{r['protocol']}@{r['server']}"] = (every & have, some | have)
+    return out
+
+
+def test_the_namespace_lab_and_ssh_hosts_fill_the_same_columns(hosts, tmp_path, qb_env):
+    """One lossy plan of h1, h2 and h3 (two QUIC stacks) on both backends: a column filled in every
+    row of one is filled in some row of the other, unless the columns table says which backend
+    alone fills it (docs/hosts.md)."""
+    from quicbench.model.columns import backend_differences
+    plan = tmp_path / "p.toml"
+    plan.write_text(PARITY_PLAN)
+    cp = qb(qb_env, "run", str(plan), "--out", str(tmp_path / "netns"), "--no-report")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    inv = hosts.inventory(tmp_path / "hosts.toml")
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "ssh"),
+            "--no-report")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    local, remote = filled_columns(only_run_dir(tmp_path / "netns")), filled_columns(only_run_dir(tmp_path / "ssh"))
+    assert set(local) == set(remote) == {"h1@caddy", "h2@caddy", "h3@caddy", "h3@quinn"}
+    excused = {c.name: set(c.backends) for c in backend_differences()}
+    # filled only when a trial was judged CPU-bound: a verdict on this busy machine, not a
+    # measurement one backend lacks
+    verdicts = {"cpu_bound_by"}
+    for key in local:
+        local[key], remote[key] = ((e - verdicts, s - verdicts) for e, s in (local[key], remote[key]))
+        only_local = {c for c in local[key][0] - remote[key][1] if "ssh" in excused.get(c, {"ssh"})}
+        only_remote = {c for c in remote[key][0] - local[key][1] if "netns" in excused.get(c, {"netns"})}
+        assert not only_local and not only_remote, (key, only_local, only_remote)
+    # what the hosts added: the QUIC senders' loss recovery from their qlogs, on their host
+    for key in ("h3@caddy", "h3@quinn"):
+        assert {"quic_packets_sent", "quic_lost", "quic_qlog_connections"} <= remote[key][0], key
+
+
+def test_a_host_with_another_build_of_a_quicbench_binary_is_refused(hosts, tmp_path, qb_env):
+    """The server host's PATH has Debian's Caddy 2.6: without bin_dir its 'caddy' is not this
+    controller's build, and the run is refused before it starts, naming the host and the fix."""
+    if not Path("/usr/bin/caddy").exists():
+        pytest.skip("needs Debian's caddy on PATH (make servers)")
+    plan = tmp_path / "p.toml"
+    plan.write_text(PLAN.format(reps=1, extra=""))
+    inv = hosts.inventory(tmp_path / "hosts.toml", server={"bin_dir": None})
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"))
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    line = cp.stderr.strip().splitlines()[-1]
+    assert "server" in line and "bin_dir" in line and "'caddy'" in line and "--provision" in line, line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

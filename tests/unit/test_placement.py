@@ -76,3 +76,11 @@ def test_this_machines_readings():
     mine = last_cpus(os.getpid())
     assert mine and all(0 <= c < os.cpu_count() for c in mine)
     assert last_cpus(2 ** 22 + 12345) == []
+
+
+def test_hosts_md_lists_what_differs_by_backend_from_the_columns_table():
+    from conftest import REPO
+    from quicbench.model.columns import backend_table
+    text = (REPO / "docs" / "hosts.md").read_text()
+    start, end = "<!-- backend-table: generated from model/columns.py -->\n", "\n<!-- /backend-table -->"
+    assert text[text.index(start) + len(start):text.index(end)] == backend_table()

@@ -31,6 +31,10 @@ class Column:
     unit: str
     meaning: str
     group: str = "trial"
+    # the lab backends that fill it, with why, when that is not every backend (docs/hosts.md's
+    # table of what differs by backend is made from these)
+    backends: tuple[str, ...] = ()
+    backends_why: str = ""
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -114,9 +118,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_cc", "text", "", "h3: the congestion controller of the server's QUIC sender — the plan's `quic_cc`, else the server's default, else its stack's fixed one (`caddy`: quic-go's `reno`); empty for h1/h2 and for servers that do not say", "trial"),
     Column("quic_cc_seen", "text", "", "h3: the congestion controller the sender itself reported for the trial's connections (ngtcp2: its debug log, written with `verify_cc = true`; quinn and aioquic: their log line per connection, read back from the stack, with qlog); a trial where it differs from `quic_cc` fails; empty when the sender reports none", "trial"),
     Column("hops", "int", "", "router hops", "trial"),
-    Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial"),
-    Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial"),
-    Column("router_hosts", "text", "", "the router host(s), client side first (lab backend `ssh`; empty for `netns`)", "trial"),
+    Column("client_host", "text", "", "the host that ran the client (lab backend `ssh`; empty for `netns`)", "trial", ("ssh",), "names the SSH host; a namespace lab runs on one machine"),
+    Column("server_host", "text", "", "the host that ran the server (lab backend `ssh`; empty for `netns`)", "trial", ("ssh",), "names the SSH host; a namespace lab runs on one machine"),
+    Column("router_hosts", "text", "", "the router host(s), client side first (lab backend `ssh`; empty for `netns`)", "trial", ("ssh",), "names the SSH hosts; a namespace lab runs on one machine"),
     Column("concurrent", "int", "", "other trials that ran beside this one (`quicbench run --jobs N`: at its start or started during it); 0 when it ran alone", "trial"),
     Column("host", "text", "", "the machine the trial ran on (its hostname): merged shards keep it, so a per-host effect shows", "trial"),
     # -- link: the link emulator's own fidelity and CPU over the trial (linkem; empty for netem and plain)
@@ -152,10 +156,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("quic_ss_exit_cwnd", "int", "B", "the server's congestion window when it first left slow start (its qlog's congestion state going from slow start to congestion avoidance or recovery; median over the trial's connections); set it beside the path's bandwidth-delay product: below it, the sender then grows its window one packet per round trip; empty for a sender whose qlog does not log its congestion state (ngtcp2, quinn)", "recovery"),
     Column("quic_ss_exit_without_loss", "int", "", "connections whose server left slow start before declaring any packet lost: a delay-based exit (quic-go: HyStart, on a rise of the round's minimum RTT), not a loss", "recovery"),
     Column("link_late", "bool", "", "the link emulator released packets late: p99 lateness above max(0.5 ms, 5 % of the condition's one-way delay); the row does not have the condition it names ([link.md](link.md#link-fidelity-per-trial))", "link"),
-    Column("host_steal", "bool", "", "a link-late trial during which the hypervisor took (steal time, `/proc/stat`) at least the trial's p99 lateness from the CPUs the link emulator ran on: its lateness is the host's, not the emulator's; false for a link-late trial without that steal; empty otherwise ([link.md](link.md#link-fidelity-per-trial))", "link"),
-    Column("host_steal_ms", "float", "ms", "CPU time the hypervisor ran something else while this machine's CPUs wanted to run (steal), all CPUs together, over the fetch window, ms (10 ms resolution); namespace lab only", "trial"),
-    Column("softirq_cpu_ms", "json", "ms", "softirq time (the kernel's packet work) of each CPU over the fetch window, ms, a list by CPU number (10 ms resolution); namespace lab only", "trial"),
-    Column("server_cpus", "json", "", "the CPUs the server's processes last ran on at the end of the fetch, a list; namespace lab only", "trial"),
+    Column("host_steal", "bool", "", "a link-late trial during which the hypervisor took (steal time, `/proc/stat`) at least the trial's p99 lateness from the CPUs the link emulator ran on: its lateness is the host's, not the emulator's; false for a link-late trial without that steal; empty otherwise ([link.md](link.md#link-fidelity-per-trial))", "link", ("netns",),
+           "judged where linkem runs on the machine whose steal is read; over SSH the router's host is not read"),
+    Column("host_steal_ms", "float", "ms", "CPU time the hypervisor ran something else while this machine's CPUs wanted to run (steal), all CPUs together, over the fetch window, ms (10 ms resolution); over SSH the server's host", "trial"),
+    Column("softirq_cpu_ms", "json", "ms", "softirq time (the kernel's packet work) of each CPU over the fetch window, ms, a list by CPU number (10 ms resolution); over SSH the server's host", "trial"),
+    Column("server_cpus", "json", "", "the CPUs the server's processes last ran on at the end of the fetch, a list; over SSH the server's host", "trial"),
     Column("link_cpus", "json", "", "the CPUs the link emulator's forwarding threads last ran on at the end of the trial, a list", "link"),
     Column("link_nivcsw", "int", "", "involuntary context switches of the link emulator's threads during the trial (a forwarding thread preempted)", "link"),
     # -- capture
@@ -300,8 +305,8 @@ def names(*, group: str | None = None, type: str | None = None) -> tuple[str, ..
 
 
 def describe() -> list[dict[str, str]]:
-    """The table as JSON-able dicts (for meta.json)."""
-    return [asdict(c) for c in COLUMNS]
+    """The table as JSON-able dicts (for meta.json): name, type, unit, meaning, group."""
+    return [{k: v for k, v in asdict(c).items() if k not in ("backends", "backends_why")} for c in COLUMNS]
 
 
 def _type_ok(col: Column, v: Any) -> bool:
@@ -336,3 +341,18 @@ def make_row(**values: Any) -> dict[str, Any]:
     if unknown:
         raise KeyError(f"not columns of the row schema: {', '.join(unknown)}")
     return dict(values)
+
+
+BACKENDS = ("netns", "ssh")
+
+
+def backend_differences() -> list[Column]:
+    """The columns some lab backend leaves empty (docs/hosts.md lists them with why)."""
+    return [c for c in COLUMNS if c.backends and set(c.backends) != set(BACKENDS)]
+
+
+def backend_table() -> str:
+    """docs/hosts.md's table of the columns that differ by backend, made from the columns table."""
+    lines = ["| column | filled by | why not by the others |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {', '.join(c.backends)} | {c.backends_why} |" for c in backend_differences()]
+    return "\n".join(lines)
