@@ -28,7 +28,11 @@ final class ContentRoot {
     private final List<Path> allowed;
 
     ContentRoot(Path root, List<Path> allow) throws IOException {
-        this.root = root.toRealPath();
+        try {
+            this.root = root.toRealPath();
+        } catch (java.nio.file.NoSuchFileException e) {
+            throw new IOException("no such directory: " + root);
+        }
         if (!Files.isDirectory(this.root)) {
             throw new IOException(root + " is not a directory");
         }

@@ -28,11 +28,20 @@ final class LabTrust extends X509ExtendedTrustManager {
     }
 
     static LabTrust of(String caFile, String host) throws IOException, GeneralSecurityException {
+        return of(caFile, host, false);
+    }
+
+    /**
+     * issuersOnly: trust only the file's certificates after its first (a server's chain file: its
+     * CA), so that the leaf is verified against its issuer as a real server's is.
+     */
+    static LabTrust of(String caFile, String host, boolean issuersOnly) throws IOException, GeneralSecurityException {
         KeyStore ks = KeyStore.getInstance(KeyStore.getDefaultType());
         ks.load(null, null);
         try (InputStream in = new FileInputStream(caFile)) {
             int n = 0;
-            for (var c : CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+            var certs = List.copyOf(CertificateFactory.getInstance("X.509").generateCertificates(in));
+            for (var c : issuersOnly && certs.size() > 1 ? certs.subList(1, certs.size()) : certs) {
                 ks.setCertificateEntry("ca" + n++, c);
             }
             if (n == 0) {

@@ -1,6 +1,7 @@
 package quicbench.netty;
 
 import io.netty.bootstrap.Bootstrap;
+import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.epoll.Epoll;
@@ -19,6 +20,7 @@ final class Transport {
     // the largest UDP payload quiche is asked to send and accept: what fits a 1500-byte MTU path
     static final int UDP_PAYLOAD = 1350;
     static final int GSO_SEGMENTS = 16;
+    static final int SOCKET_BUFFER = 7 << 20;
     static final String CCS = "cubic, reno, bbr";
     // HTTP/3 as RFC 9114 names it (Netty also offers the drafts' h3-29..h3-32: not here)
     static final String ALPN = "h3";
@@ -34,7 +36,10 @@ final class Transport {
     }
 
     Bootstrap bootstrap() {
-        return new Bootstrap().group(group).channel(epoll ? EpollDatagramChannel.class : NioDatagramChannel.class);
+        // socket buffers: quic-go's 7 MiB, which the kernel caps at net.core.rmem_max / wmem_max
+        // (Netty has no SO_RCVBUFFORCE); the default (about 200 KiB) overflowed under load
+        return new Bootstrap().group(group).channel(epoll ? EpollDatagramChannel.class : NioDatagramChannel.class)
+                .option(ChannelOption.SO_RCVBUF, SOCKET_BUFFER).option(ChannelOption.SO_SNDBUF, SOCKET_BUFFER);
     }
 
     /** The settings of a codec that only depend on the transport: payload size and GSO. */

@@ -42,7 +42,7 @@ final class Warmup {
             try {
                 InetSocketAddress at = (InetSocketAddress) server.localAddress();
                 String host = LabTrust.firstDnsName(cert.getPath());
-                var trust = LabTrust.of(cert.getPath(), host);
+                var trust = LabTrust.of(cert.getPath(), host, true);     // its chain checked as a real one
                 for (boolean perObject : new boolean[] {true, false}) {
                     GetFiles g = new GetFiles(transport, at, host, trust, "/warmup.bin", connections,
                             perObject ? Math.min(4, connections) : connections, perObject, manifest, null);
