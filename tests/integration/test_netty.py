@@ -19,8 +19,7 @@ from quicbench.run.trial import run_trial
 from quicbench.servers.caddy import CaddyServer
 from quicbench.servers.netty import NettyServer
 
-pytestmark = [pytest.mark.integration, root_only,
-              pytest.mark.skipif(not NettyServer.available()[0], reason="quicbench-netty not built (make stacks)")]
+pytestmark = [pytest.mark.integration, root_only]     # built by make setup-all (make test): make netty
 
 COND = Condition(name="d5", delay_ms=5)
 

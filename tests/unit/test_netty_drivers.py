@@ -9,6 +9,7 @@ from quicbench.clients.netty import MAX_PARALLEL, NettyClient
 from quicbench.content.objects import ContentSet
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import Workload
+from quicbench.provision import PROVISIONS
 from quicbench.registry import stack_text
 from quicbench.servers import SERVERS
 from quicbench.servers.netty import NettyServer, netty_executable, parse_versions
@@ -67,16 +68,17 @@ def test_server_argv_passes_listen_tls_root_cc_and_qlog(tmp_path, bin_dir):
     assert _arg(_server(tmp_path, quic_cc="bbr").argv(), "--cc") == ["bbr"]
 
 
-def test_a_missing_build_says_make_stacks(tmp_path, monkeypatch):
+def test_a_missing_build_says_make_netty_and_is_provided_on_first_use(tmp_path, monkeypatch):
     monkeypatch.setenv("QUICBENCH_BIN", str(tmp_path))
     ok, why = NettyServer.available()
-    assert not ok and "run 'make stacks'" in why
+    assert not ok and "run 'make netty'" in why and "'make stacks'" in why
     ok, why = NettyClient.available()
-    assert not ok and "run 'make stacks'" in why
+    assert not ok and "run 'make netty'" in why
+    assert NettyServer.provisions == NettyClient.provisions == ("netty",) and "netty" in PROVISIONS
     # the launcher without its jar is not a build either
     (tmp_path / "quicbench-netty").write_text("#!/bin/sh\n")
     os.chmod(tmp_path / "quicbench-netty", 0o755)
-    with pytest.raises(QuicbenchError, match="make stacks"):
+    with pytest.raises(QuicbenchError, match="make netty"):
         netty_executable()
 
 

@@ -1,6 +1,6 @@
 """`netty`: Go-Quick's getFiles over HTTP/3 on Netty's QUIC and HTTP/3 codecs (quiche inside).
 
-The client half of ``quicbench-netty`` (stacks/netty/, built by ``make stacks``; see
+The client half of ``quicbench-netty`` (stacks/netty/, built by ``make netty`` or on first use; see
 servers/netty.py). One JVM per trial fetches ``count`` objects, ``parallel`` at once, on one
 connection (``shared``) or a new QUIC connection each (``per-object``: Go-Quick's getFiles), with
 full HTTP/3 (ALPN ``h3`` only). It verifies the server's certificate against the lab's CA and
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.servers.netty import NETTY_BINARY, netty_executable, netty_versions
+from quicbench.servers.netty import NETTY_BINARY, NETTY_PROVISIONS, netty_executable, netty_versions
 from quicbench.store import read_jsonl
 
 MAX_PARALLEL = 1000       # connections or streams in flight (the server's stream limit: 1000)
@@ -42,6 +42,7 @@ class NettyClient(Client):
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
     binaries = (NETTY_BINARY,)
+    provisions = NETTY_PROVISIONS
 
     @staticmethod
     def executable() -> str:

@@ -40,6 +40,7 @@ PROVISIONS: dict[str, Provision] = {p.name: p for p in (
     Provision("slurm", "Slurm and munge (Debian packages)", 10),
     Provision("ngtcp2", "ngtcp2's server and client 1.11 (bookworm-backports)", 15),
     Provision("quinn", "the quinn HTTP/3 server (Rust, crates.io)", 120),
+    Provision("netty", "Netty's HTTP/3 server and client (Java 17 and Maven from Debian, Maven Central)", 120),
 )}
 
 NO_INSTALL_ENV = "QB_NO_INSTALL"     # =1: never install on first use; say what to run instead

@@ -1,10 +1,10 @@
 """netty: HTTP/3 on Netty's QUIC codec (quiche inside) and its HTTP/3 codec: the JVM's HTTP/3.
 
-``make stacks`` builds stacks/netty/ (Maven Central: ``io.netty:netty-codec-http3`` and
-``io.netty:netty-codec-native-quic`` 4.2.18.Final with its ``linux-x86_64`` native, pinned in
-its pom.xml) into ``build/bin/quicbench-netty.jar`` and its launcher ``build/bin/quicbench-netty``,
-which runs it on the system's Java 17. It is not part of ``make setup``: a plan that uses it and a
-machine without it get "run 'make stacks'". One program holds both ends: ``quicbench-netty
+``make netty`` (also ``make stacks`` and ``make setup-all``; a plan that uses it, on first use:
+quicbench.provision) installs Java 17 and Maven and builds stacks/netty/ (Maven Central:
+``io.netty:netty-codec-http3`` and ``io.netty:netty-codec-native-quic`` 4.2.18.Final with its
+``linux-x86_64`` native, pinned in its pom.xml) into ``build/bin/quicbench-netty.jar`` and its
+launcher ``build/bin/quicbench-netty``. It is not part of ``make setup``. One program holds both ends: ``quicbench-netty
 server`` here, ``quicbench-netty client`` for the client 'netty' (clients/netty.py).
 
 The server is full HTTP/3 (RFC 9114, ALPN ``h3`` only; Netty also knows the drafts' h3-29..32,
@@ -33,7 +33,9 @@ from quicbench.paths import bin_dir
 from quicbench.servers.base import Server, listen_address
 
 NETTY_BINARY = "quicbench-netty"
-NETTY_INSTALL_HINT = "run 'make stacks' (builds stacks/netty/ with Maven into build/bin; needs Java 17)"
+NETTY_INSTALL_HINT = ("run 'make netty' (Java 17 and Maven, then stacks/netty/ built into build/bin; "
+                      "'make stacks' builds every optional HTTP/3 stack)")
+NETTY_PROVISIONS = ("netty",)    # quicbench.provision: built on first use
 
 
 def netty_executable() -> str:
@@ -72,6 +74,7 @@ class NettyServer(Server):
     # quiche's controllers as Netty names them (QuicCongestionControlAlgorithm), cubic its default
     quic_ccs = ("cubic", "reno", "bbr")
     install_hint = NETTY_INSTALL_HINT
+    provisions = NETTY_PROVISIONS
 
     @classmethod
     def executable(cls) -> str:
