@@ -15,8 +15,9 @@ row is made as qb-load's:
   between DATA frames, as qb-load's. The clock starts after the JVM has started and loaded its
   TLS context, but the first connection still pays for loading the QUIC classes (a JIT's cold path).
 - **CPU**: ``cpu_user_s`` / ``cpu_sys_s`` from /proc/self/stat (10 ms ticks) and the run-queue
-  wait of every thread from /proc/self/task/*/schedstat, over the transfer; the process's rusage
-  (JVM start included) is ``process_cpu_s``.
+  wait of every thread from /proc/self/task/*/schedstat, over the transfer, less the thread that
+  hashes the bodies (Java's SHA-256 costs several times Go's; the summary's ``cpu_verify_s``);
+  the process's rusage (JVM start, warm-up and hashing included) is ``process_cpu_s``.
 - **Receive windows**: quiche's own example client's initial 10 MB per connection and 1 MB per
   stream, which quiche grows (up to 24 / 16 MiB) when the transfer uses a window up within about
   two round trips: a receiver's own choice, part of what it is measured for.

@@ -94,7 +94,9 @@ final class GetFiles {
         long stallNs;
         final List<long[]> gaps = new ArrayList<>();
         boolean gapsTruncated;
-        final MessageDigest sha;
+        final MessageDigest sha;      // the verifier's only
+        String digest;                // the body's, once the verifier has it
+        boolean ended;                // the stream's end came: finished when the digest is in
 
         Req(int i, String path) {
             this.i = i;
@@ -217,9 +219,10 @@ final class GetFiles {
                 // the JVM's cold path (class loading, the JIT) is paid here, outside the measured fetch
                 Warmup.run(transport, new File(cert), new File(a.require("--warmup-key")), warmup);
             }
-            ProcStats s0 = ProcStats.now();
+            String verifier = Verifier.INSTANCE.tid();
+            ProcStats s0 = ProcStats.now(verifier);
             boolean finished = g.fetch(timeoutS);
-            ProcStats s1 = ProcStats.now();
+            ProcStats s1 = ProcStats.now(verifier);
             JsonObject summary = g.summarize(s0, s1);
             if (requestsFile != null) {
                 g.writeRequests(Path.of(requestsFile));
@@ -373,7 +376,9 @@ final class GetFiles {
         }
         c.waiting.clear();
         for (Req r : List.copyOf(c.inFlight)) {
-            finish(r, why);
+            if (!r.ended) {         // a complete response waits for its digest only
+                finish(r, why);
+            }
         }
     }
 
@@ -450,16 +455,9 @@ final class GetFiles {
         return null;
     }
 
-    private String hexDigest(Req r) {
-        return HexFormat.of().formatHex(r.sha.digest());
-    }
-
-    private final Map<Req, String> digests = new HashMap<>();
-
     private boolean sha256Ok(Req r) {
         Entry e = manifest == null ? null : manifest.get(r.path.substring(1));
-        String d = digests.computeIfAbsent(r, this::hexDigest);
-        return e != null && d.equals(e.sha256());
+        return e != null && r.digest != null && r.digest.equals(e.sha256());
     }
 
     /** A request stream's response: headers, then DATA frames, then the stream's end. */
@@ -512,9 +510,16 @@ final class GetFiles {
                 }
                 r.lastData = now;
                 r.bytes += n;
-                for (ByteBuffer bb : b.nioBuffers()) {
-                    r.sha.update(bb);
-                }
+                ByteBuf body = b.retain();
+                Verifier.INSTANCE.execute(() -> {
+                    try {
+                        for (ByteBuffer bb : body.nioBuffers()) {
+                            r.sha.update(bb);
+                        }
+                    } finally {
+                        body.release();
+                    }
+                });
             } finally {
                 ReferenceCountUtil.release(frame);
             }
@@ -526,7 +531,15 @@ final class GetFiles {
                 finish(r, "the stream ended without a response");
             } else {
                 r.lastByteNs = Clock.nowNs();
-                finish(r, verify(r));
+                r.ended = true;
+                // once the verifier has hashed the body's last bytes
+                Verifier.INSTANCE.execute(() -> {
+                    String digest = HexFormat.of().formatHex(r.sha.digest());
+                    loop.execute(() -> {
+                        r.digest = digest;
+                        finish(r, verify(r));
+                    });
+                });
             }
             ctx.close();
         }
@@ -539,7 +552,9 @@ final class GetFiles {
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) throws Exception {
-            finish(r, "the stream closed before the response ended");
+            if (!r.ended) {
+                finish(r, "the stream closed before the response ended");
+            }
             super.channelInactive(ctx);
         }
     }
@@ -589,8 +604,9 @@ final class GetFiles {
         s.addProperty("goodput_mbps", dur > 0 ? bytes * 8 / dur / 1e6 : 0);
         s.addProperty("connections", conns.size());
         s.add("errors", errors);
-        s.addProperty("cpu_user_s", s1.userS - s0.userS);
-        s.addProperty("cpu_sys_s", s1.sysS - s0.sysS);
+        s.addProperty("cpu_user_s", Math.max(0, s1.userS - s0.userS));
+        s.addProperty("cpu_sys_s", Math.max(0, s1.sysS - s0.sysS));
+        s.addProperty("cpu_verify_s", Math.max(0, s1.excludedS - s0.excludedS));
         boolean waitKnown = !Double.isNaN(s0.waitS) && !Double.isNaN(s1.waitS);
         s.addProperty("cpu_wait_s", waitKnown ? Math.max(0, s1.waitS - s0.waitS) : null);
         s.addProperty("cpu_slices", waitKnown ? Math.max(0, s1.slices - s0.slices) : null);
@@ -617,7 +633,7 @@ final class GetFiles {
                 o.addProperty("proto", r.proto);
                 o.addProperty("conn_id", r.conn == null ? null : r.conn.id);
                 o.addProperty("conn_reused", r.conn == null ? null : r.reused);
-                o.addProperty("sha256_ok", manifest == null || r.lastByteNs == null ? null : sha256Ok(r));
+                o.addProperty("sha256_ok", manifest == null || r.digest == null ? null : sha256Ok(r));
                 o.addProperty("error", r.error);
                 o.addProperty("stall_ns", r.lastByteNs == null ? null : r.stallNs);
                 if (r.lastByteNs != null && !r.gaps.isEmpty()) {
