@@ -119,14 +119,15 @@ $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h
 	cp h3server/target/release/quicbench-h3server $(BIN)/quicbench-h3server
 
 # server and client 'netty': HTTP/3 on Netty's QUIC codec (quiche inside) on Java 17, from Maven
-# Central (pinned in stacks/netty/pom.xml): one jar and its launcher
+# Central (pinned in stacks/netty/pom.xml): one jar and its launcher (both executable: a lab on
+# other hosts copies its drivers' binaries from build/bin)
 $(BIN)/quicbench-netty: stacks/netty/quicbench-netty $(BIN)/quicbench-netty.jar
 	install -m 755 $< $@
 
 $(BIN)/quicbench-netty.jar: $(shell find stacks/netty/src -name '*.java' 2>/dev/null) stacks/netty/pom.xml
 	@mkdir -p $(BIN)
 	cd stacks/netty && mvn -q -B package
-	cp stacks/netty/target/quicbench-netty.jar $@
+	install -m 755 stacks/netty/target/quicbench-netty.jar $@
 
 run: setup
 	$(QB) run

@@ -117,3 +117,13 @@ def test_client_refuses_what_it_cannot_do():
     many = Workload(size="1KB", count=MAX_PARALLEL + 1)
     assert f"parallel <= {MAX_PARALLEL}" in NettyClient.workload_problem(many)
     assert NettyClient.resumption_modes == ("none",)
+
+
+def test_a_lab_on_other_hosts_gets_the_launcher_its_jar_and_java():
+    for driver, root in ((NettyServer, True), (NettyClient, False)):
+        facts = driver.binary_facts()
+        assert set(facts) == set(driver.binaries) == {"quicbench-netty", "quicbench-netty.jar", "java"}
+        assert facts["quicbench-netty"]["own"] and facts["quicbench-netty.jar"]["own"]     # copied over
+        assert facts["quicbench-netty"]["root"] is root
+        assert facts["java"] == {"package": "openjdk-17-jre-headless", "root": False, "version_args": ["-version"],
+                                 "own": False}

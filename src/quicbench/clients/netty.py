@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.servers.netty import NETTY_BINARY, NETTY_PROVISIONS, netty_executable, netty_versions
+from quicbench.servers.netty import (NETTY_BINARY, NETTY_PROVISIONS, netty_binary_facts, netty_executable,
+                                     netty_versions)
 from quicbench.store import read_jsonl
 
 MAX_PARALLEL = 1000       # connections or streams in flight (the server's stream limit: 1000)
@@ -42,7 +43,7 @@ class NettyClient(Client):
     protocols = frozenset({"h3"})
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
-    binaries = (NETTY_BINARY,)
+    binaries = (NETTY_BINARY, NETTY_BINARY + ".jar", "java")
     provisions = NETTY_PROVISIONS
 
     @staticmethod
@@ -52,6 +53,10 @@ class NettyClient(Client):
     @classmethod
     def version(cls) -> dict[str, str]:
         return netty_versions()
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, Any]:
+        return netty_binary_facts(root=False)
 
     @classmethod
     def workload_problem(cls, workload: Any) -> str | None:

@@ -38,6 +38,14 @@ NETTY_INSTALL_HINT = ("run 'make netty' (Java 17 and Maven, then stacks/netty/ b
 NETTY_PROVISIONS = ("netty",)    # quicbench.provision: built on first use
 
 
+def netty_binary_facts(root: bool) -> dict[str, dict[str, Any]]:
+    """What a node needs to run it (a lab on other hosts checks and installs these): the launcher
+    and its jar, both copied from this controller, and Java 17 from Debian."""
+    return {NETTY_BINARY: {"package": None, "root": root, "version_args": ["--version"], "own": True},
+            NETTY_BINARY + ".jar": {"package": None, "root": False, "version_args": [], "own": True},
+            "java": {"package": "openjdk-17-jre-headless", "root": False, "version_args": ["-version"], "own": False}}
+
+
 def netty_executable() -> str:
     """build/bin's launcher, with its jar beside it."""
     local = bin_dir() / NETTY_BINARY
@@ -69,6 +77,7 @@ class NettyServer(Server):
     name = "netty"
     protocols = frozenset({"h3"})
     binary = NETTY_BINARY
+    binaries = (NETTY_BINARY, NETTY_BINARY + ".jar", "java")
     version_args = ("--version",)
     qlog_option = "--qlog-dir"
     # quiche's controllers as Netty names them (QuicCongestionControlAlgorithm), cubic its default
@@ -82,8 +91,7 @@ class NettyServer(Server):
 
     @classmethod
     def binary_facts(cls) -> dict[str, dict[str, Any]]:
-        # built by quicbench (no Debian package); root: it binds port 443
-        return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
+        return netty_binary_facts(root=True)     # root: it binds port 443
 
     def argv(self) -> list[str]:
         argv = [self.executable(), "server", "--listen", listen_address(self.lab.address("server"), self.port),
