@@ -86,3 +86,13 @@ def test_netty_client_fetches_from_caddy_one_connection_per_object(lab_env):
     assert row["connections"] == 2 and row["bytes"] == 2_000_000
     summary = json.loads((trial / "summary.json").read_text())
     assert summary["versions"]["netty"] == "4.2.18.Final" and summary["versions"]["quiche"]
+
+
+def test_an_unknown_cc_stops_the_start_naming_the_accepted_ones(lab_env):
+    from quicbench.errors import QuicbenchError
+    lab, content, tls, wd = lab_env
+    srv = NettyServer(lab, wd / "srv-bad", content, tls, port=1443, quic_cc="vegas")
+    with pytest.raises(QuicbenchError) as e:
+        srv.start()
+    assert "exited at start (code 2)" in str(e.value) and "cubic, reno, bbr" in str(e.value)
+    assert _left(srv.workdir) == []
