@@ -61,7 +61,7 @@ import javax.net.ssl.X509TrustManager;
 final class GetFiles {
     static final Set<String> OPTIONS = Set.of("--connect", "--host", "--ca", "--path-template", "--count",
             "--parallel", "--connections", "--manifest", "--requests", "--timeout", "--qlog-dir", "--warmup",
-            "--warmup-cert", "--warmup-key");
+            "--warmup-cert", "--warmup-key", "--max-data", "--max-stream-data");
     // the receive windows the client starts with (quiche's own example client's): quiche grows a
     // window that the transfer uses up within about two round trips, up to its 24 / 16 MiB caps
     static final long MAX_DATA = 10_000_000;
@@ -148,6 +148,14 @@ final class GetFiles {
     /** One fetch of count objects (path {@code template}, {i} = 1..count) from server, verified with trust. */
     GetFiles(Transport transport, InetSocketAddress server, String host, X509TrustManager trust, String template,
              int count, int parallel, boolean perObject, Map<String, Entry> manifest, Path qlogDir) {
+        this(transport, server, host, trust, template, count, parallel, perObject, manifest, qlogDir, MAX_DATA,
+                MAX_STREAM_DATA);
+    }
+
+    /** ... with the receive windows it starts with (bytes per connection and per stream). */
+    GetFiles(Transport transport, InetSocketAddress server, String host, X509TrustManager trust, String template,
+             int count, int parallel, boolean perObject, Map<String, Entry> manifest, Path qlogDir, long maxData,
+             long maxStreamData) {
         this.transport = transport;
         this.server = server;
         this.host = host;
@@ -166,8 +174,8 @@ final class GetFiles {
                 .sslContext(ssl)
                 .sslEngineProvider(ch -> ssl.newEngine(ch.alloc(), host, port))
                 .maxIdleTimeout(30, TimeUnit.SECONDS)
-                .initialMaxData(MAX_DATA)
-                .initialMaxStreamDataBidirectionalLocal(MAX_STREAM_DATA);
+                .initialMaxData(maxData)
+                .initialMaxStreamDataBidirectionalLocal(maxStreamData);
         loop = transport.group.next();
         allDone = new CountDownLatch(count);
     }
@@ -189,7 +197,8 @@ final class GetFiles {
         String q = a.get("--qlog-dir", null);
         return new GetFiles(transport, server, host, LabTrust.of(a.require("--ca"), host), template, count, parallel,
                 policy.equals("per-object"), m == null ? null : readManifest(Path.of(m)),
-                q == null ? null : Files.createDirectories(Path.of(q)));
+                q == null ? null : Files.createDirectories(Path.of(q)),
+                a.positive("--max-data", MAX_DATA, 1L << 40), a.positive("--max-stream-data", MAX_STREAM_DATA, 1L << 40));
     }
 
     static Map<String, Entry> readManifest(Path p) {
