@@ -127,7 +127,7 @@ $(BIN)/quicbench-netty: stacks/netty/quicbench-netty $(BIN)/quicbench-netty.jar
 $(BIN)/quicbench-netty.jar: $(shell find stacks/netty/src -name '*.java' 2>/dev/null) stacks/netty/pom.xml
 	@mkdir -p $(BIN)
 	cd stacks/netty && mvn -q -B package
-	install -m 755 stacks/netty/target/quicbench-netty.jar $@
+	install -m 755 stacks/netty/target/quicbench-netty-all.jar $@
 
 run: setup
 	$(QB) run

@@ -9,6 +9,8 @@ import java.util.Set;
 /** {@code --name value} options (a name may repeat); a flag without value is given as "true". */
 final class Args {
     static final class UsageException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
         UsageException(String message) {
             super(message);
         }
