@@ -10,14 +10,14 @@ BIN   := build/bin
 CADDY_VERSION := v2.11.9
 
 .PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
-        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic replay
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic replay stacks netty
 
 # `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
 # that needs more installs it on first use (src/quicbench/provision runs the target below that
 # provides it, with one progress line). `make setup-all` (and `make test`): everything at once.
 setup: deps venv build
 
-setup-all: setup deps-all venv-all build-all player firefox
+setup-all: setup deps-all venv-all build-all stacks player firefox
 
 deps:
 	@scripts/install-deps.sh core
@@ -76,6 +76,11 @@ ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backpor
 quinn: $(BIN)/quicbench-h3server
 aioquic: $(VENV)/.installed-aioquic   # the aioquic server and client drivers (PyPI, pure Python)
 replay: $(BIN)/qb-replay      # the replay server of recorded pages (docs/pages.md)
+# the HTTP/3 stacks no default plan uses, all at once (setup-all, so test, builds them)
+stacks: netty
+netty:                       # Netty's HTTP/3 server and client (Java 17, Maven)
+	@scripts/install-deps.sh netty
+	@$(MAKE) --no-print-directory $(BIN)/quicbench-netty
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -124,6 +129,17 @@ $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h
 	cd h3server && cargo build --release --locked --quiet
 	cp h3server/target/release/quicbench-h3server $(BIN)/quicbench-h3server
 
+# server and client 'netty': HTTP/3 on Netty's QUIC codec (quiche inside) on Java 17, from Maven
+# Central (pinned in stacks/netty/pom.xml): one jar and its launcher (both executable: a lab on
+# other hosts copies its drivers' binaries from build/bin)
+$(BIN)/quicbench-netty: stacks/netty/quicbench-netty $(BIN)/quicbench-netty.jar
+	install -m 755 $< $@
+
+$(BIN)/quicbench-netty.jar: $(shell find stacks/netty/src -name '*.java' 2>/dev/null) stacks/netty/pom.xml
+	@mkdir -p $(BIN)
+	cd stacks/netty && mvn -q -B package
+	install -m 755 stacks/netty/target/quicbench-netty-all.jar $@
+
 run: setup
 	$(QB) run
 
@@ -146,4 +162,4 @@ bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target h3server/target player/node_modules firefox/node_modules
+	rm -rf build $(VENV) linkem/target h3server/target stacks/netty/target player/node_modules firefox/node_modules

@@ -78,7 +78,7 @@ def test_only_and_reps():
     ('offload = true\ncapture = true\n[[workloads]]\nsize = "1MB"', "capture with offload = false"),
     ('link = "wormhole"\n[[workloads]]\nsize = "1MB"', "link: unknown link emulator 'wormhole', accepted: auto"),
     ('tcp_cc = "warp"\n[[workloads]]\nsize = "1MB"', "tcp_cc: 'warp' is not available in this kernel; accepted:"),
-    ('client = "curl"\n[[workloads]]\nsize = "1MB"', "unknown client 'curl' (for 1x1MB/p1), accepted: aioquic, browser, command, firefox, firefox-video, ngtcp2, qb-load"),
+    ('client = "curl"\n[[workloads]]\nsize = "1MB"', "unknown client 'curl' (for 1x1MB/p1), accepted: aioquic, browser, command, firefox, firefox-video, netty, ngtcp2, qb-load"),
     ('[[workloads]]\nsize = "1MB"\nconnections = "pool:0"', "connections must be one of shared, per-object or pool:N"),
     ('[[workloads]]\nsize = "1MB"\nconnections = "pool:x"', "connections must be one of"),
     ('[[workloads]]\nsize = "1MB"\nconnections = "many"', "connections must be one of"),

@@ -141,7 +141,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("tcp_reorder_events", "int", "", "times the server's TCP detected reordering and widened its threshold (TcpExt TCPSACKReorder + TCPTSReorder + TCPRenoReorder)", "recovery"),
     Column("tcp_loss_undos", "int", "", "loss recoveries the server undid as spurious (TcpExt TCPFullUndo + TCPPartialUndo + TCPDSACKUndo + TCPLossUndo)", "recovery"),
     Column("tcp_spurious_rtos", "int", "", "retransmission timeouts found spurious (F-RTO, TcpExt TCPSpuriousRTOs)", "recovery"),
-    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog, auto: lossy conditions; a server that writes qlog: caddy, ngtcp2, quinn, aioquic)", "recovery"),
+    Column("quic_packets_sent", "int", "", "QUIC packets the server sent (its qlog; plan key qlog, auto: lossy conditions; a server that writes qlog: caddy, ngtcp2, quinn, aioquic, netty)", "recovery"),
     Column("quic_lost", "int", "", "QUIC packets the server declared lost", "recovery"),
     Column("quic_lost_reordering", "int", "", "of those, declared lost by the packet threshold (packets sent later were acknowledged first); empty for a sender whose qlog gives no trigger (ngtcp2, aioquic)", "recovery"),
     Column("quic_lost_time", "int", "", "of those, declared lost by the time threshold; empty as above", "recovery"),

@@ -42,6 +42,7 @@ PROVISIONS: dict[str, Provision] = {p.name: p for p in (
     Provision("quinn", "the quinn HTTP/3 server (Rust, crates.io)", 120),
     Provision("aioquic", "aioquic, a pure-Python QUIC and HTTP/3 stack (PyPI)", 15),
     Provision("replay", "the replay server of recorded pages (qb-replay, Go)", 30),
+    Provision("netty", "Netty's HTTP/3 server and client (Java 17 and Maven from Debian, Maven Central)", 120),
 )}
 
 NO_INSTALL_ENV = "QB_NO_INSTALL"     # =1: never install on first use; say what to run instead

@@ -8,13 +8,14 @@ from quicbench.servers.apache import ApachePreforkServer, ApacheServer
 from quicbench.servers.base import NO_CACHE_HEADERS, Server
 from quicbench.servers.caddy import Caddy26Server, CaddyServer
 from quicbench.servers.command import CommandServer, resolve_server
+from quicbench.servers.netty import NettyServer
 from quicbench.servers.nginx import NginxServer
 from quicbench.servers.ngtcp2 import Ngtcp2Server
 from quicbench.servers.quinn import QuinnServer
 from quicbench.servers.replay import ReplayServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
-                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer,
+                                                     ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer, NettyServer,
                                                      ReplayServer, CommandServer])
 
 
