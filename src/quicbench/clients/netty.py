@@ -41,6 +41,7 @@ MAX_PARALLEL = 1000       # connections or streams in flight (the server's strea
 class NettyClient(Client):
     name = "netty"
     protocols = frozenset({"h3"})
+    quic_stack = "quiche (netty)"     # Netty's QUIC codec holds Cloudflare's quiche
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
     binaries = (NETTY_BINARY, NETTY_BINARY + ".jar", "java")

@@ -76,6 +76,7 @@ def netty_versions() -> dict[str, str]:
 class NettyServer(Server):
     name = "netty"
     protocols = frozenset({"h3"})
+    quic_stack = "quiche (netty)"     # Netty's QUIC codec holds Cloudflare's quiche
     binary = NETTY_BINARY
     binaries = (NETTY_BINARY, NETTY_BINARY + ".jar", "java")
     version_args = ("--version",)
