@@ -166,3 +166,34 @@ def run_measured(argv: Sequence[str], deadline_s: float, on_deadline: Callable[[
     killer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, ru.ru_utime + ru.ru_stime, time.monotonic() - t0, struck.is_set()
+
+
+def run_summary_client(argv: Sequence[str], trial_dir: Path, deadline_s: float, who: str,
+                       remote: bool) -> ClientResult:
+    """Run a client that follows qb-load's contract (docs/stacks.md): its summary as JSON on
+    stdout (into summary.json), one record per request in requests.jsonl, its log on stderr (into
+    client.log). A failed run's error names the first failed request, else the log's last line.
+    Over SSH the process's rusage is the local ssh's: the client's own `process_cpu_s` from its
+    summary is used instead (None when it reports none)."""
+    import json
+
+    from quicbench.store import read_jsonl
+    with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
+        returncode, cpu, wall, _ = run_measured(argv, deadline_s, stdout=out, stderr=log)
+    requests = read_jsonl(trial_dir / "requests.jsonl")
+    try:
+        summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
+    except json.JSONDecodeError:
+        summary = {}
+    error = None
+    if returncode != 0:
+        errs = summary.get("errors") or []
+        if errs:
+            error = f"{summary.get('failed', len(errs))} request(s) failed, first: {errs[0].get('error')}"
+        else:
+            tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
+            error = f"{who} exit code {returncode}" + (f": {tail[0][:300]}" if tail else "")
+    if remote:
+        cpu = summary.get("process_cpu_s")
+    return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
+                        returncode=returncode, error=error)

@@ -7,8 +7,7 @@ import subprocess
 from pathlib import Path
 
 from quicbench.paths import find_binary
-from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
-from quicbench.store import read_jsonl
+from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_summary_client
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
 
@@ -71,25 +70,6 @@ class LoadClient(Client):
         if options is not None and options.keylog:
             extra += ["--keylog", str(trial_dir / "keys.log")]
         argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s) + extra)
-        with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
-            # hard stop a little after the client's own deadline
-            returncode, cpu, wall, _ = run_measured(argv, timeout_s + 10, stdout=out, stderr=log)
-        requests = read_jsonl(trial_dir / "requests.jsonl")
-        try:
-            summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
-        except json.JSONDecodeError:
-            summary = {}
-        error = None
-        if returncode != 0:
-            errs = summary.get("errors") or []
-            if errs:
-                error = f"{len(errs)} request(s) failed, first: {errs[0].get('error')}"
-            else:
-                tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
-                error = f"qb-load exit code {returncode}" + (f": {tail[0]}" if tail else "")
-        if target.lab.remote:
-            # the rusage is the local SSH command's: qb-load's own on its host (older builds: none)
-            cpu = summary.get("process_cpu_s")
-        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
-                            returncode=returncode, error=error)
+        # hard stop a little after the client's own deadline
+        return run_summary_client(argv, trial_dir, timeout_s + 10, "qb-load", target.lab.remote)
 

@@ -26,14 +26,12 @@ row is made as qb-load's:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
+from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_summary_client
 from quicbench.servers.netty import (NETTY_BINARY, NETTY_PROVISIONS, netty_binary_facts, netty_executable,
                                      netty_versions)
-from quicbench.store import read_jsonl
 
 MAX_PARALLEL = 1000       # connections or streams in flight (the server's stream limit: 1000)
 
@@ -95,24 +93,6 @@ class NettyClient(Client):
         trial_dir.mkdir(parents=True, exist_ok=True)
         qlog = bool(req.options is not None and req.options.qlog)
         argv = self.fetch_argv(target, req.workload, trial_dir, req.timeout_s, qlog=qlog)
-        with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
-            # its own deadline ends the transfer; this one the JVM, a little later
-            returncode, cpu, wall, _ = run_measured(target.lab.cmd("client", argv), req.timeout_s + 15,
-                                                    stdout=out, stderr=log)
-        requests = read_jsonl(trial_dir / "requests.jsonl")
-        try:
-            summary = json.loads((trial_dir / "summary.json").read_text() or "{}")
-        except json.JSONDecodeError:
-            summary = {}
-        error = None
-        if returncode != 0:
-            errs = summary.get("errors") or []
-            if errs:
-                error = f"{summary.get('failed', len(errs))} request(s) failed, first: {errs[0].get('error')}"
-            else:
-                tail = (trial_dir / "client.log").read_text(errors="replace").strip().splitlines()[-1:]
-                error = f"netty client exit code {returncode}" + (f": {tail[0][:300]}" if tail else "")
-        if target.lab.remote:
-            cpu = None     # the rusage is the local SSH command's, not the client's on its host
-        return ClientResult(requests=requests, summary=summary, process_cpu_s=cpu, wall_s=wall,
-                            returncode=returncode, error=error)
+        # its own deadline ends the transfer; this one the JVM, a little later
+        return run_summary_client(target.lab.cmd("client", argv), trial_dir, req.timeout_s + 15, "netty client",
+                                  target.lab.remote)
