@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.errors import QuicbenchError
-from quicbench.servers.base import NO_CACHE_HEADERS, Server, listen_address
+from quicbench.servers.base import NO_CACHE_HEADERS, Server, cc_from_log, listen_address
 
 PACKAGE = "aioquic"
 MIN_VERSION = (1, 2)          # cubic came with aioquic 1.2.0
@@ -106,16 +106,8 @@ class AioquicServer(Server):
         """The congestion controller aioquic ran for the trial's connections: the server's log line
         of each, found by the original destination connection ID that names its qlog
         (``<odcid>.qlog``); the lines are kept in trial_dir/server-cc.log. None without qlogs."""
-        log = self.workdir / f"{self.name}.log"
-        conns = {p.name.split(".", 1)[0] for p in qlogs}
-        if not conns or not log.is_file():
-            return None
-        found = [(line, m.group(2)) for line in log.read_text(errors="replace").splitlines()
-                 if (m := CC_LINE.match(line)) and m.group(1) in conns]
-        if not found:
-            return None
-        (trial_dir / "server-cc.log").write_text("".join(line + "\n" for line, _ in found))
-        return ",".join(sorted({cc for _, cc in found}))
+        return cc_from_log(self.workdir / f"{self.name}.log", {p.name.split(".", 1)[0] for p in qlogs}, CC_LINE,
+                           trial_dir)
 
 
 # -- the server program (runs in the server node) --------------------------------------------------

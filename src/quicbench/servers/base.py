@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from quicbench.cpu import group_members
 from quicbench.errors import QuicbenchError
-from quicbench.paths import find_binary
+from quicbench.paths import bin_dir, find_binary
 from quicbench.proc import run
 
 if TYPE_CHECKING:
@@ -236,3 +237,35 @@ class Server(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class BuiltServer(Server):
+    """A server quicbench builds into build/bin (no Debian package): found there only, and a lab on
+    other hosts runs the same build (copied by --provision; another build is refused)."""
+
+    @classmethod
+    def executable(cls) -> str:
+        local = bin_dir() / cls.binary
+        if local.is_file() and os.access(local, os.X_OK):
+            return str(local)
+        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, dict[str, Any]]:
+        # root: it binds port 443
+        return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
+
+
+def cc_from_log(log: Path, conns: set[str], line: re.Pattern[str], trial_dir: Path) -> str | None:
+    """The congestion controller a sender logged for the trial's connections: the lines of its log
+    that `line` matches (group 1: the connection ID, group 2: the controller) for the connections
+    whose qlogs the trial took. They are kept in trial_dir/server-cc.log; several controllers
+    (never expected) are all named. None without such lines."""
+    if not conns or not log.is_file():
+        return None
+    found = [(text, m.group(2)) for text in log.read_text(errors="replace").splitlines()
+             if (m := line.match(text)) and m.group(1) in conns]
+    if not found:
+        return None
+    (trial_dir / "server-cc.log").write_text("".join(text + "\n" for text, _ in found))
+    return ",".join(sorted({cc for _, cc in found}))

@@ -14,22 +14,19 @@ trial's connections.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from quicbench.errors import QuicbenchError
-from quicbench.paths import bin_dir
-from quicbench.servers.base import Server, listen_address
+from quicbench.servers.base import BuiltServer, cc_from_log, listen_address
 
 VERSION_RE = re.compile(r"^quicbench-h3server (\S+) \((.*)\)\s*$")
 # one line per connection in the server's log: the controller quinn runs for it
 CC_LINE = re.compile(r"^connection ([0-9a-f]+) from \S+: congestion control (\S+)$")
 
 
-class QuinnServer(Server):
+class QuinnServer(BuiltServer):
     name = "quinn"
     provisions = ("quinn",)
     protocols = frozenset({"h3"})
@@ -41,18 +38,6 @@ class QuinnServer(Server):
     # quic-go's are named here)
     quic_ccs = ("cubic", "reno", "bbr")
     install_hint = "run 'make quinn' (builds h3server/ into build/bin)"
-
-    @classmethod
-    def executable(cls) -> str:
-        local = bin_dir() / cls.binary
-        if local.is_file() and os.access(local, os.X_OK):
-            return str(local)
-        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
-
-    @classmethod
-    def binary_facts(cls) -> dict[str, dict[str, Any]]:
-        # built by quicbench (no Debian package); root: it binds port 443
-        return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
 
     def argv(self) -> list[str]:
         argv = [self.executable(), "--listen", listen_address(self.lab.address("server"), self.port),
@@ -67,16 +52,8 @@ class QuinnServer(Server):
         of each (read back from quinn), found by the original destination connection ID that
         names its qlog (``<odcid>_server.sqlog``). The lines are kept in trial_dir/server-cc.log.
         None without qlogs or lines; several controllers (never expected) are all named."""
-        log = self.workdir / f"{self.name}.log"
-        conns = {p.name.split("_", 1)[0] for p in qlogs}
-        if not conns or not log.is_file():
-            return None
-        found = [(line, m.group(2)) for line in log.read_text(errors="replace").splitlines()
-                 if (m := CC_LINE.match(line)) and m.group(1) in conns]
-        if not found:
-            return None
-        (trial_dir / "server-cc.log").write_text("".join(line + "\n" for line, _ in found))
-        return ",".join(sorted({cc for _, cc in found}))
+        return cc_from_log(self.workdir / f"{self.name}.log", {p.name.split("_", 1)[0] for p in qlogs}, CC_LINE,
+                           trial_dir)
 
     @classmethod
     def version(cls) -> dict[str, str]:

@@ -15,14 +15,10 @@ rest). docs/pages.md.
 from __future__ import annotations
 
 import json
-import os
 import re
-from typing import Any
 
-from quicbench.errors import QuicbenchError
-from quicbench.paths import bin_dir
 from quicbench.proc import run
-from quicbench.servers.base import Server
+from quicbench.servers.base import BuiltServer
 from quicbench.tls import origin_certificates
 
 
@@ -35,7 +31,7 @@ def archive_origins(root) -> list[tuple[str, int]]:
     return sorted(out)
 
 
-class ReplayServer(Server):
+class ReplayServer(BuiltServer):
     name = "replay"
     protocols = frozenset({"h1", "h2", "h3"})
     binary = "qb-replay"
@@ -43,17 +39,6 @@ class ReplayServer(Server):
     quic_cc_builtin = "reno"       # quic-go's one sender (as Caddy's)
     install_hint = "run 'make replay' (builds loadclient/cmd/qb-replay into build/bin)"
     provisions = ("replay",)
-
-    @classmethod
-    def executable(cls) -> str:
-        local = bin_dir() / cls.binary
-        if local.is_file() and os.access(local, os.X_OK):
-            return str(local)
-        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
-
-    @classmethod
-    def binary_facts(cls) -> dict[str, dict[str, Any]]:
-        return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
 
     def argv(self) -> list[str]:
         origins = archive_origins(self.content.root)
