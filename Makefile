@@ -10,14 +10,14 @@ BIN   := build/bin
 CADDY_VERSION := v2.11.9
 
 .PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
-        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic stacks
 
 # `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
 # that needs more installs it on first use (src/quicbench/provision runs the target below that
 # provides it, with one progress line). `make setup-all` (and `make test`): everything at once.
 setup: deps venv build
 
-setup-all: setup deps-all venv-all build-all player firefox
+setup-all: setup deps-all venv-all build-all player firefox stacks
 
 deps:
 	@scripts/install-deps.sh core
@@ -75,6 +75,13 @@ ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backpor
 	@scripts/install-deps.sh ngtcp2
 quinn: $(BIN)/quicbench-h3server
 aioquic: $(VENV)/.installed-aioquic   # the aioquic server and client drivers (PyPI, pure Python)
+# further HTTP/3 stacks: server and client 'quiche' (stacks/quiche/, pinned in its Cargo.lock;
+# BoringSSL built with cmake, its bindings with libclang: minutes) and client 'quinn' (h3server/'s
+# crates). Both clients share stacks/qbfetch (qb-load's command line, records and summary).
+stacks:
+	@scripts/install-deps.sh stacks
+	@$(MAKE) --no-print-directory $(BIN)/quicbench-quiche-server $(BIN)/quicbench-quiche-client \
+		$(BIN)/quicbench-quinn-client
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -115,8 +122,22 @@ $(BIN)/uml-xstate.so: src/quicbench/kernels/uml_xstate.c
 # server 'quinn': HTTP/3 on quinn + h3 (crates.io, pinned in h3server/Cargo.lock)
 $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml h3server/Cargo.lock
 	@mkdir -p $(BIN)
-	cd h3server && cargo build --release --locked --quiet
+	cd h3server && cargo build --release --locked --quiet --bin quicbench-h3server
 	cp h3server/target/release/quicbench-h3server $(BIN)/quicbench-h3server
+
+QBFETCH_SRC := $(shell find stacks/qbfetch/src -name '*.rs' 2>/dev/null) stacks/qbfetch/Cargo.toml
+
+$(BIN)/quicbench-quiche-server $(BIN)/quicbench-quiche-client &: $(shell find stacks/quiche/src -name '*.rs' 2>/dev/null) \
+		stacks/quiche/build.rs stacks/quiche/Cargo.toml stacks/quiche/Cargo.lock h3server/src/files.rs $(QBFETCH_SRC)
+	@mkdir -p $(BIN)
+	cd stacks/quiche && cargo build --release --locked --quiet
+	cp stacks/quiche/target/release/quicbench-quiche-server stacks/quiche/target/release/quicbench-quiche-client $(BIN)/
+
+$(BIN)/quicbench-quinn-client: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml \
+		h3server/Cargo.lock $(QBFETCH_SRC)
+	@mkdir -p $(BIN)
+	cd h3server && cargo build --release --locked --quiet --bin quicbench-quinn-client
+	cp h3server/target/release/quicbench-quinn-client $(BIN)/quicbench-quinn-client
 
 run: setup
 	$(QB) run
@@ -135,9 +156,11 @@ test-go:
 test-rust:
 	cd linkem && cargo test --release --quiet
 	cd h3server && cargo test --release --locked --quiet
+	cd stacks/qbfetch && cargo test --release --locked --quiet
 
 bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target h3server/target player/node_modules firefox/node_modules
+	rm -rf build $(VENV) linkem/target h3server/target stacks/quiche/target stacks/qbfetch/target player/node_modules \
+		firefox/node_modules

@@ -2,11 +2,11 @@
 # Install the Debian packages quicbench calls, only those missing. Idempotent.
 #   scripts/install-deps.sh [GROUP...]      (no group: every group)
 # Groups: core (what the default plan needs: `make setup`), servers, capture, browser, firefox,
-# video, uml, ssh, slurm, ngtcp2. `make setup-all` installs them all; a plan that needs one that
+# video, uml, ssh, slurm, ngtcp2, stacks. `make setup-all` installs them all; a plan that needs one that
 # is missing installs it on first use (src/quicbench/provision), through the Makefile.
 set -euo pipefail
 GROUPS_WANTED=("$@")
-[ ${#GROUPS_WANTED[@]} -gt 0 ] || GROUPS_WANTED=(core servers capture browser firefox video uml ssh slurm ngtcp2)
+[ ${#GROUPS_WANTED[@]} -gt 0 ] || GROUPS_WANTED=(core servers capture browser firefox video uml ssh slurm ngtcp2 stacks)
 PKGS=()
 WANT_NGTCP2=0
 for g in "${GROUPS_WANTED[@]}"; do
@@ -34,7 +34,10 @@ for g in "${GROUPS_WANTED[@]}"; do
     # HTTP/3 stack ngtcp2 (example server and client, 1.11): bookworm has only 0.12, so these two
     # come from bookworm-backports (docs/servers.md)
     ngtcp2) WANT_NGTCP2=1 ;;
-    *) echo "install-deps.sh: unknown group '$g'; accepted: core servers capture browser firefox video uml ssh slurm ngtcp2" >&2; exit 2 ;;
+    # `make stacks` (server and client quiche): boring-sys builds BoringSSL with cmake and C++, and
+    # its Rust bindings with bindgen, which loads libclang
+    stacks) PKGS+=(cmake g++ libclang-dev) ;;
+    *) echo "install-deps.sh: unknown group '$g'; accepted: core servers capture browser firefox video uml ssh slurm ngtcp2 stacks" >&2; exit 2 ;;
   esac
 done
 # the older switches still leave groups out

@@ -10,11 +10,14 @@ from quicbench.clients.browser.video import VideoClient
 from quicbench.clients.command import CommandClient, resolve_client
 from quicbench.clients.loadclient import LoadClient
 from quicbench.clients.ngtcp2 import Ngtcp2Client
+from quicbench.clients.quiche import QuicheClient
+from quicbench.clients.quinn import QuinnClient
 from quicbench.model.plan import DRIVER_PROTOCOLS
 from quicbench.registry import Registry
 
 CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
-                                                      FirefoxVideoClient, Ngtcp2Client, AioquicClient,
+                                                      FirefoxVideoClient, Ngtcp2Client, AioquicClient, QuicheClient,
+                                                      QuinnClient,
                                                       CommandClient])
 # the plan model expands a client's trials over the protocols it fetches: tell it each driver's
 DRIVER_PROTOCOLS.update({name: CLIENTS.get(name).protocols for name in CLIENTS.names()})

@@ -10,10 +10,12 @@ from quicbench.servers.caddy import Caddy26Server, CaddyServer
 from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.nginx import NginxServer
 from quicbench.servers.ngtcp2 import Ngtcp2Server
+from quicbench.servers.quiche import QuicheServer
 from quicbench.servers.quinn import QuinnServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
                                                      ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer,
+                                                     QuicheServer,
                                                      CommandServer])
 
 
