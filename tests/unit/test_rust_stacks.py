@@ -163,3 +163,27 @@ def test_the_stacks_named_are_the_ones_pinned():
     facts = QuicheServer.binary_facts()["quicbench-quiche-server"]
     assert facts["own"] is True and facts["package"] is None and facts["root"] is True
     assert QuinnClient.binary_facts()["quicbench-quinn-client"]["own"] is True
+
+
+def test_quiches_losses_are_counted_from_its_running_total(tmp_path):
+    """quiche's qlog has no packet_lost events, only cf_lost_packets in recovery_metrics_updated:
+    the count comes from there, with no trigger and no spurious count (unknown, not 0)."""
+    from quicbench.run.recovery import quic_columns, quic_counts
+    recs = [{"qlog_version": "0.3", "title": "quicbench-quiche-server 0.1.0 (quiche 0.30.0, boring-sys 5.4.0)"}]
+    recs += [{"time": float(i), "name": "quic:packet_sent", "data": {"header": {"packet_type": "1RTT", "packet_number": i}}}
+             for i in range(10)]
+    recs += [{"time": 3.0, "name": "quic:recovery_metrics_updated", "data": {"congestion_window": 13500}},
+             {"time": 4.0, "name": "quic:recovery_metrics_updated", "data": {"cf_lost_packets": {"total": 2, "delta": 2}}},
+             {"time": 4.0, "name": "quic:congestion_state_updated", "data": {"new": "recovery"}},
+             {"time": 5.0, "name": "quic:recovery_metrics_updated", "data": {"cf_lost_packets": {"total": 3, "delta": 1}}}]
+    lossy = tmp_path / "aa_server.sqlog"
+    lossy.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs))
+    c = quic_counts(lossy)
+    assert (c["sent"], c["lost"], c["spurious"], c["untriggered"]) == (10, 3, None, 3)
+    assert c["ss_exit_without_loss"] == 0        # it left slow start on a loss
+    cols = quic_columns([lossy])
+    assert cols["quic_lost"] == 3 and cols["quic_lost_reordering"] is None and cols["quic_lost_time"] is None
+    assert cols["quic_lost_spurious"] is None
+    clean = tmp_path / "bb_server.sqlog"           # no loss: 0 lost, 0 spurious (known)
+    clean.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs[:12]))
+    assert (quic_counts(clean)["lost"], quic_counts(clean)["spurious"]) == (0, 0)
