@@ -82,18 +82,22 @@ def _trial(lab_env, server_cls, client, workload, name, port, cc=None, qlog=Fals
 LOSSY = Condition(name="d5l2", delay_ms=5, loss_pct=2)
 
 
-def test_quiche_server_to_qb_load_with_its_qlog_and_cc(lab_env):
+@pytest.mark.parametrize("cc", QuicheServer.quic_ccs)
+def test_quiche_server_to_qb_load_with_its_qlog_and_cc(lab_env, cc):
     row, reqs, trial, srv = _trial(lab_env, QuicheServer, LoadClient(), Workload(size="300KB", count=3, parallel=3),
-                                   "quiche-qbload", 443, cc="bbr2", qlog=True, cond=LOSSY)
+                                   f"quiche-qbload-{cc}", 443, cc=cc, qlog=True, cond=LOSSY)
     assert row["server_stack"].startswith("quicbench-quiche-server 0.1.0, quiche 0.30.")
     assert row["client_stack"].startswith("qb-load ")
-    # one shared connection: its qlog, whole, names BBRv2's states; the row has the controller from it
+    # one shared connection: its qlog, whole, names the controller's states (BBRv2's or the
+    # loss-based ones) and, under loss, cubic's or reno's backoff; the row has the controller from it
     qlogs = sorted((trial / "qlog-server").glob("*_server.sqlog"))
     assert len(qlogs) == 1 == row["quic_qlog_connections"] and row["quic_packets_sent"] > 600
     names = {r.get("name") for r in qlog_records(qlogs[0])}
     assert any(str(n).endswith("packet_sent") for n in names)
-    assert row["quic_cc"] == row["quic_cc_seen"] == "bbr2"
-    assert "qlog states: bbr_" in (trial / "server-cc.log").read_text()
+    assert row["quic_cc"] == row["quic_cc_seen"] == cc
+    kept = (trial / "server-cc.log").read_text()
+    assert ("qlog states: bbr_" in kept) == (cc == "bbr2")
+    assert ("cwnd backoffs: " in kept) == (cc != "bbr2")
     # 2 % loss over ~700 packets: quiche's qlog counts its losses (its running total: no trigger,
     # spurious unknown)
     assert 0 < row["quic_lost"] < 0.1 * row["quic_packets_sent"]

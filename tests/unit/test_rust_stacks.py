@@ -13,7 +13,7 @@ from quicbench.clients.quinn import QuinnClient
 from quicbench.content.objects import ContentSet
 from quicbench.model.plan import TrialOptions, Workload
 from quicbench.servers import SERVERS
-from quicbench.servers.quiche import QuicheServer, cc_family
+from quicbench.servers.quiche import QuicheServer, backoff_cc, cc_family
 from quicbench.tls import make_tls
 
 
@@ -78,10 +78,12 @@ def test_missing_binaries_say_to_run_make_stacks(tmp_path, monkeypatch):
         assert not ok and "run 'make stacks'" in why and str(tmp_path) in why
 
 
-def _qlog(path, states):
+def _qlog(path, states, cwnds=()):
     recs = [{"qlog_version": "0.3", "trace": {"vantage_point": {"type": "server"}}}]
     recs += [{"time": float(i), "name": "recovery:congestion_state_updated", "data": {"new": s}}
              for i, s in enumerate(states)]
+    recs += [{"time": 10.0 + i, "name": "quic:recovery_metrics_updated", "data": {"congestion_window": w}}
+             for i, w in enumerate(cwnds)]
     path.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs))
 
 
@@ -100,6 +102,8 @@ def test_the_cc_reported_is_the_qlogs_family_and_the_log_lines_name(tmp_path):
     # a connection whose line says cubic but whose qlog shows BBRv2 states is named by its qlog
     _qlog(trial / "cc03_server.sqlog", ["bbr_startup"])
     _qlog(trial / "dd04_server.sqlog", [])
+    # a congestion event: the window to 0.7 of itself is cubic's backoff, whatever the line says
+    _qlog(trial / "ee05_server.sqlog", ["slow_start", "recovery"], cwnds=[13500, 40000, 28000, 30000])
     assert srv.reported_cc([trial / "aa01_server.sqlog"], trial) == "reno"
     kept = (trial / "server-cc.log").read_text()
     assert kept == ("connection aa01 from 198.18.0.1:5000: congestion control reno; "
@@ -108,7 +112,14 @@ def test_the_cc_reported_is_the_qlogs_family_and_the_log_lines_name(tmp_path):
     assert srv.reported_cc([trial / "cc03_server.sqlog"], trial) == "bbr2"
     assert srv.reported_cc([trial / "aa01_server.sqlog", trial / "bb02_server.sqlog"], trial) == "bbr2,reno"
     assert srv.reported_cc([trial / "dd04_server.sqlog"], trial) is None     # no states: quiche said nothing
+    assert srv.reported_cc([trial / "ee05_server.sqlog"], trial) == "cubic"
+    assert (trial / "server-cc.log").read_text().endswith("; cwnd backoffs: 0.70\n")
     assert srv.reported_cc([], trial) is None
+
+
+def test_backoffs_tell_cubic_from_reno():
+    assert backoff_cc([0.7, 0.7, 0.5]) == "cubic" and backoff_cc([0.5, 0.5, 0.71]) == "reno"
+    assert backoff_cc([]) is None and backoff_cc([0.1, 0.95]) is None     # a collapse, rounding: neither
 
 
 def test_cc_family():

@@ -9,13 +9,15 @@ versions. Its congestion controller is set per run (the plan's ``quic_cc``: cubi
 default; reno; bbr2, quiche's BBRv2). It writes no pacing timestamps to the socket (quiche gives
 each packet a send time; the server sends it at once, as quiche's example servers do).
 
-quiche cannot say which controller a connection runs: the server's per-connection log line names
-the one it configured. With a plan's ``qlog = true`` it writes quiche's qlog per connection
-(``--qlog-dir``, ``<odcid>_server.sqlog``), whose ``congestion_state_updated`` events name the
-controller's states: BBRv2's (``bbr_startup``, ``bbr_drain``, ...) or the loss-based pair's
-(``slow_start``, ``congestion_avoidance``, ``recovery``, shared by cubic and reno). So each
-trial's ``quic_cc_seen`` tells bbr2 from cubic/reno by what quiche logged, and cubic from reno
-by the configuration only (see ``reported_cc``).
+quiche has no call that says which controller a connection runs: the server's per-connection
+log line names the one it configured. With a plan's ``qlog = true`` it writes quiche's qlog per
+connection (``--qlog-dir``, ``<odcid>_server.sqlog``), whose ``congestion_state_updated`` events
+name the controller's states: BBRv2's (``bbr_startup``, ``bbr_drain``, ...) or the loss-based
+pair's (``slow_start``, ``congestion_avoidance``, ``recovery``, shared by cubic and reno), and
+whose ``congestion_window`` drops on a congestion event to 0.7 of itself under cubic and to 0.5
+under reno. So each trial's ``quic_cc_seen`` is what quiche logged: bbr2 or not by the states,
+cubic or reno by the backoff, and by the configuration where no congestion event happened (see
+``reported_cc``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,38 @@ def qlog_cc_states(path: Path) -> set[str]:
             if isinstance(new, str):
                 states.add(new)
     return states
+
+
+# on a congestion event cubic sets its window to 0.7 of itself (RFC 9438's beta), reno to 0.5 (RFC
+# 9002): what tells the two apart in the qlog's congestion_window. Below ten packets the window's
+# 2-packet floor and rounding blur the ratio.
+BACKOFF_SPLIT = 0.6
+BACKOFF_RANGE = (0.35, 0.85)
+MIN_BACKOFF_CWND = 10 * 1350
+
+
+def qlog_backoffs(path: Path) -> list[float]:
+    """Each drop of a quiche qlog's congestion_window (recovery_metrics_updated), as new / old,
+    from windows of at least ten packets."""
+    from quicbench.run.recovery import qlog_records
+    ratios: list[float] = []
+    cwnd = None
+    for rec in qlog_records(path):
+        if str(rec.get("name", "")).endswith(":recovery_metrics_updated"):
+            w = (rec.get("data") or {}).get("congestion_window")
+            if isinstance(w, (int, float)):
+                if cwnd is not None and w < cwnd and cwnd >= MIN_BACKOFF_CWND:
+                    ratios.append(w / cwnd)
+                cwnd = w
+    return ratios
+
+
+def backoff_cc(ratios: list[float]) -> str | None:
+    """'cubic' (backs off to 0.7) or 'reno' (to 0.5) by the median backoff; None without one."""
+    r = sorted(x for x in ratios if BACKOFF_RANGE[0] <= x <= BACKOFF_RANGE[1])
+    if not r:
+        return None
+    return "cubic" if r[len(r) // 2] >= BACKOFF_SPLIT else "reno"
 
 
 def cc_family(states: set[str]) -> str | None:
@@ -103,9 +137,11 @@ class QuicheServer(Server):
     def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
         """The congestion controller of the trial's connections as far as quiche says: each
         connection's qlog names its controller's states, BBRv2's or the loss-based pair's; within
-        the pair (cubic, reno) the server's log line (the configured one) names it. The log lines
-        and each connection's states are kept in trial_dir/server-cc.log. None without qlogs or
-        states; a connection whose states contradict its line is named by its states."""
+        the pair, how far its congestion window dropped on a congestion event tells cubic (to
+        0.7) from reno (to 0.5); a connection that had none is named by the server's log line
+        (the configured one). The log lines, each connection's states and backoffs are kept in
+        trial_dir/server-cc.log. None without qlogs or states; what the qlog shows wins over the
+        log line."""
         log = self.workdir / f"{self.name}.log"
         conns = {p.name.split("_", 1)[0]: p for p in qlogs}
         if not conns or not log.is_file():
@@ -118,11 +154,13 @@ class QuicheServer(Server):
             states = qlog_cc_states(path)
             family = cc_family(states)
             line, configured = lines.get(odcid, ("", None))
-            kept.append(f"{line or f'connection {odcid}: no log line'}; qlog states: {','.join(sorted(states)) or 'none'}")
+            backoffs = qlog_backoffs(path) if family == "loss-based" else []
+            kept.append(f"{line or f'connection {odcid}: no log line'}; qlog states: {','.join(sorted(states)) or 'none'}"
+                        + (f"; cwnd backoffs: {','.join(f'{r:.2f}' for r in backoffs)}" if backoffs else ""))
             if family == "bbr2":
                 seen.add("bbr2")
             elif family == "loss-based":
-                seen.add(configured if configured in LOSS_BASED else "cubic/reno")
+                seen.add(backoff_cc(backoffs) or (configured if configured in LOSS_BASED else "cubic/reno"))
         (trial_dir / "server-cc.log").write_text("".join(k + "\n" for k in kept))
         return ",".join(sorted(seen)) or None
 
