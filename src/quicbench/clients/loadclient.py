@@ -110,6 +110,7 @@ class LoadCompatibleClient(LoadClient):
     resumption_modes = ("none",)
     binds_local_port = False
     install_hint = "run 'make stacks'"
+    provisions = ("stacks",)
 
     @classmethod
     def executable(cls) -> str:

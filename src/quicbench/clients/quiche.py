@@ -1,6 +1,7 @@
 """`quiche`: quicbench's HTTP/3 load client on Cloudflare's quiche (QUIC + HTTP/3, BoringSSL).
 
-``make stacks`` builds stacks/quiche/ into build/bin as ``quicbench-quiche-client``. It takes
+``make stacks`` (on first use, or ``make setup-all``) builds stacks/quiche/ into build/bin as
+``quicbench-quiche-client``. It takes
 qb-load's command line and writes qb-load's per-request records and summary (stacks/qbfetch), so
 the runner reads it as it reads qb-load: goodput, TTFB (the response headers decoded), the
 client's own CPU (rusage) and run-queue wait (schedstat) over the transfer, every body checked
@@ -21,4 +22,4 @@ from quicbench.clients.loadclient import LoadCompatibleClient
 class QuicheClient(LoadCompatibleClient):
     name = "quiche"
     binaries = ("quicbench-quiche-client",)
-    install_hint = "run 'make stacks' (builds stacks/quiche/ into build/bin; about 4 minutes: BoringSSL)"
+    install_hint = "run 'make stacks' (builds stacks/quiche/ into build/bin; minutes: BoringSSL)"

@@ -1,7 +1,7 @@
 """`quinn`: quicbench's HTTP/3 load client on quinn + h3 + rustls, the crates of the quinn server.
 
-``make stacks`` builds it from h3server/ (the server's pinned crates, one Cargo.lock) into
-build/bin as ``quicbench-quinn-client``. It takes qb-load's command line and writes qb-load's
+``make stacks`` (on first use, or ``make setup-all``) builds it from h3server/ (the server's pinned
+crates, one Cargo.lock) into build/bin as ``quicbench-quinn-client``. It takes qb-load's command line and writes qb-load's
 per-request records and summary (stacks/qbfetch), so the runner reads it as it reads qb-load:
 goodput, TTFB (the response headers decoded), the client's own CPU (rusage) and run-queue wait
 (schedstat) over the transfer, every body checked against the content manifest (size and

@@ -41,6 +41,8 @@ PROVISIONS: dict[str, Provision] = {p.name: p for p in (
     Provision("ngtcp2", "ngtcp2's server and client 1.11 (bookworm-backports)", 15),
     Provision("quinn", "the quinn HTTP/3 server (Rust, crates.io)", 120),
     Provision("aioquic", "aioquic, a pure-Python QUIC and HTTP/3 stack (PyPI)", 15),
+    Provision("stacks", "the quiche HTTP/3 server and client (Rust, crates.io; BoringSSL built with cmake) "
+                        "and the quinn client", 300),
 )}
 
 NO_INSTALL_ENV = "QB_NO_INSTALL"     # =1: never install on first use; say what to run instead

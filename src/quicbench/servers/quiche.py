@@ -1,8 +1,8 @@
 """quiche: HTTP/3 on Cloudflare's quiche (QUIC + HTTP/3 in Rust, BoringSSL), quicbench's own
 small file server on it.
 
-``make stacks`` builds stacks/quiche/ (quiche pinned, Cargo.lock committed; it builds BoringSSL
-with cmake) into build/bin as ``quicbench-quiche-server``. It serves h3 only: one UDP listener,
+``make stacks`` (on first use, or ``make setup-all``) builds stacks/quiche/ (quiche pinned,
+Cargo.lock committed; it builds BoringSSL with cmake) into build/bin as ``quicbench-quiche-server``. It serves h3 only: one UDP listener,
 no TCP, one thread. The sender's loss detection and congestion control are quiche's, so the
 row's ``server_stack`` names quiche and boring-sys (the BoringSSL it is built with) with their
 versions. Its congestion controller is set per run (the plan's ``quic_cc``: cubic, quiche's
@@ -112,7 +112,8 @@ class QuicheServer(Server):
     qlog_option = "--qlog-dir"
     # quiche 0.30's controllers, cubic its default; 'bbr2' is its BBRv2 (quiche's "bbr" is the same)
     quic_ccs = ("cubic", "reno", "bbr2")
-    install_hint = "run 'make stacks' (builds stacks/quiche/ into build/bin; about 4 minutes: BoringSSL)"
+    install_hint = "run 'make stacks' (builds stacks/quiche/ into build/bin; minutes: BoringSSL)"
+    provisions = ("stacks",)
 
     @classmethod
     def executable(cls) -> str:
