@@ -2,12 +2,13 @@
 small file server on it.
 
 ``make stacks`` (on first use, or ``make setup-all``) builds stacks/quiche/ (quiche pinned,
-Cargo.lock committed; it builds BoringSSL with cmake) into build/bin as ``quicbench-quiche-server``. It serves h3 only: one UDP listener,
-no TCP, one thread. The sender's loss detection and congestion control are quiche's, so the
-row's ``server_stack`` names quiche and boring-sys (the BoringSSL it is built with) with their
-versions. Its congestion controller is set per run (the plan's ``quic_cc``: cubic, quiche's
-default; reno; bbr2, quiche's BBRv2). It writes no pacing timestamps to the socket (quiche gives
-each packet a send time; the server sends it at once, as quiche's example servers do).
+Cargo.lock committed; it builds BoringSSL with cmake) into build/bin as
+``quicbench-quiche-server``. It serves h3 only: one UDP listener, no TCP, one thread. The
+sender's loss detection and congestion control are quiche's, so the row's ``server_stack`` names
+quiche and boring-sys (the BoringSSL it is built with) with their versions. Its congestion
+controller is set per run (the plan's ``quic_cc``: cubic, quiche's default; reno; bbr2, quiche's
+BBRv2). It writes no pacing timestamps to the socket (quiche gives each packet a send time; the
+server sends it at once, as quiche's example servers do).
 
 quiche has no call that says which controller a connection runs: the server's per-connection
 log line names the one it configured. With a plan's ``qlog = true`` it writes quiche's qlog per
@@ -156,7 +157,8 @@ class QuicheServer(Server):
             family = cc_family(states)
             line, configured = lines.get(odcid, ("", None))
             backoffs = qlog_backoffs(path) if family == "loss-based" else []
-            kept.append(f"{line or f'connection {odcid}: no log line'}; qlog states: {','.join(sorted(states)) or 'none'}"
+            said = line or f"connection {odcid}: no log line"
+            kept.append(f"{said}; qlog states: {','.join(sorted(states)) or 'none'}"
                         + (f"; cwnd backoffs: {','.join(f'{r:.2f}' for r in backoffs)}" if backoffs else ""))
             if family == "bbr2":
                 seen.add("bbr2")
