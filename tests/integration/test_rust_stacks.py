@@ -13,6 +13,7 @@ from quicbench.clients import LoadClient, Target
 from quicbench.clients.quiche import QuicheClient
 from quicbench.clients.quinn import QuinnClient
 from quicbench.content.objects import generate
+from quicbench.errors import QuicbenchError
 from quicbench.lab import LabSpec, make_lab
 from quicbench.model.conditions import Condition
 from quicbench.model.plan import TrialOptions, TrialSpec, Workload
@@ -130,3 +131,12 @@ def test_the_rust_pairs_share_one_connection(lab_env, server_cls, client_cls):
     server_qlogs = sorted((trial / "qlog-server").glob("*_server.sqlog"))
     assert len(server_qlogs) == 1
     assert (trial / "qlog" / server_qlogs[0].name.replace("_server.", "_client.")).is_file()
+
+
+def test_an_unknown_cc_stops_the_quiche_server_naming_the_accepted_ones(lab_env):
+    lab, content, tls, wd = lab_env
+    srv = QuicheServer(lab, wd / "srv" / "bad", content, tls, port=3443, quic_cc="vegas")
+    with pytest.raises(QuicbenchError) as e:
+        srv.start()
+    assert "exited at start (code 2)" in str(e.value) and "cubic, reno, bbr2" in str(e.value)
+    assert _pgrep(str(srv.workdir)) == []
