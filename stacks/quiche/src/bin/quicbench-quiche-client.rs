@@ -86,6 +86,8 @@ struct Conn {
     assigned: usize,
     /// closed by us (its responses are in): dropped once the CONNECTION_CLOSE is sent
     closing: bool,
+    /// a packet its socket could not take yet (sent before quiche is asked for more)
+    blocked: Option<Vec<u8>>,
 }
 
 impl Conn {
@@ -112,7 +114,7 @@ impl Conn {
             None => None,
         };
         Ok(Conn { id, socket, local, conn, h3: None, odcid, qlog, connect_start_ns, handshake_ns: None,
-                  queued: VecDeque::new(), streams: HashMap::new(), assigned: 0, closing: false })
+                  queued: VecDeque::new(), streams: HashMap::new(), assigned: 0, closing: false, blocked: None })
     }
 
     fn in_flight(&self) -> usize {
@@ -205,7 +207,7 @@ fn run(plan: &Plan, manifest: Option<&Manifest>) -> Result<(Vec<Record>, usize),
             }
             for c in conns.iter_mut() {
                 let _ = c.conn.close(true, H3_NO_ERROR, b"deadline");
-                flush(c, &mut out);
+                flush(c, &mut out, &poll);
                 c.finish_qlog();
             }
             break;
@@ -216,7 +218,7 @@ fn run(plan: &Plan, manifest: Option<&Manifest>) -> Result<(Vec<Record>, usize),
             if c.h3.is_some() {
                 send_requests(c, plan, &mut records);
             }
-            flush(c, &mut out);
+            flush(c, &mut out, &poll);
         }
         let timeout = conns.iter().filter_map(|c| c.conn.timeout()).min().unwrap_or(Duration::from_secs(1));
         match poll.poll(&mut events, Some(timeout.min(deadline - now))) {
@@ -262,7 +264,7 @@ fn run(plan: &Plan, manifest: Option<&Manifest>) -> Result<(Vec<Record>, usize),
                 let _ = c.conn.close(true, H3_NO_ERROR, b"");
                 c.closing = true;
             }
-            flush(c, &mut out);
+            flush(c, &mut out, &poll);
             if c.conn.is_closed() || c.closing {
                 let reason = c.close_reason();
                 for k in c.queued.drain(..).chain(c.streams.drain().map(|(_, k)| k)) {
@@ -290,8 +292,19 @@ fn run(plan: &Plan, manifest: Option<&Manifest>) -> Result<(Vec<Record>, usize),
     Ok((records, opened))
 }
 
-/// Send what quiche has for the connection.
-fn flush(c: &mut Conn, out: &mut [u8]) {
+/// Send what quiche has for the connection. A packet the socket cannot take waits for room (not
+/// dropped, which quiche would count as a loss) and quiche is asked for no more until it is out.
+fn flush(c: &mut Conn, out: &mut [u8], poll: &mio::Poll) {
+    if let Some(pkt) = &c.blocked {
+        match c.socket.send(pkt) {
+            Ok(_) => {
+                c.blocked = None;
+                let _ = poll.registry().reregister(&mut c.socket, mio::Token(c.id), mio::Interest::READABLE);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(_) => c.blocked = None,
+        }
+    }
     loop {
         let (n, _) = match c.conn.send(out) {
             Ok(v) => v,
@@ -304,7 +317,12 @@ fn flush(c: &mut Conn, out: &mut [u8]) {
         };
         match c.socket.send(&out[..n]) {
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                c.blocked = Some(out[..n].to_vec());
+                let _ = poll.registry().reregister(&mut c.socket, mio::Token(c.id),
+                                                   mio::Interest::READABLE | mio::Interest::WRITABLE);
+                break;
+            }
             Err(_) => break,
         }
     }

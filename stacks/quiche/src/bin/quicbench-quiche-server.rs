@@ -184,6 +184,7 @@ fn serve(args: Args) -> io::Result<()> {
     let mut clients: HashMap<Vec<u8>, Client> = HashMap::new();
     let mut buf = vec![0u8; 65535];
     let mut out = vec![0u8; MAX_DATAGRAM];
+    let mut blocked: Option<(Vec<u8>, SocketAddr)> = None;
     loop {
         let timeout = clients.values().filter_map(|c| c.conn.timeout()).min();
         match poll.poll(&mut events, timeout) {
@@ -266,6 +267,21 @@ fn serve(args: Args) -> io::Result<()> {
                 handle_requests(client, &root);
             }
         }
+        // a packet the socket could not take last time goes first; until it is out, quiche is
+        // asked for no more (what it builds counts as sent)
+        if let Some((pkt, to)) = &blocked {
+            match socket.send_to(pkt, *to) {
+                Ok(_) => {
+                    blocked = None;
+                    poll.registry().reregister(&mut socket, mio::Token(0), mio::Interest::READABLE)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    eprintln!("sendto {to}: {e}");
+                    blocked = None;
+                }
+            }
+        }
         for client in clients.values_mut() {
             client.conn.on_timeout();
             if client.h3.is_some() {
@@ -275,7 +291,7 @@ fn serve(args: Args) -> io::Result<()> {
                     send_response(client, sid);
                 }
             }
-            loop {
+            while blocked.is_none() {
                 let (n, info) = match client.conn.send(&mut out) {
                     Ok(v) => v,
                     Err(quiche::Error::Done) => break,
@@ -287,8 +303,13 @@ fn serve(args: Args) -> io::Result<()> {
                 };
                 match socket.send_to(&out[..n], info.to) {
                     Ok(_) => {}
-                    // the socket's buffer is full: quiche counts the packet sent, and it is lost
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // the socket's buffer is full: the packet waits for it (not dropped, which
+                    // quiche would count as a loss), and the loop wakes when it has room
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        blocked = Some((out[..n].to_vec(), info.to));
+                        poll.registry().reregister(&mut socket, mio::Token(0),
+                                                   mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+                    }
                     Err(e) => eprintln!("connection {}: sendto: {e}", client.odcid),
                 }
             }
