@@ -19,5 +19,6 @@ from quicbench.clients.loadclient import LoadCompatibleClient
 
 class QuicheClient(LoadCompatibleClient):
     name = "quiche"
+    quic_stack = "quiche"
     binaries = ("quicbench-quiche-client",)
     install_hint = "run 'make stacks' (builds stacks/quiche/ into build/bin; minutes: BoringSSL)"

@@ -20,5 +20,6 @@ from quicbench.clients.loadclient import LoadCompatibleClient
 
 class QuinnClient(LoadCompatibleClient):
     name = "quinn"
+    quic_stack = "quinn"
     binaries = ("quicbench-quinn-client",)
     install_hint = "run 'make stacks' (builds quicbench-quinn-client from h3server/ into build/bin)"

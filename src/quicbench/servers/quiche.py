@@ -108,6 +108,7 @@ def parse_version_line(line: str, regex: re.Pattern[str], own_key: str) -> dict[
 class QuicheServer(Server):
     name = "quiche"
     protocols = frozenset({"h3"})
+    quic_stack = "quiche"
     binary = "quicbench-quiche-server"
     version_args = ("--version",)
     qlog_option = "--qlog-dir"

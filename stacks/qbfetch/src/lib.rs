@@ -425,7 +425,8 @@ impl CpuMark {
     }
 }
 
-/// The summary object (stdout), qb-load's fields.
+/// The summary object (stdout), qb-load's fields; `process_cpu_s` is the whole process's CPU so
+/// far (start-up included), what a lab on other hosts reads, as qb-load's.
 pub fn summary(plan: &Plan, records: &[Record], connections: usize, before: &CpuMark, after: &CpuMark,
                versions: Value) -> Value {
     let mut negotiated: HashMap<String, usize> = HashMap::new();
@@ -468,7 +469,8 @@ pub fn summary(plan: &Plan, records: &[Record], connections: usize, before: &Cpu
         "requests": records.len(), "ok": ok, "failed": failed, "bytes": bytes, "start_ns": start_ns,
         "end_ns": end_ns, "duration_s": duration, "goodput_mbps": goodput, "connections": connections,
         "errors": errors, "cpu_user_s": after.ru.0 - before.ru.0, "cpu_sys_s": after.ru.1 - before.ru.1,
-        "cpu_wait_s": wait, "cpu_slices": slices, "versions": versions,
+        "cpu_wait_s": wait, "cpu_slices": slices, "process_cpu_s": after.ru.0 + after.ru.1,
+        "versions": versions,
     })
 }
 
