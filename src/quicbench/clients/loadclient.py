@@ -76,7 +76,8 @@ class LoadClient(Client):
         target, protocol, workload, trial_dir, timeout_s, options = (
             req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
         trial_dir.mkdir(parents=True, exist_ok=True)
-        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s) + self.extra_args(req))
+        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s)
+                              + self.extra_args(req))
         with open(trial_dir / "summary.json", "wb") as out, open(trial_dir / "client.log", "wb") as log:
             # hard stop a little after the client's own deadline
             returncode, cpu, wall, _ = run_measured(argv, timeout_s + 10, stdout=out, stderr=log)
