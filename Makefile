@@ -10,7 +10,7 @@ BIN   := build/bin
 CADDY_VERSION := v2.11.9
 
 .PHONY: setup setup-all deps deps-all venv venv-all build build-all player firefox run test test-py test-go \
-        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic replay stacks netty
+        test-rust bench clean servers capture browser video uml ssh slurm ngtcp2 quinn aioquic replay stacks netty quiche
 
 # `make setup` (and `make run`): only what the default plan needs (caddy, qb-load, linkem); a plan
 # that needs more installs it on first use (src/quicbench/provision runs the target below that
@@ -73,14 +73,20 @@ slurm:                       # Slurm and munge (the scale-out test)
 	@scripts/install-deps.sh slurm
 ngtcp2:                      # ngtcp2's server and client 1.11 (bookworm-backports)
 	@scripts/install-deps.sh ngtcp2
-quinn: $(BIN)/quicbench-h3server
+quinn: $(BIN)/quicbench-h3server $(BIN)/quicbench-quinn-client   # the quinn HTTP/3 server and client
 aioquic: $(VENV)/.installed-aioquic   # the aioquic server and client drivers (PyPI, pure Python)
 replay: $(BIN)/qb-replay      # the replay server of recorded pages (docs/pages.md)
 # the HTTP/3 stacks no default plan uses, all at once (setup-all, so test, builds them)
-stacks: netty
+stacks: netty quiche quinn
 netty:                       # Netty's HTTP/3 server and client (Java 17, Maven)
 	@scripts/install-deps.sh netty
 	@$(MAKE) --no-print-directory $(BIN)/quicbench-netty
+# server and client 'quiche' (stacks/quiche/, pinned in its Cargo.lock; BoringSSL built with
+# cmake, its bindings with libclang: minutes); the clients quiche and quinn share stacks/qbfetch
+# (qb-load's command line, records and summary)
+quiche:
+	@scripts/install-deps.sh quiche
+	@$(MAKE) --no-print-directory $(BIN)/quicbench-quiche-server $(BIN)/quicbench-quiche-client
 
 # hls.js and dash.js, pinned in player/package-lock.json, served from the lab's server (no CDN)
 player: player/node_modules/.installed
@@ -126,7 +132,7 @@ $(BIN)/uml-xstate.so: src/quicbench/kernels/uml_xstate.c
 # server 'quinn': HTTP/3 on quinn + h3 (crates.io, pinned in h3server/Cargo.lock)
 $(BIN)/quicbench-h3server: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml h3server/Cargo.lock
 	@mkdir -p $(BIN)
-	cd h3server && cargo build --release --locked --quiet
+	cd h3server && cargo build --release --locked --quiet --bin quicbench-h3server
 	cp h3server/target/release/quicbench-h3server $(BIN)/quicbench-h3server
 
 # server and client 'netty': HTTP/3 on Netty's QUIC codec (quiche inside) on Java 17, from Maven
@@ -139,6 +145,20 @@ $(BIN)/quicbench-netty.jar: $(shell find stacks/netty/src -name '*.java' 2>/dev/
 	@mkdir -p $(BIN)
 	cd stacks/netty && mvn -q -B package
 	install -m 755 stacks/netty/target/quicbench-netty-all.jar $@
+
+QBFETCH_SRC := $(shell find stacks/qbfetch/src -name '*.rs' 2>/dev/null) stacks/qbfetch/Cargo.toml
+
+$(BIN)/quicbench-quiche-server $(BIN)/quicbench-quiche-client &: $(shell find stacks/quiche/src -name '*.rs' 2>/dev/null) \
+		stacks/quiche/build.rs stacks/quiche/Cargo.toml stacks/quiche/Cargo.lock h3server/src/files.rs $(QBFETCH_SRC)
+	@mkdir -p $(BIN)
+	cd stacks/quiche && cargo build --release --locked --quiet
+	cp stacks/quiche/target/release/quicbench-quiche-server stacks/quiche/target/release/quicbench-quiche-client $(BIN)/
+
+$(BIN)/quicbench-quinn-client: $(shell find h3server/src -name '*.rs' 2>/dev/null) h3server/build.rs h3server/Cargo.toml \
+		h3server/Cargo.lock $(QBFETCH_SRC)
+	@mkdir -p $(BIN)
+	cd h3server && cargo build --release --locked --quiet --bin quicbench-quinn-client
+	cp h3server/target/release/quicbench-quinn-client $(BIN)/quicbench-quinn-client
 
 run: setup
 	$(QB) run
@@ -157,9 +177,11 @@ test-go:
 test-rust:
 	cd linkem && cargo test --release --quiet
 	cd h3server && cargo test --release --locked --quiet
+	cd stacks/qbfetch && cargo test --release --locked --quiet
 
 bench: setup
 	$(PY) tools/bench/bench.py
 
 clean:
-	rm -rf build $(VENV) linkem/target h3server/target stacks/netty/target player/node_modules firefox/node_modules
+	rm -rf build $(VENV) linkem/target h3server/target stacks/netty/target stacks/quiche/target stacks/qbfetch/target \
+		player/node_modules firefox/node_modules

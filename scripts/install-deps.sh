@@ -2,11 +2,11 @@
 # Install the Debian packages quicbench calls, only those missing. Idempotent.
 #   scripts/install-deps.sh [GROUP...]      (no group: every group)
 # Groups: core (what the default plan needs: `make setup`), servers, capture, browser, firefox,
-# video, uml, ssh, slurm, ngtcp2, netty. `make setup-all` installs them all; a plan that needs one that
+# video, uml, ssh, slurm, ngtcp2, netty, quiche. `make setup-all` installs them all; a plan that needs one that
 # is missing installs it on first use (src/quicbench/provision), through the Makefile.
 set -euo pipefail
 GROUPS_WANTED=("$@")
-[ ${#GROUPS_WANTED[@]} -gt 0 ] || GROUPS_WANTED=(core servers capture browser firefox video uml ssh slurm ngtcp2 netty)
+[ ${#GROUPS_WANTED[@]} -gt 0 ] || GROUPS_WANTED=(core servers capture browser firefox video uml ssh slurm ngtcp2 netty quiche)
 PKGS=()
 WANT_NGTCP2=0
 for g in "${GROUPS_WANTED[@]}"; do
@@ -36,7 +36,10 @@ for g in "${GROUPS_WANTED[@]}"; do
     ngtcp2) WANT_NGTCP2=1 ;;
     # HTTP/3 stack netty: Maven builds stacks/netty/ and Java 17 runs it (`make netty`)
     netty) PKGS+=(openjdk-17-jdk-headless maven) ;;
-    *) echo "install-deps.sh: unknown group '$g'; accepted: core servers capture browser firefox video uml ssh slurm ngtcp2 netty" >&2; exit 2 ;;
+    # `make quiche` (server and client quiche): boring-sys builds BoringSSL with cmake and C++, and
+    # its Rust bindings with bindgen, which loads libclang
+    quiche) PKGS+=(cmake g++ libclang-dev) ;;
+    *) echo "install-deps.sh: unknown group '$g'; accepted: core servers capture browser firefox video uml ssh slurm ngtcp2 netty quiche" >&2; exit 2 ;;
   esac
 done
 # the older switches still leave groups out

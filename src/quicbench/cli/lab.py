@@ -49,7 +49,7 @@ def lab_up(
                                  "cuts them per wire packet). Default off: every frame is a wire packet."),
     flags: cf.Flags = None,
     serve: Optional[str] = typer.Option(None, "--serve", help="Also serve content until 'lab down': caddy "
-                                        "(h1, h2, h3), ngtcp2, quinn or aioquic (h3), nginx or apache (h1, h2)."),
+                                        "(h1, h2, h3), ngtcp2, quinn, quiche or aioquic (h3), nginx or apache (h1, h2)."),
     content: Optional[Path] = typer.Option(None, "--content", help="With --serve: a directory of your own "
                                            "files to serve (instead of generated objects)."),
     sizes: str = typer.Option("10KB,1MB", "--sizes", help="With --serve and no --content: generated objects "

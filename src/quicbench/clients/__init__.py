@@ -11,11 +11,14 @@ from quicbench.clients.command import CommandClient, resolve_client
 from quicbench.clients.loadclient import LoadClient
 from quicbench.clients.netty import NettyClient
 from quicbench.clients.ngtcp2 import Ngtcp2Client
+from quicbench.clients.quiche import QuicheClient
+from quicbench.clients.quinn import QuinnClient
 from quicbench.model.plan import DRIVER_PROTOCOLS
 from quicbench.registry import Registry
 
 CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
-                                                      FirefoxVideoClient, Ngtcp2Client, AioquicClient, NettyClient,
+                                                      FirefoxVideoClient, Ngtcp2Client, AioquicClient, NettyClient, QuicheClient,
+                                                      QuinnClient,
                                                       CommandClient])
 # the plan model expands a client's trials over the protocols it fetches: tell it each driver's
 DRIVER_PROTOCOLS.update({name: CLIENTS.get(name).protocols for name in CLIENTS.names()})

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
-from quicbench.paths import find_binary
+from quicbench.errors import QuicbenchError
+from quicbench.paths import bin_dir, find_binary
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_summary_client
 
 FIX = "build it with 'make setup' (Go module in loadclient/)"
@@ -58,18 +60,53 @@ class LoadClient(Client):
                 "--requests", str(requests_file),
                 "--timeout", f"{timeout_s:g}s"]
 
+    def extra_args(self, req: FetchRequest) -> list[str]:
+        """The options a trial adds: the local port, the client's qlog, the TLS key log."""
+        extra = []
+        if req.local_port is not None:
+            extra += ["--bind-port", str(req.local_port)]
+        if req.options is not None and req.options.qlog and req.protocol == "h3":
+            extra += ["--qlog-dir", str(req.trial_dir / "qlog")]
+        if req.options is not None and req.options.keylog:
+            extra += ["--keylog", str(req.trial_dir / "keys.log")]
+        return extra
+
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir, timeout_s, options = (
             req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
         trial_dir.mkdir(parents=True, exist_ok=True)
-        extra = []
-        if req.local_port is not None:
-            extra += ["--bind-port", str(req.local_port)]
-        if options is not None and options.qlog and protocol == "h3":
-            extra += ["--qlog-dir", str(trial_dir / "qlog")]
-        if options is not None and options.keylog:
-            extra += ["--keylog", str(trial_dir / "keys.log")]
-        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s) + extra)
+        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s)
+                              + self.extra_args(req))
         # hard stop a little after the client's own deadline
-        return run_summary_client(argv, trial_dir, timeout_s + 10, "qb-load", target.lab.remote)
+        return run_summary_client(argv, trial_dir, timeout_s + 10, self.name, target.lab.remote)
 
+
+class LoadCompatibleClient(LoadClient):
+    """A client built here that speaks qb-load's command line, records and summary for h3 only
+    (stacks/qbfetch): another QUIC stack under the same workload model. Connection policies
+    shared and per-object; no session resumption, local port binding or TLS key log."""
+    protocols = frozenset({"h3"})
+    connection_policies = ("shared", "per-object")
+    resumption_modes = ("none",)
+    binds_local_port = False
+    install_hint = "run 'make stacks'"      # each client names its own target
+
+    @classmethod
+    def executable(cls) -> str:
+        local = bin_dir() / cls.binaries[0]
+        if local.is_file() and os.access(local, os.X_OK):
+            return str(local)
+        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        out = subprocess.run([cls.executable(), "--version"], capture_output=True, text=True, timeout=10).stdout
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError:
+            return {cls.name: out.strip()}
+
+    def extra_args(self, req: FetchRequest) -> list[str]:
+        if req.options is not None and req.options.qlog and req.protocol == "h3":
+            return ["--qlog-dir", str(req.trial_dir / "qlog")]
+        return []

@@ -39,10 +39,11 @@ PROVISIONS: dict[str, Provision] = {p.name: p for p in (
     Provision("ssh", "the OpenSSH client and server (Debian packages)", 10),
     Provision("slurm", "Slurm and munge (Debian packages)", 10),
     Provision("ngtcp2", "ngtcp2's server and client 1.11 (bookworm-backports)", 15),
-    Provision("quinn", "the quinn HTTP/3 server (Rust, crates.io)", 120),
+    Provision("quinn", "the quinn HTTP/3 server and client (Rust, crates.io)", 120),
     Provision("aioquic", "aioquic, a pure-Python QUIC and HTTP/3 stack (PyPI)", 15),
     Provision("replay", "the replay server of recorded pages (qb-replay, Go)", 30),
     Provision("netty", "Netty's HTTP/3 server and client (Java 17 and Maven from Debian, Maven Central)", 120),
+    Provision("quiche", "the quiche HTTP/3 server and client (Rust, crates.io; BoringSSL built with cmake)", 300),
 )}
 
 NO_INSTALL_ENV = "QB_NO_INSTALL"     # =1: never install on first use; say what to run instead

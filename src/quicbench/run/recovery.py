@@ -14,8 +14,11 @@ QUIC: the server's qlog (Caddy 2.9+ writes one per connection when QLOGDIR is se
 acknowledged by the peer was a spurious loss. quic-go's qlog (0.3 and the newer ``quic:`` names)
 gives the trigger; ngtcp2's (qlog 0.3) does not, so its losses are counted but not split by
 trigger (those columns stay empty). Neither names its congestion controller (ngtcp2's debug log
-does: servers/ngtcp2.py). qlog costs the server CPU: it is off unless asked for, and the CPU
-rule judges those trials with it on.
+does: servers/ngtcp2.py). quiche's qlog (``quiche`` server) has no packet_lost events at all,
+only a running count of its losses in recovery_metrics_updated (``cf_lost_packets``): its losses
+are counted from that, with no trigger (those columns stay empty) and spurious losses unknown.
+qlog costs the server CPU: it is off unless asked for, and the CPU rule judges those trials with
+it on.
 
 quinn's qlog (quinn-proto 0.11) says less than quic-go's, and the reader makes up for it from
 what it does log:
@@ -168,6 +171,9 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     # packet lost by then (no: a delay-based exit, HyStart in quic-go)
     cwnd: int | None = None
     ss_exit: tuple[int | None, bool] | None = None
+    # quiche logs no packet_lost events, only its running count (recovery_metrics_updated's
+    # cf_lost_packets.total): losses counted, with no packet numbers and no trigger
+    cf_lost: int | None = None
 
     def settle() -> None:
         delay = max(QUINN_TIME_THRESHOLD * max(rtt["smoothed_rtt"], rtt["latest_rtt"]) * 1000, QUINN_GRANULARITY_MS)
@@ -203,13 +209,15 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
         elif name in ("recovery:metrics_updated", "quic:recovery_metrics_updated"):
             if isinstance(data.get("congestion_window"), (int, float)):
                 cwnd = int(data["congestion_window"])
+            if isinstance(data.get("cf_lost_packets"), dict) and isinstance(data["cf_lost_packets"].get("total"), int):
+                cf_lost = data["cf_lost_packets"]["total"]
             if quinn:
                 for k in rtt:
                     if isinstance(data.get(k), (int, float)):
                         rtt[k] = float(data[k])
         elif name in ("recovery:congestion_state_updated", "quic:congestion_state_updated"):
             if ss_exit is None and data.get("new") in SLOW_START_EXITS:
-                ss_exit = (cwnd, bool(lost or pending))
+                ss_exit = (cwnd, bool(lost or pending or cf_lost))
         elif name in ("transport:packet_received", "quic:packet_received"):
             header = data.get("header") or {}
             space = SPACE.get(header.get("packet_type"), "?")
@@ -231,6 +239,12 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
         spurious = None if got is None else sum(1 for k in lost if k in got)
     else:
         spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
+    if not lost and cf_lost:
+        # quiche: how many, not which: neither the trigger nor whether they were spurious is known
+        return {"sent": sent, "lost": cf_lost, "reordering": 0, "time": 0, "untriggered": cf_lost,
+                "spurious": None, "received": received, "out_of_order": out_of_order,
+                "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
+                "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),

@@ -11,11 +11,13 @@ from quicbench.servers.command import CommandServer, resolve_server
 from quicbench.servers.netty import NettyServer
 from quicbench.servers.nginx import NginxServer
 from quicbench.servers.ngtcp2 import Ngtcp2Server
+from quicbench.servers.quiche import QuicheServer
 from quicbench.servers.quinn import QuinnServer
 from quicbench.servers.replay import ReplayServer
 
 SERVERS: Registry[type[Server]] = Registry("server", [CaddyServer, Caddy26Server, NginxServer, ApacheServer,
                                                      ApachePreforkServer, Ngtcp2Server, QuinnServer, AioquicServer, NettyServer,
+                                                     QuicheServer,
                                                      ReplayServer, CommandServer])
 
 
