@@ -23,15 +23,12 @@ cubic or reno by the backoff, and by the configuration where no congestion event
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from quicbench.errors import QuicbenchError
-from quicbench.paths import bin_dir
-from quicbench.servers.base import Server, listen_address
+from quicbench.servers.base import BuiltServer, listen_address
 
 VERSION_RE = re.compile(r"^quicbench-quiche-server (\S+) \((.*)\)\s*$")
 # one line per connection in the server's log: the controller it configured for it
@@ -105,7 +102,7 @@ def parse_version_line(line: str, regex: re.Pattern[str], own_key: str) -> dict[
     return versions
 
 
-class QuicheServer(Server):
+class QuicheServer(BuiltServer):
     name = "quiche"
     protocols = frozenset({"h3"})
     quic_stack = "quiche"
@@ -117,17 +114,6 @@ class QuicheServer(Server):
     install_hint = "run 'make quiche' (builds stacks/quiche/ into build/bin; minutes: BoringSSL)"
     provisions = ("quiche",)
 
-    @classmethod
-    def executable(cls) -> str:
-        local = bin_dir() / cls.binary
-        if local.is_file() and os.access(local, os.X_OK):
-            return str(local)
-        raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
-
-    @classmethod
-    def binary_facts(cls) -> dict[str, dict[str, Any]]:
-        # built by quicbench (no Debian package); root: it binds port 443
-        return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
 
     def argv(self) -> list[str]:
         argv = [self.executable(), "--listen", listen_address(self.lab.address("server"), self.port),
