@@ -57,7 +57,7 @@ def test_steal_below_the_lateness_does_not_excuse_it():
     assert out["host_steal"] is False
 
 
-def test_no_verdict_on_a_trial_that_was_not_late_or_without_counters():
+def test_no_verdict_on_a_trial_that_was_not_late_without_counters_or_elsewhere():
     w = window(3_145_728)
     assert placement_columns(counters([0, 0], [0, 0]), counters([0, tick(100)], [0, 0]), w, False)["host_steal"] is None
     out = placement_columns(CpuCounters(), CpuCounters(), None, None)
@@ -65,7 +65,11 @@ def test_no_verdict_on_a_trial_that_was_not_late_or_without_counters():
     # an older linkem without the counters: no preemption count, no CPUs
     old = window(3_145_728, nivcsw=(None, None), cpus=())
     out = placement_columns(CpuCounters(), CpuCounters(), old, True)
-    assert out["link_nivcsw"] is None and out["link_cpus"] is None and out["host_steal"] is False
+    # over SSH the steal read is the server host's, and linkem runs on the router's: not judged
+    remote = CpuCounters(per_cpu={"10.0.0.2": [(0, 0), (0, 0)]})
+    far = placement_columns(remote, CpuCounters(per_cpu={"10.0.0.2": [(0, 0), (0, tick(100))]}), w, True)
+    assert far["host_steal"] is None and far["host_steal_ms"] == pytest.approx(100)
+    assert out["link_nivcsw"] is None and out["link_cpus"] is None and out["host_steal"] is None
 
 
 def test_this_machines_readings():

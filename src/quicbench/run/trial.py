@@ -179,11 +179,9 @@ def placement_columns(cpu0: CpuCounters, cpu1: CpuCounters, window: LinkWindow |
     if window is not None:
         out["link_cpus"] = list(window.cpus) or None
         out["link_nivcsw"] = window.nivcsw
-        if late and steal and host == "" and window.late_p99_ms is not None:   # linkem on this machine
+        if late and host == "" and steal and window.late_p99_ms is not None:   # linkem on this machine
             cores = [c for c in window.cpus if c < len(steal)] or list(range(len(steal)))
             out["host_steal"] = max(steal[c] for c in cores) >= window.late_p99_ms
-        elif late:
-            out["host_steal"] = False
     return out
 
 
