@@ -15,6 +15,7 @@ import platform
 import shlex
 import signal
 import threading
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -132,6 +133,10 @@ class Runner:
         clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
                            videos=plan.video_specs())
+        # every lab's servers serve the run's private copy (hard links to the cache), and the live
+        # publishers write into it: nothing made in the cache later is served
+        served = self.store.dir / "served"
+        content = content.isolated(served)
         ctx = RunContext(plan=plan, store=self.store, clients=clients, content=content, console=self.console,
                          backend=self.backend, inventory=self.inventory)
         n = min(self.jobs, len(units(todo)))
@@ -160,6 +165,7 @@ class Runner:
             # Ctrl-C during it must not leave a lab behind: SIGINT waits until every lab is down.
             with _sigint_deferred():
                 close_sessions(sessions)
+                shutil.rmtree(served, ignore_errors=True)
         return self.store.rows()
 
     @contextlib.contextmanager

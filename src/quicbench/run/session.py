@@ -132,6 +132,7 @@ class LabSession:
     def describe(self) -> dict[str, Any]:
         """The lab, link, content, TLS, versions and ports, as meta.json records them."""
         lab, tls = self.lab, self.tls
+        origin = self.ctx.content.origin or self.ctx.content.root
         hosts = lab.host_facts()
         return dict(
             lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
@@ -141,7 +142,7 @@ class LabSession:
                  **({"hosts": hosts} if hosts else {})},
             link={**lab.link.describe(), **({"auto_passed_over": dict(lab.link_passed_over)}
                                            if lab.spec.link == "auto" and lab.link_passed_over else {})},
-            content={"root": str(self.ctx.content.root), "key": self.ctx.content.root.name},
+            content={"root": str(origin), "key": origin.name},
             tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
             versions={**{f"client_{n}": c.version() for n, c in self.ctx.clients.items()},
                       **{f"server_{type(s).name}": type(s).version() for s in self.servers.values()}},
