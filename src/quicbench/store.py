@@ -6,6 +6,7 @@ runs/<run-id>/trials.jsonl         one row per finished trial (ok or failed), ap
 runs/<run-id>/trials/<nnnnn>/      per-trial files: requests.jsonl, client.log, summary.json, ...
 runs/<run-id>/tls/                 the run's CA and server certificate, made once
 runs/<run-id>/servers/<name>/      server configs and logs
+runs/<run-id>/served/             while a run serves: its private copy of the content (ContentSet.isolated)
 runs/<run-id>/run.lock             held (flock) by the process writing the run
 
 Every path of a run directory is spelled here (RunLayout); readers and writers use it.
@@ -21,7 +22,9 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,38 @@ class RunLayout:
         return self.dir / f"report.{fmt}"
 
 
+def confined(run_dir: Path, path: Path) -> Path:
+    """path, if it stays inside the run directory once its links are followed; else a one-line
+    refusal (a reader of a run directory reads only the run's own files)."""
+    root = Path(run_dir).resolve()
+    real = Path(path).resolve()
+    if real != root and not real.is_relative_to(root):
+        raise QuicbenchError(f"{path}: a link to {real}, outside the run directory {run_dir}; quicbench reads "
+                             f"only a run's own files: remove the link")
+    return path
+
+
+def check_tree(run_dir: Path, top: Path) -> None:
+    """Refuse a directory of a run (a trial's, to be copied) that holds a link leaving the run, a
+    file with more names than one (a hard link: its other name may be anywhere) or a special file."""
+    confined(run_dir, top)
+    if not top.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in (*dirnames, *filenames):
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                confined(run_dir, p)
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    raise QuicbenchError(f"{p}: has {st.st_nlink} names (a hard link, maybe to a file outside "
+                                         f"the run directory {run_dir}); quicbench copies only a run's own "
+                                         f"files: replace it by a copy")
+            elif not stat.S_ISDIR(st.st_mode):
+                raise QuicbenchError(f"{p}: not a regular file or directory (a FIFO, socket or device)")
+
+
 @dataclass
 class JsonlRead:
     rows: list[dict[str, Any]]
@@ -94,13 +129,17 @@ def read_jsonl_checked(path: Path) -> JsonlRead:
     if not path.exists():
         return JsonlRead([], [])
     rows, torn = [], []
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise QuicbenchError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}); "
+                             f"a {'gzip-compressed ' if path.suffix == '.gz' else ''}JSON-lines file is expected") from None
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             torn.append(n)
             continue
         if isinstance(row, dict):
@@ -114,10 +153,16 @@ def read_meta(layout: RunLayout) -> dict[str, Any]:
     """meta.json, upgraded to FORMAT_VERSION; a newer format is refused with a clear message."""
     if not layout.meta.exists():
         return {}
+    confined(layout.dir, layout.meta)
     try:
-        meta = json.loads(layout.meta.read_text())
-    except json.JSONDecodeError as e:
+        meta = json.loads(layout.meta.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise QuicbenchError(f"{layout.meta}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise QuicbenchError(f"{layout.meta}: cannot be read ({e.strerror})") from None
+    if not isinstance(meta, dict):
+        raise QuicbenchError(f"{layout.meta}: not a run's meta.json (a JSON object is expected, "
+                             f"found {type(meta).__name__})")
     return upgrade_meta(meta, str(layout.meta))
 
 

@@ -37,7 +37,7 @@ from quicbench.model import columns
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
-from quicbench.store import RunLayout, RunStore, read_jsonl_checked, read_meta, writer_in_other_kernel
+from quicbench.store import RunLayout, RunStore, check_tree, confined, read_jsonl_checked, read_meta, writer_in_other_kernel
 import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 
 # what belongs to one run's lab and process, not to the merged result
@@ -86,6 +86,7 @@ def read_input(d: Path) -> Input:
         raise QuicbenchError(f"{d}: not a quicbench run directory (no meta.json); merge takes run "
                              f"directories such as DIR/shards/*")
     _refuse_if_written(layout)
+    confined(d, layout.trials)
     meta = read_meta(layout)
     if not isinstance(meta.get("plan"), dict):
         raise QuicbenchError(f"{d}: meta.json has no plan: cannot tell which plan its trials belong to")
@@ -301,6 +302,7 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
         dest = RunLayout(Path(out)).trial(new).relative_to(Path(out))
         # the trial's directory and those of its earlier attempts (trials/NNNNN.attempt-K)
         for d in [src, *sorted(src.parent.glob(f"{src.name}.attempt-*"))] if src.parent.is_dir() else []:
+            check_tree(inputs[i].dir, d)      # a link out of the input (trials/00000 -> /etc) is refused
             if d.is_dir():
                 copies.append((d, dest.with_name(dest.name + d.name[len(src.name):])))
     RunStore.build(Path(out), RunMeta.model_validate(meta), rows_out, copies)
