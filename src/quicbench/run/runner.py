@@ -101,6 +101,7 @@ class Runner:
         self.store = store
         self.console = console or Console()
         # a shard runs its share of the plan's trials, each with its plan-wide seq and key
+        self.selection = selection
         self.trials = selection.trials(plan)
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
@@ -145,6 +146,12 @@ class Runner:
             with self._run_status():
                 open_sessions(ctx, todo, n, sessions)
                 described = sessions[0].describe()
+                was = self.store.read_meta().get("link")
+                if self.store.rows() and isinstance(was, dict) and was.get("name") and \
+                        was["name"] != (described.get("link") or {}).get("name"):
+                    raise QuicbenchError(f"--resume {self.store.dir}: its trials ran over link {was['name']}, this "
+                                         f"lab's is {described['link'].get('name')}; a run does not mix links: resume "
+                                         f"where {was['name']} is available, or start a new run")
                 if n > 1:
                     described["lab"] |= {"labs": n, "jobs": self.jobs}
                 self.store.update_meta(**described)
@@ -203,9 +210,19 @@ class Runner:
         flags = []
         if self.backend != "netns":
             flags += ["--backend", self.backend] + (["--inventory", str(self.inventory)] if self.inventory else [])
-        kernel = (self.store.read_meta().get("host") or {}).get("kernel_driver")
+        meta = self.store.read_meta()
+        kernel = (meta.get("host") or {}).get("kernel_driver")
         if kernel and kernel != "host":
             flags += ["--kernel", str(kernel)]
+        # what shapes the run (a resume takes these from meta.json too, and refuses others)
+        if self.selection.reps:
+            flags += ["--reps", str(self.selection.reps)]
+        for key, values in sorted((self.selection.only or {}).items()):
+            flags += [f for v in values for f in ("--only", f"{key}={v}")]
+        if (meta.get("sequential") or {}).get("max_reps"):
+            flags += ["--until-decided", str(meta["sequential"]["max_reps"])]
+        if self.jobs > 1:
+            flags += ["--jobs", str(self.jobs)]
         return "".join(f" {shlex.quote(f)}" for f in flags)
 
 
@@ -260,6 +277,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
             raise
     else:
         selection = Selection(reps, only, shard)
+        out_existed = Path(out).exists()
         store = RunStore.create(out, RunMeta(
             format_version=columns.FORMAT_VERSION, created=time.time(), status="created",
             plan=json.loads(plan.model_dump_json()), plan_fingerprint=plan_fingerprint(plan),
@@ -275,18 +293,48 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
         e.run_dir = store.dir                      # type: ignore[attr-defined]
         e.run_complete = store.read_meta().get("status") == "complete"  # type: ignore[attr-defined]
         raise
+    except QuicbenchError as e:
+        # refused (exit 2) before a trial was recorded: a new run leaves no directory behind
+        if not resume and not isinstance(e, EnvironmentFault) and not store.rows():
+            store.release()
+            shutil.rmtree(store.dir, ignore_errors=True)
+            if not out_existed:
+                with contextlib.suppress(OSError):
+                    Path(out).rmdir()
+        raise
     finally:
         store.release()
     return store
 
 
+def _only_text(only: dict[str, list[str]] | None) -> str:
+    return " ".join(f"--only {k}={v}" for k, vs in sorted((only or {}).items()) for v in vs)
+
+
+def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None) -> dict[str, Any]:
+    """A resume goes on with the run's own plan and selection, never mixes in others (exit 2 naming
+    both sides); meta.json, read and checked."""
+    from quicbench.store import RunLayout, read_meta
+    meta = read_meta(RunLayout(Path(run_dir)))
+    if not isinstance(meta.get("plan"), dict):
+        raise QuicbenchError(f"--resume {run_dir}: meta.json has no plan; not a run quicbench can resume")
+    stored = plan_from_dict(meta["plan"], source=str(Path(run_dir) / "meta.json"))
+    if plan_fingerprint(stored) != plan_fingerprint(plan):
+        raise QuicbenchError(f"--resume {run_dir}: the run was made from plan '{stored.name}' "
+                             f"({', '.join(stored.protocols)}), not this '{plan.name}' "
+                             f"({', '.join(plan.protocols)}); pass the same plan file")
+    was = Selection.from_meta(meta)
+    if only and dict(only) != dict(was.only or {}):
+        raise QuicbenchError(f"--only: the run {run_dir} was made with "
+                             f"{_only_text(was.only) or 'no --only (the whole plan)'}, not {_only_text(only)}; "
+                             f"a resume does not mix selections: resume without --only, or start a new run")
+    return meta
+
+
 def _resumed_selection(store: RunStore, plan: Plan, asked: Selection, console: Console) -> Selection:
     """A resumed run keeps its plan, --only and shard; --reps may change (recorded)."""
-    meta = store.read_meta()
+    meta = check_resumable(store.dir, plan, asked.only)
     stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
-    if plan_fingerprint(stored) != plan_fingerprint(plan):
-        raise QuicbenchError(f"--resume {store.dir}: the run was made from a different plan "
-                             f"('{stored.name}'); pass the same plan file")
     was = Selection.from_meta(meta)
     if asked.shard is not None and asked.shard != was.shard:
         what = f"shard {was.shard}" if was.shard else "not a shard"
