@@ -180,6 +180,52 @@ def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, A
     return meta
 
 
+def _pid_dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _builds_registry() -> Path:
+    """Where each build in progress names its temporary directory (cache/builds/PID-TOKEN), so that
+    any later command can remove what a killed build left, wherever it was."""
+    from quicbench.paths import cache_dir
+    return cache_dir() / "builds"
+
+
+def reap_stale_temporaries() -> list[Path]:
+    """What killed processes left: merges' .NAME.building-PID directories (named in the registry)
+    and the content and video caches' .tmp-PID-* directories, each removed only when its process
+    is gone. Every command calls this (cheap: two globs and the registry)."""
+    from quicbench.paths import cache_dir
+    removed: list[Path] = []
+    reg = _builds_registry()
+    for marker in (reg.glob("*") if reg.is_dir() else []):
+        pid = marker.name.split("-", 1)[0]
+        if not (pid.isascii() and pid.isdigit()) or not _pid_dead(int(pid)):
+            continue
+        try:
+            target = Path(marker.read_text().strip())
+        except OSError:
+            target = None
+        if target is not None and re.fullmatch(rf"\..+\.building-{pid}", target.name) and target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            removed.append(target)
+        marker.unlink(missing_ok=True)
+    for sub in ("content", "video"):
+        base = cache_dir() / sub
+        for d in (base.glob(".tmp-*") if base.is_dir() else []):
+            m = re.fullmatch(r"\.tmp-(\d+)-.*", d.name)
+            if m and d.is_dir() and _pid_dead(int(m.group(1))):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
+
+
 def reap_unfinished_builds(directory: Path) -> list[Path]:
     """Remove the hidden directories that killed builds (merges) left in directory: those whose
     process is gone (.NAME.building-PID; .NAME.merging-PID of older versions)."""
@@ -223,6 +269,24 @@ def writer_in_other_kernel(lock_text: str) -> str | None:
     return lock_text.strip()
 
 
+def refuse_if_written(layout: RunLayout, action: str) -> None:
+    """Refuse to <action> a run still being written (its run.lock held by a live process); the lock
+    is only tested, read-only."""
+    if not layout.lock.exists():
+        return
+    fd = os.open(layout.lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        other = writer_in_other_kernel(os.pread(fd, 300, 0).decode(errors="replace"))
+        if other:
+            raise QuicbenchError(f"{layout.dir}: still being written by {other}; {action} it when it ends")
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        raise QuicbenchError(f"{layout.dir}: still being written by {holder}; {action} it when it ends") from None
+    finally:
+        os.close(fd)
+
+
 class RunStore:
     """The writer of a run directory. ``acquire()`` makes it the only one."""
 
@@ -257,6 +321,12 @@ class RunStore:
         reap_unfinished_builds(out.parent)
         tmp = out.parent / f".{out.name}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        marker = _builds_registry() / f"{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(tmp))
+        except OSError:
+            marker = None          # no registry (a read-only cache): the next build here still reaps it
         try:
             tmp.mkdir()
             store = cls(tmp)
@@ -276,6 +346,9 @@ class RunStore:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         return cls(out)
 
     @classmethod

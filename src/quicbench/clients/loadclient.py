@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from quicbench.model.units import go_duration
 from quicbench.paths import find_binary
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_measured
 from quicbench.store import read_jsonl
@@ -57,7 +58,7 @@ class LoadClient(Client):
                 "--resumption", resumption,
                 "--manifest", str(target.content.manifest_path),
                 "--requests", str(requests_file),
-                "--timeout", f"{timeout_s:g}s"]
+                "--timeout", go_duration(timeout_s)]
 
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir, timeout_s, options = (

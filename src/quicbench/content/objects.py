@@ -243,6 +243,23 @@ def live_dir(cache: Path, key: str) -> Path:
     return cache / "live" / key
 
 
+def check_disk_space(objects: dict[int, int], seed: int = 1, realistic_page: bool = False, videos=(),
+                     cache: Path | None = None) -> None:
+    """Refuse (before anything starts) a content set the cache's file system has no room for: each
+    size is one file (its copies are hard links), plus a margin of 1 GB for the run's own files."""
+    base = (cache or cache_dir()) / "content"
+    if (base / content_key(seed, objects, realistic_page, tuple(v.key for v in videos)) / "manifest.json").exists():
+        return
+    need = sum(objects) + (1 << 30)
+    probe = base
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if need > free:
+        raise QuicbenchError(f"workloads: the content needs {size_label(need)} in {base} (its objects once each, "
+                             f"and 1GB for the run), but {size_label(free)} is free; use smaller sizes or free space")
+
+
 def _index_page(label: str, n: int) -> str:
     imgs = "\n".join(f'<img src="obj-{i}.bin" width="32" height="32" alt="{i}">' for i in range(1, n + 1))
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{label} x {n}</title></head>\n"
@@ -271,7 +288,7 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
     if manifest_file.exists():
         return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
     base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=base))
     try:
         files = []
         listing = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import faulthandler
 import platform
+import signal
 import secrets
 import threading
 from dataclasses import dataclass, field, replace
@@ -297,11 +298,28 @@ class LabSession:
             watch.stop()
         # both ends' stacks on every row, a failed one's too (a failure is the pair's as much as a result)
         row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
+        if row.get("status") != "ok":
+            died = server_exit(srv)
+            if died:         # say so: the client's own error (refused, timeout) hides that the server died
+                row["error"] = f"{died}" + (f"; the client said: {row['error']}" if row.get("error") else "")
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
         row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc,
                    tcp_initcwnd=lab.state.get("tcp_initcwnd"), hops=lab.spec.hops,
                    host=platform.node(), near_ceiling=ceiling_.near_ceiling(row, ctx.ceiling), **lab.row_hosts())
         return row
+
+
+def server_exit(srv: Any) -> str | None:
+    """'server NAME exited (code N | signal S) during the trial' if the server's process is gone."""
+    proc = getattr(srv, "proc", None)
+    if proc is None or proc.poll() is None:
+        return None
+    rc = proc.returncode
+    try:
+        how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
+    except ValueError:
+        how = f"signal {-rc}"
+    return f"server {srv.name} exited ({how}) during the trial"
 
 
 def open_sessions(ctx: RunContext, todo: list[TrialSpec], n: int, opened: list[LabSession]) -> None:
