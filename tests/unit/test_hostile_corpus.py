@@ -104,7 +104,7 @@ CONTENT_HAZARDS = {
     "fifo": (lambda site, secret: os.mkfifo(site / "f"), "f is not a regular file or directory"),
     "socket": (lambda site, secret: _unix_socket(site / "sock"), "sock is not a regular file or directory"),
 }
-SERVE = [s for s in ("caddy", "nginx", "apache", "apache-prefork", "caddy-2.6")]
+SERVE = ["caddy", "nginx", "apache", "apache-prefork", "caddy-2.6"]
 
 
 def _available(server: str) -> bool:
@@ -125,8 +125,7 @@ def test_content(tmp_path, capfd, server, hazard):
     (site / "a.txt").write_text("served\n")
     make, needle = CONTENT_HAZARDS[hazard]
     make(site, _secret(tmp_path))
-    refused(capfd, tmp_path, ["lab", "up", "--name", "t-hostile", "--serve", server, "--content", site],
-            ("--content", needle) if False else needle)
+    refused(capfd, tmp_path, ["lab", "up", "--name", "t-hostile", "--serve", server, "--content", site], needle)
 
 
 # -- run directories (parts 2 and 6): links out and malformed files --------------------------------
@@ -292,6 +291,18 @@ def test_until_decided_and_reps(tmp_path, capfd, flags, needle):
     plan = tmp_path / "plan.toml"
     plan.write_text(to_toml(GOOD))
     refused(capfd, tmp_path, ["run", plan, "--out", tmp_path / "runs", *flags], needle)
+
+
+REPS_ELSEWHERE = [["plan", "show", "{plan}", "--reps", str(10**12)],
+                  ["slurm", "{plan}", "--shards", "2", "--reps", str(10**12), "--setup", "none", "--out", "{tmp}/sl"],
+                  ["k8s", "{plan}", "--shards", "2", "--image", "img", "--reps", str(10**12)]]
+
+
+@pytest.mark.parametrize("args", REPS_ELSEWHERE, ids=["decided-plan-show-reps", "decided-slurm-reps", "decided-k8s-reps"])
+def test_reps_bounded_everywhere(tmp_path, capfd, args):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(to_toml(GOOD))
+    refused(capfd, tmp_path, [a.format(plan=plan, tmp=tmp_path) for a in args], "--reps")
 
 
 # -- mixing (part 5) -------------------------------------------------------------------------------
@@ -491,6 +502,6 @@ def test_a_run_being_written_is_not_read(tmp_path, capfd, command):
 
 def test_corpus_size():
     n = (len(CONTENT_CASES) + len(READER_CASES) + len(LINK_CASES) + len(TRIAL_HAZARDS) + len(RESUME_META) + 2
-         + 3 * len(PLAN_NAMES) + len(SCRIPT_FLAGS) + len(DECIDED) + len(RESUME_MIX) + 3 + len(MERGE_MIX)
+         + 3 * len(PLAN_NAMES) + len(SCRIPT_FLAGS) + len(DECIDED) + len(REPS_ELSEWHERE) + len(RESUME_MIX) + 3 + len(MERGE_MIX)
          + len(SWEEPS) + len(TYPES) + len(WORKLOAD_STRICT) + len(COND_NAMES) + 2 * len(NESTING) + len(INVENTORY) + 4)
     assert n >= 300, n

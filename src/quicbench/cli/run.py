@@ -92,8 +92,7 @@ def run_cmd(
     if resume and until_decided is None:
         # a run started with --until-decided goes on with it (its looks are fixed in meta.json)
         until_decided = _resumed_until_decided(resume)
-    if reps is not None and reps > MAX_REPS:
-        raise QuicbenchError(f"--reps {reps}: accepted: 1..{MAX_REPS}")
+    check_reps(reps)
     if until_decided is not None:
         if not 1 <= until_decided <= MAX_REPS:
             raise QuicbenchError(f"--until-decided {until_decided}: accepted: 1..{MAX_REPS} repetitions")
@@ -190,6 +189,11 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
 
 
 MAX_REPS = 1000       # --reps and --until-decided at most (a plan's repetitions have the same bound)
+
+
+def check_reps(reps: Optional[int]) -> None:
+    if reps is not None and not 1 <= reps <= MAX_REPS:
+        raise QuicbenchError(f"--reps {reps}: accepted: 1..{MAX_REPS}")
 
 
 def _resumed_until_decided(resume: Path) -> Optional[int]:
@@ -325,6 +329,7 @@ def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)
     from quicbench.model.shard import parse_shard
     from quicbench.run.preflight import check_plan
     shard_ = parse_shard(shard) if shard is not None else None
+    check_reps(reps)
     p = _load_plan(plan)
     check_plan(p, str(plan) if plan else "default plan")
     _show_plan(p, reps, _parse_only(only), shard_)

@@ -146,7 +146,7 @@ class ContentSet:
                     continue
                 if not (listed.get(rel) == st.st_size and _link_same(src, out, key)):
                     _copy_same(src, out, key, self.root / rel)
-                os.chmod(out, 0o644)
+                    os.chmod(out, 0o644)      # readable by a server that runs as nobody (the cache's are)
                 made[key] = out
             manifest = json.loads(json.dumps(self.manifest))
             for k, v in manifest.get("videos", {}).items():
