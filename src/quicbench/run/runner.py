@@ -94,8 +94,9 @@ class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  selection: Selection = Selection(), retry_failed: bool = False, resume_hint: str = "PLAN",
                  backend: str = "netns", inventory: str | None = None, jobs: int = 1,
-                 extend: Callable[[], list[TrialSpec]] | None = None):
+                 extend: Callable[[], list[TrialSpec]] | None = None, created: bool = False):
         self.plan = plan
+        self.created = created        # a new run (not a resume): refused before a trial, it leaves nothing
         self.jobs = jobs
         self.ceiling: dict[str, Any] | None = None   # the kernel's ceiling (run/ceiling.py), once measured
         self.store = store
@@ -198,6 +199,8 @@ class Runner:
                                            interrupted_at=time.time())
             except EnvironmentFault:
                 pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
+            if failed and self.created and not self.store.rows():
+                raise         # refused before a trial: start_run removes the new run's directory
             self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
                                f"'quicbench run {self.resume_hint} --resume {self.store.dir}{self._testbed_flags()}'[/]",
                                highlight=False, soft_wrap=True)
@@ -287,7 +290,8 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
     try:
         Runner(plan, store, console, selection, retry_failed=retry_failed, resume_hint=plan_source,
                backend=backend, inventory=inventory, jobs=jobs,
-               extend=until_decided(store, plan, selection) if until_decided else None).run()
+               extend=until_decided(store, plan, selection) if until_decided else None,
+               created=not resume).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]
@@ -320,9 +324,10 @@ def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None
         raise QuicbenchError(f"--resume {run_dir}: meta.json has no plan; not a run quicbench can resume")
     stored = plan_from_dict(meta["plan"], source=str(Path(run_dir) / "meta.json"))
     if plan_fingerprint(stored) != plan_fingerprint(plan):
-        raise QuicbenchError(f"--resume {run_dir}: the run was made from plan '{stored.name}' "
-                             f"({', '.join(stored.protocols)}), not this '{plan.name}' "
-                             f"({', '.join(plan.protocols)}); pass the same plan file")
+        raise QuicbenchError(f"--resume {run_dir}: the run was made from a different plan: '{stored.name}' "
+                             f"({', '.join(stored.protocols)}; {stored.repetitions} repetitions), not this "
+                             f"'{plan.name}' ({', '.join(plan.protocols)}; {plan.repetitions} repetitions); "
+                             f"pass the same plan file")
     was = Selection.from_meta(meta)
     if only and dict(only) != dict(was.only or {}):
         raise QuicbenchError(f"--only: the run {run_dir} was made with "
