@@ -38,7 +38,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")       # fullmatch: clie
 PLAN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MAX_TRIAL_TIMEOUT_S = 86_400.0    # a trial's timeout at most (one day)
 MAX_PARALLEL = 100_000            # a workload's requests in flight at most (count's bound)
-CC_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")      # a congestion controller's name: cubic, bbr, reno, ...
+CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")      # a congestion controller's name: cubic, bbr, reno, ...
 
 
 class _Strict(KnownKeys):
@@ -424,7 +424,7 @@ class Plan(_Strict):
     def _study(cls, v: str | list[str] | None) -> str | list[str] | None:
         from quicbench.model.study import NAME_RE as STUDY_NAME, is_path
         for ref in ([v] if isinstance(v, str) else v or []):
-            if not ref or not (is_path(ref) or STUDY_NAME.match(ref)):
+            if not ref or not (is_path(ref) or STUDY_NAME.fullmatch(ref)):
                 raise ValueError(f"study {ref!r}: a study's name (a-z, 0-9, '-', '_', '.') or a study file "
                                  f"(path ending in .toml)")
         return v
@@ -598,7 +598,7 @@ def _cc_names(v: Any, field: str) -> None:
     if not isinstance(names, list) or not names:
         raise ValueError(f"{where}name a congestion controller or a non-empty list of them, got {v!r}")
     for n in names:
-        if not isinstance(n, str) or not CC_RE.match(n):
+        if not isinstance(n, str) or not CC_RE.fullmatch(n):
             raise ValueError(f"{where}{n!r} is not a congestion controller's name (lower-case letters, digits "
                              f"and '_', e.g. cubic, reno, bbr)")
     if len(set(names)) != len(names):
