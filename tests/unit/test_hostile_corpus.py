@@ -405,6 +405,17 @@ def _plan_text(top: dict | None = None, workload: dict | None = None, condition:
     return "\n".join(lines) + "\n"
 
 
+IGNORED = [({"capture_keep": "raw"}, "capture_keep"), ({"capture_router": True}, "capture_router"),
+           ({"verify_cc": True}, "verify_cc"), ({"qlog": True}, "qlog")]       # GOOD: h1, h2, no capture
+
+
+@pytest.mark.parametrize("top,needle", IGNORED, ids=[f"strict-ignored-{n}" for _, n in IGNORED])
+def test_a_field_the_options_would_ignore(tmp_path, capfd, top, needle):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(_plan_text(top=top))
+    refused(capfd, tmp_path, ["run", plan, "--out", tmp_path / "runs"], needle)
+
+
 @pytest.mark.parametrize("key,value", TYPES, ids=[f"strict-{k}={v!r}" for k, v in TYPES])
 def test_strict_plan_fields(tmp_path, capfd, key, value):
     plan = tmp_path / "plan.toml"
@@ -503,5 +514,5 @@ def test_a_run_being_written_is_not_read(tmp_path, capfd, command):
 def test_corpus_size():
     n = (len(CONTENT_CASES) + len(READER_CASES) + len(LINK_CASES) + len(TRIAL_HAZARDS) + len(RESUME_META) + 2
          + 3 * len(PLAN_NAMES) + len(SCRIPT_FLAGS) + len(DECIDED) + len(REPS_ELSEWHERE) + len(RESUME_MIX) + 3 + len(MERGE_MIX)
-         + len(SWEEPS) + len(TYPES) + len(WORKLOAD_STRICT) + len(COND_NAMES) + 2 * len(NESTING) + len(INVENTORY) + 4)
+         + len(SWEEPS) + len(IGNORED) + len(TYPES) + len(WORKLOAD_STRICT) + len(COND_NAMES) + 2 * len(NESTING) + len(INVENTORY) + 4)
     assert n >= 300, n

@@ -507,6 +507,17 @@ class Plan(_Strict):
         if self.link_seed and self.link != "linkem":
             raise ValueError(f"link_seed: accepted with link = \"linkem\" (the link that seeds its random draws), "
                              f"got link = \"{self.link}\"")
+        # a field that the chosen options would ignore is refused, not silently dropped
+        if not self.capture and self.capture_keep != "compressed":
+            raise ValueError("capture_keep: applies with capture = true (what is kept of each trial's captures); "
+                             "set capture = true or drop capture_keep")
+        if self.capture_router and not self.capture:
+            raise ValueError("capture_router: applies with capture = true; set capture = true or drop it")
+        if "h3" not in self.protocols:
+            for key in ("verify_cc", "qlog"):
+                if getattr(self, key) is True:
+                    raise ValueError(f"{key}: applies to h3 trials (QUIC senders and connections); the plan's "
+                                     f"protocols are {', '.join(self.protocols)}: add h3 or drop {key}")
         for proto, srv in self.servers.items():
             names = [srv] if isinstance(srv, str) else list(srv)
             if not names or len(set(names)) != len(names) or not all(names):
