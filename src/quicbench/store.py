@@ -6,6 +6,7 @@ runs/<run-id>/trials.jsonl         one row per finished trial (ok or failed), ap
 runs/<run-id>/trials/<nnnnn>/      per-trial files: requests.jsonl, client.log, summary.json, ...
 runs/<run-id>/tls/                 the run's CA and server certificate, made once
 runs/<run-id>/servers/<name>/      server configs and logs
+runs/<run-id>/served/             while a run serves: its private copy of the content (ContentSet.isolated)
 runs/<run-id>/run.lock             held (flock) by the process writing the run
 
 Every path of a run directory is spelled here (RunLayout); readers and writers use it.
@@ -21,7 +22,9 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,38 @@ class RunLayout:
         return self.dir / f"report.{fmt}"
 
 
+def confined(run_dir: Path, path: Path) -> Path:
+    """path, if it stays inside the run directory once its links are followed; else a one-line
+    refusal (a reader of a run directory reads only the run's own files)."""
+    root = Path(run_dir).resolve()
+    real = Path(path).resolve()
+    if real != root and not real.is_relative_to(root):
+        raise QuicbenchError(f"{path}: a link to {real}, outside the run directory {run_dir}; quicbench reads "
+                             f"only a run's own files: remove the link")
+    return path
+
+
+def check_tree(run_dir: Path, top: Path) -> None:
+    """Refuse a directory of a run (a trial's, to be copied) that holds a link leaving the run, a
+    file with more names than one (a hard link: its other name may be anywhere) or a special file."""
+    confined(run_dir, top)
+    if not top.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in (*dirnames, *filenames):
+            p = Path(dirpath) / name
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                confined(run_dir, p)
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_nlink > 1:
+                    raise QuicbenchError(f"{p}: has {st.st_nlink} names (a hard link, maybe to a file outside "
+                                         f"the run directory {run_dir}); quicbench copies only a run's own "
+                                         f"files: replace it by a copy")
+            elif not stat.S_ISDIR(st.st_mode):
+                raise QuicbenchError(f"{p}: not a regular file or directory (a FIFO, socket or device)")
+
+
 @dataclass
 class JsonlRead:
     rows: list[dict[str, Any]]
@@ -94,13 +129,17 @@ def read_jsonl_checked(path: Path) -> JsonlRead:
     if not path.exists():
         return JsonlRead([], [])
     rows, torn = [], []
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise QuicbenchError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}); "
+                             f"a {'gzip-compressed ' if path.suffix == '.gz' else ''}JSON-lines file is expected") from None
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             torn.append(n)
             continue
         if isinstance(row, dict):
@@ -114,10 +153,16 @@ def read_meta(layout: RunLayout) -> dict[str, Any]:
     """meta.json, upgraded to FORMAT_VERSION; a newer format is refused with a clear message."""
     if not layout.meta.exists():
         return {}
+    confined(layout.dir, layout.meta)
     try:
-        meta = json.loads(layout.meta.read_text())
-    except json.JSONDecodeError as e:
+        meta = json.loads(layout.meta.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise QuicbenchError(f"{layout.meta}: not valid JSON ({e})") from None
+    except OSError as e:
+        raise QuicbenchError(f"{layout.meta}: cannot be read ({e.strerror})") from None
+    if not isinstance(meta, dict):
+        raise QuicbenchError(f"{layout.meta}: not a run's meta.json (a JSON object is expected, "
+                             f"found {type(meta).__name__})")
     return upgrade_meta(meta, str(layout.meta))
 
 
@@ -133,6 +178,52 @@ def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, A
         meta["format_version"] = FORMAT_VERSION
         meta["upgraded_from"] = version
     return meta
+
+
+def _pid_dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _builds_registry() -> Path:
+    """Where each build in progress names its temporary directory (cache/builds/PID-TOKEN), so that
+    any later command can remove what a killed build left, wherever it was."""
+    from quicbench.paths import cache_dir
+    return cache_dir() / "builds"
+
+
+def reap_stale_temporaries() -> list[Path]:
+    """What killed processes left: merges' .NAME.building-PID directories (named in the registry)
+    and the content and video caches' .tmp-PID-* directories, each removed only when its process
+    is gone. Every command calls this (cheap: two globs and the registry)."""
+    from quicbench.paths import cache_dir
+    removed: list[Path] = []
+    reg = _builds_registry()
+    for marker in (reg.glob("*") if reg.is_dir() else []):
+        pid = marker.name.split("-", 1)[0]
+        if not (pid.isascii() and pid.isdigit()) or not _pid_dead(int(pid)):
+            continue
+        try:
+            target = Path(marker.read_text().strip())
+        except OSError:
+            target = None
+        if target is not None and re.fullmatch(rf"\..+\.building-{pid}", target.name) and target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            removed.append(target)
+        marker.unlink(missing_ok=True)
+    for sub in ("content", "video"):
+        base = cache_dir() / sub
+        for d in (base.glob(".tmp-*") if base.is_dir() else []):
+            m = re.fullmatch(r"\.tmp-(\d+)-.*", d.name)
+            if m and d.is_dir() and _pid_dead(int(m.group(1))):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
 
 
 def reap_unfinished_builds(directory: Path) -> list[Path]:
@@ -178,6 +269,24 @@ def writer_in_other_kernel(lock_text: str) -> str | None:
     return lock_text.strip()
 
 
+def refuse_if_written(layout: RunLayout, action: str) -> None:
+    """Refuse to <action> a run still being written (its run.lock held by a live process); the lock
+    is only tested, read-only."""
+    if not layout.lock.exists():
+        return
+    fd = os.open(layout.lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        other = writer_in_other_kernel(os.pread(fd, 300, 0).decode(errors="replace"))
+        if other:
+            raise QuicbenchError(f"{layout.dir}: still being written by {other}; {action} it when it ends")
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        raise QuicbenchError(f"{layout.dir}: still being written by {holder}; {action} it when it ends") from None
+    finally:
+        os.close(fd)
+
+
 class RunStore:
     """The writer of a run directory. ``acquire()`` makes it the only one."""
 
@@ -212,6 +321,12 @@ class RunStore:
         reap_unfinished_builds(out.parent)
         tmp = out.parent / f".{out.name}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        marker = _builds_registry() / f"{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(str(tmp))
+        except OSError:
+            marker = None          # no registry (a read-only cache): the next build here still reaps it
         try:
             tmp.mkdir()
             store = cls(tmp)
@@ -231,6 +346,9 @@ class RunStore:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         return cls(out)
 
     @classmethod

@@ -39,7 +39,8 @@ def video_lab(tmp_path_factory):
     wd = tmp_path_factory.mktemp("video")
     # VOD and live share the 16 s ladder (one encode)
     assert VOD.video_spec() == LIVE.video_spec() == VOD_DASH.video_spec() == LIVE_HLS.video_spec()
-    content = generate({}, seed=1, cache=wd / "cache", videos=[VOD.video_spec()])
+    # the servers' private copy, which the live publisher writes into (as a run's)
+    content = generate({}, seed=1, cache=wd / "cache", videos=[VOD.video_spec()]).isolated(wd / "served")
     info = content.manifest["videos"][VOD.video_spec().key]
     with make_lab(LabSpec(name="t-video", link="linkem", condition=RATE)) as lab:
         lab.set_condition(RATE)

@@ -66,7 +66,7 @@ def test_only_and_reps():
     ('protocols = ["h4"]\n[[workloads]]\nsize = "1MB"', "protocols.0: Input should be 'h1', 'h2' or 'h3'"),
     ('[[workloads]]\nsize = "1XB"', "workloads.0.size: bad size '1XB'"),
     ('[[workloads]]\nsize = "1MB"\ncount = 0', "workloads.0.count"),
-    ('[[workloads]]\nsize = "1MB"\nparallel = 0', "parallel must be at least 1"),
+    ('[[workloads]]\nsize = "1MB"\nparallel = 0', "parallel must be 1 to 100000"),
     ('repetitions = 0\n[[workloads]]\nsize = "1MB"', "repetitions"),
     ('protocols = []\n[[workloads]]\nsize = "1MB"', "protocols"),
     ('colour = "red"\n[[workloads]]\nsize = "1MB"', "unknown key 'colour'; accepted: name, description, protocols"),

@@ -22,7 +22,7 @@ from quicbench.analysis.condition_params import condition_params
 from quicbench.errors import QuicbenchError
 from quicbench.model import columns
 from quicbench.model.units import size_label
-from quicbench.store import RunLayout, read_jsonl_checked, read_meta
+from quicbench.store import RunLayout, confined, read_jsonl_checked, read_meta
 
 PROTOCOL_ORDER = ("h1", "h2", "h3")
 PROTOCOL_NAMES = {"h1": "HTTP/1.1", "h2": "HTTP/2", "h3": "HTTP/3"}
@@ -240,15 +240,10 @@ def load_run(run_dir: Path | str) -> RunData:
     notes = []
     meta: dict[str, Any] = {}
     if layout.meta.exists():
-        try:
-            meta = read_meta(layout)
-        except QuicbenchError as e:
-            if "newer" in str(e):
-                raise
-            notes.append(f"meta.json is not valid JSON; run metadata is missing ({e})")
+        meta = read_meta(layout)        # a malformed one is refused, naming it
     else:
         notes.append("meta.json is missing: no plan, versions or host facts")
-    read = read_jsonl_checked(trials)
+    read = read_jsonl_checked(confined(d, trials))
     if not trials.exists():
         notes.append("trials.jsonl is missing: the run recorded no trial")
     if read.torn:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quicbench.store import confined
 from quicbench.analysis.load import RunData
 
 
@@ -60,12 +61,12 @@ def timeseries_path(run: RunData, row: pd.Series) -> Path | None:
     ref = row.get("timeseries")
     if isinstance(ref, str) and ref:
         p = Path(ref)
-        return p if p.is_absolute() else run.run_dir / p
+        return confined(run.run_dir, p if p.is_absolute() else run.run_dir / p)   # the run's own files only
     seq = row.get("seq")
     if seq is not None and not pd.isna(seq):
         p = run.run_dir / "trials" / f"{int(seq):05d}" / "timeseries.json"
         if p.exists():
-            return p
+            return confined(run.run_dir, p)
     return None
 
 

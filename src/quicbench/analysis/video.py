@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from quicbench.analysis.load import RunData
-from quicbench.store import RunLayout
+from quicbench.store import RunLayout, confined
 
 
 def median_startup_timelines(run: RunData, max_cells: int = 12) -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -24,7 +24,7 @@ def median_startup_timelines(run: RunData, max_cells: int = 12) -> dict[tuple[st
             break
         g = g.sort_values("startup_s")
         row = g.iloc[(len(g) - 1) // 2]
-        path = layout.trial(int(row["seq"])) / "video_metrics.json"
+        path = confined(run.run_dir, layout.trial(int(row["seq"])) / "video_metrics.json")
         try:
             detail = json.loads(path.read_text())
         except (OSError, ValueError):

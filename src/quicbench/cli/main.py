@@ -35,6 +35,11 @@ def main() -> None:
     # 'kill -USR1 PID' prints every thread's stack to stderr: where a stuck run is stuck
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
+        from quicbench.store import reap_stale_temporaries
+        try:
+            reap_stale_temporaries()    # what killed processes left in the caches and merges' parents
+        except OSError:
+            pass                        # a cache it may not read: nothing of its own to reap there
         rc = app(standalone_mode=False)
     except EnvironmentFault as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
@@ -50,12 +55,12 @@ def main() -> None:
         sys.exit(130)
     except typer.Abort:
         sys.exit(130)
-    except TyperException as e:   # usage errors: bad option, missing argument, ...
-        show = getattr(e, "show", None)
-        if show:
-            show()
-        else:
-            err.print(f"error: {e}")
+    except TyperException as e:   # usage errors: bad option, missing argument, ...: one line, the option named
+        fmt = getattr(e, "format_message", None)
+        msg = " ".join((fmt() if fmt else str(e)).split())
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        err.print(f"[bold red]error:[/] {escape(msg)}{escape(hint)}", highlight=False, soft_wrap=True)
         sys.exit(getattr(e, "exit_code", 2) or 2)
     sys.exit(rc if isinstance(rc, int) else 0)
 

@@ -73,8 +73,13 @@ def run_cmd(
     from quicbench.model.plan import check_only
     from quicbench.run.preflight import check_jobs, check_plan
     check_only(p, only_map)
+    if resume:
+        from quicbench.run.runner import check_resumable
+        check_resumable(resume, p, only_map)     # its own plan and selection only
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
+    from quicbench.content.objects import check_disk_space
+    check_disk_space(p.content_objects(), seed=p.seed, realistic_page=p.needs_realistic_page, videos=p.video_specs())
     check_backend(backend, inventory, p)
     if any(c.background or c.latency_probe or c.rebind_at_s for c in p.conditions) and (
             backend != "netns" or kernel != "host"):
@@ -84,7 +89,13 @@ def run_cmd(
     if provision and backend != "ssh":
         raise QuicbenchError("--provision: only the ssh backend installs anything (on its hosts)")
     check_jobs(jobs, backend)
+    if resume and until_decided is None:
+        # a run started with --until-decided goes on with it (its looks are fixed in meta.json)
+        until_decided = _resumed_until_decided(resume)
+    check_reps(reps)
     if until_decided is not None:
+        if not 1 <= until_decided <= MAX_REPS:
+            raise QuicbenchError(f"--until-decided {until_decided}: accepted: 1..{MAX_REPS} repetitions")
         least = reps or p.repetitions
         if until_decided < least:
             raise QuicbenchError(f"--until-decided {until_decided}: below the run's repetitions ({least}); "
@@ -177,18 +188,33 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
 
 
+MAX_REPS = 1000       # --reps and --until-decided at most (a plan's repetitions have the same bound)
+
+
+def check_reps(reps: Optional[int]) -> None:
+    if reps is not None and not 1 <= reps <= MAX_REPS:
+        raise QuicbenchError(f"--reps {reps}: accepted: 1..{MAX_REPS}")
+
+
+def _resumed_until_decided(resume: Path) -> Optional[int]:
+    from quicbench.store import RunLayout, read_meta
+    seq = read_meta(RunLayout(resume)).get("sequential")
+    got = seq.get("max_reps") if isinstance(seq, dict) else None
+    return got if isinstance(got, int) and not isinstance(got, bool) else None
+
+
 def _resumed_testbed(resume: Path, backend: str, inventory: Optional[Path], kernel: str):
     """A resume runs where the run ran: its backend, inventory and kernel come from meta.json. A
     different one asked for explicitly is refused (the defaults, netns and host, mean 'as it was')."""
-    import json
     import os
-    try:
-        meta = json.loads((resume / "meta.json").read_text())
-    except (OSError, ValueError):
-        return backend, inventory, kernel
-    lab = meta.get("lab") or {}
+    from quicbench.store import RunLayout, read_meta
+    meta = read_meta(RunLayout(resume))          # a malformed meta.json: one line, exit 2
+    if not isinstance(meta.get("plan"), dict):
+        raise QuicbenchError(f"--resume {resume}: meta.json has no plan; not a run quicbench can resume")
+    lab = meta.get("lab") if isinstance(meta.get("lab"), dict) else {}
     was_backend = lab.get("backend") or "netns"
-    was_kernel = (meta.get("host") or {}).get("kernel_driver") or "host"
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    was_kernel = host.get("kernel_driver") or "host"
     if backend != "netns" and backend != was_backend:
         raise QuicbenchError(f"--backend {backend}: the run {resume} ran with --backend {was_backend}; resume it "
                              f"with that (accepted: {was_backend})")
@@ -223,6 +249,13 @@ def _until_decided(max_reps: int, out_console):
         planned = Selection(reps=max_reps, only=selection.only).trials(plan)
 
         def extend():
+            # the trials the last look added that a Ctrl-C or a kill cut are run before any new look
+            recorded = {r.get("key") for r in store.rows()}
+            cut = [t for t in planned if t.key in set(seq.get("pending", [])) and t.key not in recorded]
+            if cut:
+                out_console.print(f"until decided: {len(cut)} trial(s) of look {len(seq.get('looked', []))} "
+                                  f"were cut; running them first")
+                return fresh_seqs(cut, store.rows(), planned)
             run = load_run(store.dir)
             undecided = undecided_cells(run, method_for(run.meta))
             measured = run.trials
@@ -234,6 +267,7 @@ def _until_decided(max_reps: int, out_console):
                                                "cells": sorted(f"{c} | {w}" for c, w in undecided),
                                                "trials_added": len(todo)}]
             seq["looked"] = looked
+            seq["pending"] = [t.key for t in todo]
             store.update_meta(sequential=seq)
             at_max = sum(1 for cell in undecided if reps.get(cell, 0) >= max_reps)
             out_console.print(f"until decided, look {len(looked)} of {seq['looks']}: {len(undecided)} cell(s) "
@@ -295,6 +329,7 @@ def plan_show(plan: Optional[Path] = typer.Argument(None, help="Plan file (TOML)
     from quicbench.model.shard import parse_shard
     from quicbench.run.preflight import check_plan
     shard_ = parse_shard(shard) if shard is not None else None
+    check_reps(reps)
     p = _load_plan(plan)
     check_plan(p, str(plan) if plan else "default plan")
     _show_plan(p, reps, _parse_only(only), shard_)

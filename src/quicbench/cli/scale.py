@@ -61,6 +61,8 @@ def _plan_for_cluster(plan: Optional[Path], shards: int, reps: Optional[int], on
     from quicbench.model.plan import check_only
     if not 1 <= shards <= 10_000:
         raise QuicbenchError(f"--shards {shards}: accepted: 1..10000")
+    from quicbench.cli.run import check_reps
+    check_reps(reps)
     p = _load_plan(plan)
     check_only(p, _parse_only(only))
     return p

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from quicbench.errors import QuicbenchError
+from quicbench.model.units import go_duration
 from quicbench.paths import bin_dir, find_binary
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_summary_client
 
@@ -58,7 +59,7 @@ class LoadClient(Client):
                 "--resumption", resumption,
                 "--manifest", str(target.content.manifest_path),
                 "--requests", str(requests_file),
-                "--timeout", f"{timeout_s:g}s"]
+                "--timeout", go_duration(timeout_s)]
 
     def extra_args(self, req: FetchRequest) -> list[str]:
         """The options a trial adds: the local port, the client's qlog, the TLS key log."""
@@ -72,10 +73,9 @@ class LoadClient(Client):
         return extra
 
     def fetch(self, req: FetchRequest) -> ClientResult:
-        target, protocol, workload, trial_dir, timeout_s, options = (
-            req.target, req.protocol, req.workload, req.trial_dir, req.timeout_s, req.options)
+        target, trial_dir, timeout_s = req.target, req.trial_dir, req.timeout_s
         trial_dir.mkdir(parents=True, exist_ok=True)
-        argv = target.lab.cmd("client", self.argv(target, protocol, workload, trial_dir, timeout_s)
+        argv = target.lab.cmd("client", self.argv(target, req.protocol, req.workload, trial_dir, timeout_s)
                               + self.extra_args(req))
         # hard stop a little after the client's own deadline
         return run_summary_client(argv, trial_dir, timeout_s + 10, self.name, target.lab.remote)

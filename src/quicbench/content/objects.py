@@ -13,7 +13,9 @@ import hashlib
 import html
 import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,8 @@ CHUNK = 1 << 22
 class ContentSet:
     root: Path
     manifest: dict
+    private: bool = False      # a server's own copy (``isolated``): served as it is
+    origin: Path | None = None  # the copy's content directory (the cache's or yours)
 
     def path_template(self, size: int) -> str:
         return f"/{size_label(size)}/obj-{{i}}.bin"
@@ -46,26 +50,164 @@ class ContentSet:
         return [Path(v["live_dir"]) for v in self.manifest.get("videos", {}).values()]
 
     def check_served_files(self) -> None:
-        """Servers serve regular files under the root only. A symbolic link that leaves the root
-        (``ln -s /etc/shadow DIR/s``) or a special file (FIFO, device, socket) is refused before
-        a server starts; links within the root, and quicbench's own links to its live
-        publishers, are fine. Server configurations refuse links too where the server can
-        (docs/servers.md), so a link made after the start is not followed either."""
-        root = self.root.resolve()
-        allowed = [root, *(d.resolve() for d in self.live_dirs)]
+        """Refuse, before anything starts, a content directory that holds anything but its own
+        regular files (``served_entries`` says what); nothing is written."""
+        self.served_entries()
+
+    def served_entries(self) -> list[tuple[str, os.stat_result, Path]]:
+        """(relative path, lstat of the file served, its path) for every file a server may serve.
+
+        Only regular files on the content's own file system are served. Refused, naming the
+        path: a symbolic link that leaves the root (``ln -s /etc/shadow DIR/s``) or points to a
+        directory; a special file (FIFO, socket, device); a mount point or a file of another file
+        system inside the root (a bind mount); a regular file with more names (hard links) than
+        the root holds (``ln /etc/shadow DIR/h``) -- unless the set is quicbench's generated one
+        and the manifest lists the file at its size (its copies are hard links to one file, its
+        video segments hard links to the video cache). A link to a regular file inside the root
+        serves that file; quicbench's own ``live/<key>`` links are served from a private
+        directory instead (``isolated``)."""
+        root = self.root
+        try:
+            rst = os.stat(root)
+        except OSError as e:
+            raise QuicbenchError(f"content {root}: {e.strerror}") from None
+        if not stat.S_ISDIR(rst.st_mode):
+            raise QuicbenchError(f"content {root}: not a directory")
+        for m in _mount_points_under(root):
+            raise QuicbenchError(f"content {root}: {m.relative_to(root.resolve())} is a mount point (a bind mount); "
+                                 f"servers serve only the content directory's own files: unmount it")
+        listed = {f["path"]: f.get("size") for f in self.manifest.get("files", []) if isinstance(f, dict)}
+        own_live = {f"live/{k}" for k in self.manifest.get("videos", {})}
+        entries: list[tuple[str, os.stat_result, Path]] = []
+        links: list[tuple[str, Path]] = []
+        names: dict[tuple[int, int], int] = {}
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             for name in (*dirnames, *filenames):
                 p = Path(dirpath) / name
-                rel = p.relative_to(root)
-                if p.is_symlink():
-                    target = p.resolve()
-                    if not any(target == a or target.is_relative_to(a) for a in allowed):
-                        raise QuicbenchError(
-                            f"content {self.root}: {rel} is a link to {target}, outside the content directory; "
-                            f"servers serve only files under it: remove the link or copy the file in")
-                elif not (p.is_dir() or p.is_file()):
-                    raise QuicbenchError(f"content {self.root}: {rel} is not a regular file or directory "
+                rel = p.relative_to(root).as_posix()
+                st = os.lstat(p)
+                if stat.S_ISLNK(st.st_mode):
+                    if rel not in own_live:
+                        links.append((rel, p))
+                elif st.st_dev != rst.st_dev:
+                    raise QuicbenchError(f"content {root}: {rel} is on another file system (a mount point or "
+                                         f"bind mount); servers serve only the content directory's own files")
+                elif stat.S_ISREG(st.st_mode):
+                    entries.append((rel, st, p))
+                    names[(st.st_dev, st.st_ino)] = names.get((st.st_dev, st.st_ino), 0) + 1
+                elif not stat.S_ISDIR(st.st_mode):
+                    raise QuicbenchError(f"content {root}: {rel} is not a regular file or directory "
                                          f"(a FIFO, socket or device); servers serve only regular files")
+        for rel, st, _ in entries:
+            if st.st_nlink > names[(st.st_dev, st.st_ino)] and not (rel in listed and listed[rel] == st.st_size):
+                raise QuicbenchError(
+                    f"content {root}: {rel} has {st.st_nlink} names, {st.st_nlink - names[(st.st_dev, st.st_ino)]} "
+                    f"of them outside the content directory (a hard link); servers serve only files whose every "
+                    f"name is in it: copy the file in")
+        resolved_root = root.resolve()
+        by_path = {p.resolve(): (st, p) for _, st, p in entries}
+        for rel, p in links:
+            target = p.resolve()
+            if not (target == resolved_root or target.is_relative_to(resolved_root)):
+                raise QuicbenchError(
+                    f"content {root}: {rel} is a link to {target}, outside the content directory; "
+                    f"servers serve only files under it: remove the link or copy the file in")
+            if target not in by_path:
+                raise QuicbenchError(f"content {root}: {rel} is a link to {target}, not a regular file; servers "
+                                     f"serve only regular files and directories: remove the link")
+            entries.append((rel, *by_path[target]))
+        return entries
+
+    def isolated(self, dest: Path) -> "ContentSet":
+        """A private copy of the served files at ``dest`` (made anew), which servers serve instead
+        of the root: a link or a mount made in the root after this is never seen by a server.
+        Regular files only, no links, no other file system (``served_entries``). The files of a
+        generated set that its manifest lists are hard links to the cache's (no disk, no time); other
+        files are copied
+        (a hard link would share its inode with a file its owner may still link elsewhere).
+        Each file is checked after it is placed to be the one checked before (a swap in between
+        is refused). ``live/<key>`` of each video is an empty directory the live publisher
+        writes into (the manifest's ``live_dir`` names it)."""
+        entries = self.served_entries()
+        # the generated set's listed files are hard-linked (they may have names in other copies)
+        listed = {f["path"]: f.get("size") for f in self.manifest.get("files", []) if isinstance(f, dict)}
+        if dest.exists() or dest.is_symlink():
+            shutil.rmtree(dest) if dest.is_dir() and not dest.is_symlink() else dest.unlink()
+        dest.mkdir(parents=True)
+        os.chmod(dest, 0o755)
+        made: dict[tuple[int, int], Path] = {}
+        try:
+            for rel, st, src in entries:
+                out = dest / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                key = (st.st_dev, st.st_ino)
+                if key in made:
+                    os.link(made[key], out)
+                    continue
+                if not (listed.get(rel) == st.st_size and _link_same(src, out, key)):
+                    _copy_same(src, out, key, self.root / rel)
+                    os.chmod(out, 0o644)      # readable by a server that runs as nobody (the cache's are)
+                made[key] = out
+            manifest = json.loads(json.dumps(self.manifest))
+            for k, v in manifest.get("videos", {}).items():
+                live = dest / "live" / k
+                live.mkdir(parents=True, exist_ok=True)
+                v["live_dir"] = str(live)
+            for d in [dest, *(p for p in dest.rglob("*") if p.is_dir())]:
+                os.chmod(d, 0o755)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        return ContentSet(root=dest, manifest=manifest, private=True, origin=self.origin or self.root)
+
+
+def _mount_points_under(root: Path) -> list[Path]:
+    """The mount points strictly inside root (/proc/self/mountinfo: a bind mount of the same file
+    system keeps its device number, so only the mount table tells)."""
+    top = root.resolve()
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+        if point != top and point.is_relative_to(top):
+            out.append(point)
+    return out
+
+
+def _link_same(src: Path, out: Path, key: tuple[int, int]) -> bool:
+    """Hard-link src at out if it is still the file checked (dev, inode); False: not linkable."""
+    try:
+        os.link(src, out, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.lstat(out)
+    if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != key:
+        out.unlink()
+        raise QuicbenchError(f"content: {src} changed while it was checked; not served")
+    return True
+
+
+def _copy_same(src: Path, out: Path, key: tuple[int, int], shown: Path) -> None:
+    """Copy src to out through a descriptor opened without following links, if it is still the
+    file checked (dev, inode)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise QuicbenchError(f"content: {shown}: {e.strerror}; not served") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != key:
+            raise QuicbenchError(f"content: {shown} changed while it was checked; not served")
+        with open(fd, "rb", closefd=False) as f, open(out, "xb") as g:
+            shutil.copyfileobj(f, g, CHUNK)
+    finally:
+        os.close(fd)
 
 
 def object_bytes_iter(seed: int, size: int):
@@ -103,6 +245,23 @@ def live_dir(cache: Path, key: str) -> Path:
     return cache / "live" / key
 
 
+def check_disk_space(objects: dict[int, int], seed: int = 1, realistic_page: bool = False, videos=(),
+                     cache: Path | None = None) -> None:
+    """Refuse (before anything starts) a content set the cache's file system has no room for: each
+    size is one file (its copies are hard links), plus a margin of 1 GB for the run's own files."""
+    base = (cache or cache_dir()) / "content"
+    if (base / content_key(seed, objects, realistic_page, tuple(v.key for v in videos)) / "manifest.json").exists():
+        return
+    need = sum(objects) + (1 << 30)
+    probe = base
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if need > free:
+        raise QuicbenchError(f"workloads: the content needs {size_label(need)} in {base} (its objects once each, "
+                             f"and 1GB for the run), but {size_label(free)} is free; use smaller sizes or free space")
+
+
 def _index_page(label: str, n: int) -> str:
     imgs = "\n".join(f'<img src="obj-{i}.bin" width="32" height="32" alt="{i}">' for i in range(1, n + 1))
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{label} x {n}</title></head>\n"
@@ -136,7 +295,7 @@ def generate(objects: dict[int, int], seed: int = 1, cache: Path | None = None,
     if manifest_file.exists():
         return ContentSet(root=root, manifest=json.loads(manifest_file.read_text()))
     base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=base))
     try:
         files = []
         listing = []

@@ -113,7 +113,7 @@ def make_vod(spec: VideoSpec, cache: Path | None = None) -> VideoSet:
         return VideoSet(root, json.loads((root / "manifest.json").read_text()))
     exe = ffmpeg_binary()
     base.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=base))
     try:
         argv = ffmpeg_argv(spec, tmp)
         argv[0] = exe

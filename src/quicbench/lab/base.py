@@ -52,7 +52,7 @@ class CpuCounters:
     server_cpus: list[int] = field(default_factory=list)
 
 
-LAB_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
+LAB_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,15}")
 
 
 class LabSpec(BaseModel):
@@ -82,7 +82,7 @@ class LabSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not LAB_NAME_RE.match(v):
+        if not LAB_NAME_RE.fullmatch(v):
             raise ValueError(f"lab name '{v}' must be 1-16 characters of a-z, 0-9 and '-'")
         return v
 

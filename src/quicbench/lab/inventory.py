@@ -29,6 +29,7 @@ every error names the file and the field. See docs/hosts.md.
 from __future__ import annotations
 
 import ipaddress
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,24 @@ IFNAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 
 def _ifname(v: str) -> str:
-    if not v or len(v) > 15 or not set(v) <= IFNAME_CHARS:
-        raise ValueError(f"'{v}' is not an interface name (1-15 characters of a-z, A-Z, 0-9, '-_.@:')")
+    if not v or len(v) > 15 or not set(v) <= IFNAME_CHARS or v in (".", "..") or v.startswith("-"):
+        raise ValueError(f"{v!r} is not an interface name (1-15 characters of a-z, A-Z, 0-9, '-_.@:', not '.' "
+                         f"or '..', not beginning with '-')")
     return v
+
+
+# where lab addresses may come from: private, benchmarking (198.18.0.0/15), link-local or documentation
+# networks, never a public one (the lab routes between them) nor a whole address space (/0)
+def _lab_network_ok(iface: ipaddress.IPv4Interface | ipaddress.IPv6Interface) -> bool:
+    bench = ipaddress.ip_network("198.18.0.0/15")
+    ip = iface.ip
+    return iface.network.prefixlen >= (8 if ip.version == 4 else 16) and (
+        ip.is_private or ip.is_link_local or (ip.version == 4 and ip in bench)) and not (
+        ip.is_loopback or ip.is_multicast or ip.is_unspecified)
+
+
+PATH_RE = re.compile(r"/[A-Za-z0-9._/+@-]*")        # inventory paths: no spaces, quotes or shell syntax
+PYTHON_RE = re.compile(r"[A-Za-z0-9._/+-]+")
 
 
 def _iface_address(v: str) -> str:
@@ -53,13 +69,20 @@ def _iface_address(v: str) -> str:
         raise ValueError(f"'{v}' is not an address with a prefix length, e.g. 198.18.0.1/24") from None
     if "/" not in v:
         raise ValueError(f"'{v}' needs a prefix length, e.g. {v}/24")
+    if not _lab_network_ok(ipaddress.ip_interface(v)):
+        raise ValueError(f"'{v}': a lab address is private (RFC 1918, fc00::/7), benchmarking (198.18.0.0/15) "
+                         f"or link-local, with a prefix of at least /8 (/16 for IPv6); not a public address or /0")
     return v
+
+
+SYSTEM_DIRS = {"bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "media", "mnt", "opt", "proc", "root",
+               "run", "sbin", "srv", "sys", "tmp", "usr", "var"}
 
 
 class SshSettings(BaseModel):
     """How to reach a host; [ssh] gives the defaults, each host may override any of them."""
     model_config = ConfigDict(extra="forbid")
-    user: str | None = None
+    user: str | None = Field(None, pattern=r"^[a-z_][a-z0-9_.-]{0,31}$")
     port: int | None = Field(None, ge=1, le=65535, strict=True)   # strict: "22" is a mistake, not 22
     key: str | None = None            # private key file; None: the agent (SSH_AUTH_SOCK)
     known_hosts: str | None = None    # None: accept-new into a known_hosts file of the lab's own
@@ -73,13 +96,27 @@ class SshSettings(BaseModel):
     def _absolute(cls, v: str | None) -> str | None:
         if v is not None and not v.startswith("/"):
             raise ValueError(f"'{v}' must be an absolute path on the host")
-        if v is not None and v.rstrip("/") in ("", "/tmp", "/var/tmp", "/root", "/home"):
+        if v is not None and not PATH_RE.fullmatch(v):
+            raise ValueError(f"{v!r}: a path of letters, digits and . _ / + @ - only")
+        if v is not None and any(part in (".", "..") for part in v.split("/")):
+            raise ValueError(f"'{v}': no '.' or '..' components; name the directory itself")
+        bare = (v or "").rstrip("/")
+        if v is not None and (bare in ("", "/tmp", "/var/tmp", "/root", "/home")
+                              or bare.count("/") == 1 and bare[1:] in SYSTEM_DIRS):
             raise ValueError(f"'{v}' is a shared directory: quicbench removes its workdir, give one of its own")
+        return v
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str | None) -> str | None:
+        if v is not None and not PYTHON_RE.fullmatch(v):
+            raise ValueError(f"{v!r}: a program name or path (letters, digits, . _ / + -), no arguments or shell")
         return v
 
 
 class HostEntry(SshSettings):
-    host: str = Field(min_length=1, pattern=r"^[^\s@]+$")   # SSH address (name or IP; user goes in 'user')
+    # SSH address (name or IP; user goes in 'user'); never an option to ssh ('-oProxyCommand=...')
+    host: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*$")
 
 
 class EndHost(HostEntry):

@@ -681,31 +681,31 @@ class SshLab(Lab):
         idx = nodes.index(node)
         if node == "client":
             via = self.address("router")
-            steps.append((f"ip route del {self.address('server')}/32 via {via}",
-                          f"ip route replace {self.address('server')}/32 via {via} "
+            steps.append((f"ip route del {q(self.address('server') + '/32')} via {q(via)}",
+                          f"ip route replace {q(self.address('server') + '/32')} via {q(via)} "
                           f"dev {q(self.interface(node, 'server'))}{self.initcwnd_option()}"))
         elif node == "server":
             via = self.inv.host(nodes[idx - 1]).ip_server.split("/")[0]      # type: ignore[union-attr]
-            steps.append((f"ip route del {self.address('client')}/32 via {via}",
-                          f"ip route replace {self.address('client')}/32 via {via} "
+            steps.append((f"ip route del {q(self.address('client') + '/32')} via {q(via)}",
+                          f"ip route replace {q(self.address('client') + '/32')} via {q(via)} "
                           f"dev {q(self.interface(node, 'client'))}{self.initcwnd_option()}"))
         else:
-            steps.append((f"sysctl -q -w net.ipv4.ip_forward={facts['ip_forward']}", ":"))
+            steps.append((f"sysctl -q -w {q('net.ipv4.ip_forward=' + str(facts['ip_forward']))}", ":"))
             for dev in (self.interface(node, "client"), self.interface(node, "server")):
                 # the emulation's qdisc goes with the lab (the interface's default comes back)
                 steps.append((f"tc qdisc del dev {q(dev)} root", ":"))
             if self.spec.hops == 2:
                 if node == "router":
                     via = self.inv.host("router2").ip_client.split("/")[0]       # type: ignore[union-attr]
-                    steps.append((f"ip route del {self.address('server')}/32 via {via}",
-                                  f"ip route replace {self.address('server')}/32 via {via}"))
+                    steps.append((f"ip route del {q(self.address('server') + '/32')} via {q(via)}",
+                                  f"ip route replace {q(self.address('server') + '/32')} via {q(via)}"))
                 else:
                     via = self.inv.host("router").ip_server.split("/")[0]        # type: ignore[union-attr]
-                    steps.append((f"ip route del {self.address('client')}/32 via {via}",
-                                  f"ip route replace {self.address('client')}/32 via {via}"))
+                    steps.append((f"ip route del {q(self.address('client') + '/32')} via {q(via)}",
+                                  f"ip route replace {q(self.address('client') + '/32')} via {q(via)}"))
         if node in ("client", "server") and facts["tcp_cc"] != self.spec.tcp_cc:
-            steps.append((f"sysctl -q -w net.ipv4.tcp_congestion_control={facts['tcp_cc']}",
-                          f"sysctl -q -w net.ipv4.tcp_congestion_control={self.spec.tcp_cc}"))
+            steps.append((f"sysctl -q -w {q('net.ipv4.tcp_congestion_control=' + str(facts['tcp_cc']))}",
+                          f"sysctl -q -w {q('net.ipv4.tcp_congestion_control=' + self.spec.tcp_cc)}"))
         undo = f"{self.labdir(node)}/undo.sh"
         script = ["set -e"]
         for un, do in steps:

@@ -33,12 +33,55 @@ MAX_POOL = 1000              # connections of a pool:N policy (each is a handsha
 H2_MAX_STREAMS = 250
 LIVE_SOURCE_SEGMENTS = 4   # a live stream loops a VOD of this many segments (16 s at 4 s)
 Protocol = Literal["h1", "h2", "h3"]
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
-CC_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")      # a congestion controller's name: cubic, bbr, reno, ...
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")       # fullmatch: client and server names
+# a plan's name: it names Slurm and Kubernetes jobs and files; ASCII letters and digits, '.', '_', '-'
+PLAN_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_TRIAL_TIMEOUT_S = 86_400.0    # a trial's timeout at most (one day)
+MAX_PARALLEL = 100_000            # a workload's requests in flight at most (count's bound)
+CC_RE = re.compile(r"[a-z][a-z0-9_]{0,15}")      # a congestion controller's name: cubic, bbr, reno, ...
 
 
 class _Strict(KnownKeys):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_scalars(cls, data: Any) -> Any:
+        """Scalars as they are written: no bool from a string ("true"), no int from a float (1e9)
+        or a bool, no number from a string; a float accepts an integer."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                field = cls.model_fields.get(key)
+                if field is not None:
+                    _check_scalar(key, value, field.annotation)
+        return data
+
+
+def _check_scalar(key: str, value: Any, annotation: Any) -> None:
+    """Refuse what pydantic would coerce into a scalar field: a bool or float for an int, a string
+    for a bool or number (literal strings such as parallel's "all" stay accepted)."""
+    import types
+    import typing
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
+        typing.get_origin(annotation) is typing.Union else (annotation,)
+    literals = [a for o in options if typing.get_origin(o) is Literal for a in typing.get_args(o)]
+    scalars = [t for t in (int, float, bool) if t in options]
+    if value is None or any(value == a and type(value) is type(a) for a in literals):
+        return
+    if not scalars:
+        # a literal field (hops = 1 | 2): no bool or float that equals one
+        if literals and isinstance(value, (bool, float)):
+            raise ValueError(f"{key}: one of {', '.join(map(repr, literals))} is expected, got {value!r} "
+                             f"({type(value).__name__})")
+        return
+    bad = ((isinstance(value, bool) and bool not in scalars)
+           or (isinstance(value, float) and float not in scalars)
+           or (isinstance(value, str) and str not in options)
+           or (bool in scalars and len(scalars) == 1 and not isinstance(value, bool)))
+    if bad:
+        want = [{int: "an integer", float: "a number", bool: "true or false"}[t] for t in scalars]
+        want += [repr(a) for a in literals]
+        raise ValueError(f"{key}: {' or '.join(want)} is expected, got {value!r} ({type(value).__name__})")
 
 
 # client driver name -> the protocols it fetches, filled by quicbench.clients from its registry
@@ -170,8 +213,8 @@ class Workload(_Strict):
     @field_validator("parallel")
     @classmethod
     def _parallel(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"parallel must be at least 1 or 'all', got {v}")
+        if isinstance(v, int) and not 1 <= v <= MAX_PARALLEL:
+            raise ValueError(f"parallel must be 1 to {MAX_PARALLEL} or 'all', got {v}")
         return v
 
     @property
@@ -354,9 +397,9 @@ class Plan(_Strict):
     workloads: list[Workload] = Field(min_length=1)
     conditions: list[Condition] = Field(default_factory=lambda: [Condition(name="none")], min_length=1)
     repetitions: int = Field(3, ge=1, le=1000)
-    seed: int = 1
+    seed: int = Field(1, ge=0, lt=2**63)
     order: Literal["randomized", "sequential", "interleaved"] = "randomized"
-    trial_timeout_s: float = Field(120.0, gt=0)
+    trial_timeout_s: float = Field(120.0, gt=0, le=MAX_TRIAL_TIMEOUT_S)
     warmup: int = Field(0, ge=0, le=10, description="unrecorded warm-up trials per condition")
     link: str = "auto"
     link_seed: bool = Field(
@@ -394,12 +437,20 @@ class Plan(_Strict):
     # name (go-quick, cvart, dncs-http3), a study file (relative to the plan), or a list of them
     study: str | list[str] | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not PLAN_NAME_RE.fullmatch(v):
+            raise ValueError(f"name {v!r}: 1-64 characters of A-Z, a-z, 0-9, '.', '_', '-', the first a letter or "
+                             f"digit (it names jobs and files)")
+        return v
+
     @field_validator("study")
     @classmethod
     def _study(cls, v: str | list[str] | None) -> str | list[str] | None:
         from quicbench.model.study import NAME_RE as STUDY_NAME, is_path
         for ref in ([v] if isinstance(v, str) else v or []):
-            if not ref or not (is_path(ref) or STUDY_NAME.match(ref)):
+            if not ref or not (is_path(ref) or STUDY_NAME.fullmatch(ref)):
                 raise ValueError(f"study {ref!r}: a study's name (a-z, 0-9, '-', '_', '.') or a study file "
                                  f"(path ending in .toml)")
         return v
@@ -458,7 +509,7 @@ class Plan(_Strict):
             raise ValueError(f"browser: name one browser or a list of different ones; accepted: "
                              f"{', '.join(BROWSERS)}, got {self.browser!r}")
         for name in [*self.client_names, *self.client_commands, *self.server_commands]:
-            if not NAME_RE.match(name):
+            if not NAME_RE.fullmatch(name):
                 raise ValueError(f"client/server name {name!r}: use 1-32 characters of a-z, A-Z, 0-9, '-', '_', '.'")
         names = [c.name for c in self.conditions]
         dup = {n for n in names if names.count(n) > 1}
@@ -494,6 +545,21 @@ class Plan(_Strict):
         if self.link_seed and self.link != "linkem":
             raise ValueError(f"link_seed: accepted with link = \"linkem\" (the link that seeds its random draws), "
                              f"got link = \"{self.link}\"")
+        # a field that the chosen options would ignore is refused, not silently dropped
+        if not self.capture and self.capture_keep != "compressed":
+            raise ValueError("capture_keep: applies with capture = true (what is kept of each trial's captures); "
+                             "set capture = true or drop capture_keep")
+        if self.capture_router and not self.capture:
+            raise ValueError("capture_router: applies with capture = true; set capture = true or drop it")
+        if "h3" not in self.protocols:
+            for key in ("verify_cc", "qlog"):
+                if getattr(self, key) is True:
+                    raise ValueError(f"{key}: applies to h3 trials (QUIC senders and connections); the plan's "
+                                     f"protocols are {', '.join(self.protocols)}: add h3 or drop {key}")
+        for proto, srv in self.servers.items():
+            names = [srv] if isinstance(srv, str) else list(srv)
+            if not names or len(set(names)) != len(names) or not all(names):
+                raise ValueError(f"servers.{proto}: name one server or a list of different ones, got {srv!r}")
         if any(h > 1 for h in [len(c.hops) for c in self.conditions]) and self.hops == 1:
             self.hops = 2
         return self
@@ -586,7 +652,7 @@ def _cc_names(v: Any, field: str) -> None:
     if not isinstance(names, list) or not names:
         raise ValueError(f"{where}name a congestion controller or a non-empty list of them, got {v!r}")
     for n in names:
-        if not isinstance(n, str) or not CC_RE.match(n):
+        if not isinstance(n, str) or not CC_RE.fullmatch(n):
             raise ValueError(f"{where}{n!r} is not a congestion controller's name (lower-case letters, digits "
                              f"and '_', e.g. cubic, reno, bbr)")
     if len(set(names)) != len(names):
@@ -768,6 +834,8 @@ def load_plan(path: Path | str) -> Plan:
         raise QuicbenchError(f"{path}: not a TOML plan (not UTF-8 text)") from None
     except tomllib.TOMLDecodeError as e:
         raise QuicbenchError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise QuicbenchError(f"{path}: arrays or tables nested too deeply for a plan") from None
     base = path.resolve().parent
     return plan_from_dict(_study_relative_to(_commands_relative_to(_traces_relative_to(data, base), base), base),
                           source=str(path))
@@ -813,11 +881,13 @@ def _traces_relative_to(data: Any, base: Path) -> Any:
 
 def plan_from_dict(data: dict[str, Any], source: str = "plan") -> Plan:
     data = dict(data)
-    data.setdefault("name", Path(source).stem)
+    data.setdefault("name", re.sub(r"[^A-Za-z0-9_.-]", "-", Path(source).stem).lstrip("._-")[:64] or "plan")
     try:
         return Plan.model_validate(data)
     except ValidationError as e:
         raise QuicbenchError(format_validation_error(e, source)) from None
+    except RecursionError:
+        raise QuicbenchError(f"{source}: arrays or tables nested too deeply for a plan") from None
 
 
 # The first run says something true about the three protocols on realistic paths, in about two

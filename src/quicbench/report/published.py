@@ -125,12 +125,23 @@ def update(page: Path) -> int:
 def publish(run_dir: Path, dest: Path) -> Path:
     """Copy a run's meta.json and its rows (gzip, deterministic) into dest for a page to cite."""
     from quicbench.analysis import load_run
+    from quicbench.store import RunLayout, read_jsonl_checked, refuse_if_written
+    refuse_if_written(RunLayout(run_dir), "publish")    # a run being written is published when it ends
     load_run(run_dir)                          # a run directory quicbench can read, or a clear error
     trials = run_dir / "trials.jsonl"
-    rows = [json.loads(line) for line in trials.read_text().splitlines() if line.strip()]
-    if not rows:
+    read = read_jsonl_checked(trials)
+    if read.torn:
+        raise QuicbenchError(f"{trials}: line {read.torn[0]} is not a row (a torn write); publish whole rows only: "
+                             f"resume the run (it runs that trial again) or remove the line")
+    if not read.rows:
         raise QuicbenchError(f"{run_dir}: no trials to publish")
-    dest.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and not dest.is_dir():
+        raise QuicbenchError(f"DEST {dest}: exists and is not a directory; name a directory for meta.json and "
+                             f"trials.jsonl.gz")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise QuicbenchError(f"DEST {dest}: cannot be made ({e.strerror})") from None
     shutil.copyfile(run_dir / "meta.json", dest / "meta.json")
     with open(dest / "trials.jsonl.gz", "wb") as raw:
         # mtime 0 and no file name: the same rows give the same bytes (a clean git diff)

@@ -75,10 +75,15 @@ def sbatch_script(plan: Path | None, plan_name: str, shards: int, out: Path, par
                              "use --setup check (quicbench doctor) or none")
     qb = quicbench_command()
     out = out.resolve()
+    # #SBATCH lines are not shell: what they take is checked, not quoted
+    if not re.fullmatch(r"[A-Za-z0-9._/@+:,=-]+", str(out)):
+        raise QuicbenchError(f"--out {str(out)!r}: the Slurm script's log path accepts letters, digits and "
+                             f". _ / @ + : , = - only (no spaces, quotes or control characters)")
+    check_name(plan_name, "plan name")
     lines = ["#!/bin/bash",
              f"# quicbench plan '{plan_name}' as a Slurm array of {shards} shards (docs/scale.md); "
              f"written by 'quicbench slurm'.",
-             f"#SBATCH --job-name=qb-{re.sub(r'[^A-Za-z0-9._-]', '_', plan_name)[:40]}",
+             f"#SBATCH --job-name=qb-{plan_name[:40]}",
              f"#SBATCH --array=1-{shards}",
              "#SBATCH --nodes=1",
              "#SBATCH --ntasks=1",
@@ -176,7 +181,8 @@ def k8s_manifest(plan_text: str, plan_name: str, shards: int, image: str, pvc: s
                  parallelism: int | None = None, namespace: str | None = None, privileged: bool = True,
                  reps: int | None = None, only: list[str] | None = None) -> dict[str, Any]:
     """A v1 List: a ConfigMap with the plan and an Indexed Job of N shards writing to a PVC."""
-    job = name or "qb-" + re.sub(r"[^a-z0-9-]", "-", plan_name.lower()).strip("-")[:40] or "qb-plan"
+    check_name(plan_name, "plan name")
+    job = name or "qb-" + (re.sub(r"[^a-z0-9-]", "-", plan_name.lower())[:40].strip("-") or "plan")
     labels = {"app.kubernetes.io/name": "quicbench", "quicbench/job": job}
     meta = {"name": job, "labels": labels} | ({"namespace": namespace} if namespace else {})
     out = f"/results/{job}/shards"

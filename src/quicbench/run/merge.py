@@ -24,9 +24,7 @@ has no `--only` when that union is the whole plan (else each part's is kept in `
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +35,8 @@ from quicbench.model import columns
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
-from quicbench.store import RunLayout, RunStore, read_jsonl_checked, read_meta, writer_in_other_kernel
+from quicbench.store import (RunLayout, RunStore, check_tree, confined, read_jsonl_checked, read_meta,
+                             refuse_if_written)
 import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 
 # what belongs to one run's lab and process, not to the merged result
@@ -86,6 +85,7 @@ def read_input(d: Path) -> Input:
         raise QuicbenchError(f"{d}: not a quicbench run directory (no meta.json); merge takes run "
                              f"directories such as DIR/shards/*")
     _refuse_if_written(layout)
+    confined(d, layout.trials)
     meta = read_meta(layout)
     if not isinstance(meta.get("plan"), dict):
         raise QuicbenchError(f"{d}: meta.json has no plan: cannot tell which plan its trials belong to")
@@ -95,19 +95,7 @@ def read_input(d: Path) -> Input:
 
 def _refuse_if_written(layout: RunLayout) -> None:
     """A run still being written (its run.lock held) is not merged; the lock is only tested, read-only."""
-    if not layout.lock.exists():
-        return
-    fd = os.open(layout.lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        other = writer_in_other_kernel(os.pread(fd, 300, 0).decode(errors="replace"))
-        if other:
-            raise QuicbenchError(f"{layout.dir}: still being written by {other}; merge it when it ends")
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        raise QuicbenchError(f"{layout.dir}: still being written by {holder}; merge it when it ends") from None
-    finally:
-        os.close(fd)
+    refuse_if_written(layout, "merge")
 
 
 def check_out(out: Path, dirs: list[Path]) -> None:
@@ -135,6 +123,10 @@ def mismatches(inputs: list[Input]) -> list[str]:
         "repetitions": lambda m: m.get("reps") or (m.get("plan") or {}).get("repetitions"),
         "quicbench version": _quicbench_version,
         "shard count": lambda m: (m.get("shard") or {}).get("count"),
+        # what carried the trials: pooled rows of two links, kernels or backends are not one sample
+        "link": lambda m: _dict(m.get("link")).get("name"),
+        "kernel": lambda m: _dict(m.get("host")).get("kernel_driver") or "host",
+        "backend": lambda m: _dict(m.get("lab")).get("backend") or "netns",
     }
     out = []
     for what, get in checks.items():
@@ -152,6 +144,10 @@ def mismatches(inputs: list[Input]) -> list[str]:
                            f"{inp.dir} has {_short(v)}")
             seen.setdefault(driver, (inp.dir, v))
     return out
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def merged_versions(inputs: list[Input]) -> dict[str, Any] | None:
@@ -301,6 +297,7 @@ def merge_runs(dirs: list[Path], out: Path, force: bool = False) -> MergeResult:
         dest = RunLayout(Path(out)).trial(new).relative_to(Path(out))
         # the trial's directory and those of its earlier attempts (trials/NNNNN.attempt-K)
         for d in [src, *sorted(src.parent.glob(f"{src.name}.attempt-*"))] if src.parent.is_dir() else []:
+            check_tree(inputs[i].dir, d)      # a link out of the input (trials/00000 -> /etc) is refused
             if d.is_dir():
                 copies.append((d, dest.with_name(dest.name + d.name[len(src.name):])))
     RunStore.build(Path(out), RunMeta.model_validate(meta), rows_out, copies)

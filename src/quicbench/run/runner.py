@@ -15,6 +15,7 @@ import platform
 import shlex
 import signal
 import threading
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,13 +94,15 @@ class Runner:
     def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
                  selection: Selection = Selection(), retry_failed: bool = False, resume_hint: str = "PLAN",
                  backend: str = "netns", inventory: str | None = None, jobs: int = 1,
-                 extend: Callable[[], list[TrialSpec]] | None = None):
+                 extend: Callable[[], list[TrialSpec]] | None = None, created: bool = False):
         self.plan = plan
+        self.created = created        # a new run (not a resume): refused before a trial, it leaves nothing
         self.jobs = jobs
         self.ceiling: dict[str, Any] | None = None   # the kernel's ceiling (run/ceiling.py), once measured
         self.store = store
         self.console = console or Console()
         # a shard runs its share of the plan's trials, each with its plan-wide seq and key
+        self.selection = selection
         self.trials = selection.trials(plan)
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
@@ -132,6 +135,10 @@ class Runner:
         clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
         content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
                            videos=plan.video_specs(), archives=tuple(plan.page_archives))
+        # every lab's servers serve the run's private copy (hard links to the cache), and the live
+        # publishers write into it: nothing made in the cache later is served
+        served = self.store.dir / "served"
+        content = content.isolated(served)
         ctx = RunContext(plan=plan, store=self.store, clients=clients, content=content, console=self.console,
                          backend=self.backend, inventory=self.inventory)
         n = min(self.jobs, len(units(todo)))
@@ -140,6 +147,12 @@ class Runner:
             with self._run_status():
                 open_sessions(ctx, todo, n, sessions)
                 described = sessions[0].describe()
+                was = self.store.read_meta().get("link")
+                if self.store.rows() and isinstance(was, dict) and was.get("name") and \
+                        was["name"] != (described.get("link") or {}).get("name"):
+                    raise QuicbenchError(f"--resume {self.store.dir}: its trials ran over link {was['name']}, this "
+                                         f"lab's is {described['link'].get('name')}; a run does not mix links: resume "
+                                         f"where {was['name']} is available, or start a new run")
                 if n > 1:
                     described["lab"] |= {"labs": n, "jobs": self.jobs}
                 self.store.update_meta(**described)
@@ -160,6 +173,7 @@ class Runner:
             # Ctrl-C during it must not leave a lab behind: SIGINT waits until every lab is down.
             with _sigint_deferred():
                 close_sessions(sessions)
+                shutil.rmtree(served, ignore_errors=True)
         return self.store.rows()
 
     @contextlib.contextmanager
@@ -185,6 +199,8 @@ class Runner:
                                            interrupted_at=time.time())
             except EnvironmentFault:
                 pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
+            if failed and self.created and not self.store.rows():
+                raise         # refused before a trial: start_run removes the new run's directory
             self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
                                f"'quicbench run {self.resume_hint} --resume {self.store.dir}{self._testbed_flags()}'[/]",
                                highlight=False, soft_wrap=True)
@@ -197,9 +213,19 @@ class Runner:
         flags = []
         if self.backend != "netns":
             flags += ["--backend", self.backend] + (["--inventory", str(self.inventory)] if self.inventory else [])
-        kernel = (self.store.read_meta().get("host") or {}).get("kernel_driver")
+        meta = self.store.read_meta()
+        kernel = (meta.get("host") or {}).get("kernel_driver")
         if kernel and kernel != "host":
             flags += ["--kernel", str(kernel)]
+        # what shapes the run (a resume takes these from meta.json too, and refuses others)
+        if self.selection.reps:
+            flags += ["--reps", str(self.selection.reps)]
+        for key, values in sorted((self.selection.only or {}).items()):
+            flags += [f for v in values for f in ("--only", f"{key}={v}")]
+        if (meta.get("sequential") or {}).get("max_reps"):
+            flags += ["--until-decided", str(meta["sequential"]["max_reps"])]
+        if self.jobs > 1:
+            flags += ["--jobs", str(self.jobs)]
         return "".join(f" {shlex.quote(f)}" for f in flags)
 
 
@@ -254,6 +280,7 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
             raise
     else:
         selection = Selection(reps, only, shard)
+        out_existed = Path(out).exists()
         store = RunStore.create(out, RunMeta(
             format_version=columns.FORMAT_VERSION, created=time.time(), status="created",
             plan=json.loads(plan.model_dump_json()), plan_fingerprint=plan_fingerprint(plan),
@@ -263,24 +290,56 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
     try:
         Runner(plan, store, console, selection, retry_failed=retry_failed, resume_hint=plan_source,
                backend=backend, inventory=inventory, jobs=jobs,
-               extend=until_decided(store, plan, selection) if until_decided else None).run()
+               extend=until_decided(store, plan, selection) if until_decided else None,
+               created=not resume).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
         e.run_dir = store.dir                      # type: ignore[attr-defined]
         e.run_complete = store.read_meta().get("status") == "complete"  # type: ignore[attr-defined]
+        raise
+    except QuicbenchError as e:
+        # refused (exit 2) before a trial was recorded: a new run leaves no directory behind
+        if not resume and not isinstance(e, EnvironmentFault) and not store.rows():
+            store.release()
+            shutil.rmtree(store.dir, ignore_errors=True)
+            if not out_existed:
+                with contextlib.suppress(OSError):
+                    Path(out).rmdir()
         raise
     finally:
         store.release()
     return store
 
 
+def _only_text(only: dict[str, list[str]] | None) -> str:
+    return " ".join(f"--only {k}={v}" for k, vs in sorted((only or {}).items()) for v in vs)
+
+
+def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None) -> dict[str, Any]:
+    """A resume goes on with the run's own plan and selection, never mixes in others (exit 2 naming
+    both sides); meta.json, read and checked."""
+    from quicbench.store import RunLayout, read_meta
+    meta = read_meta(RunLayout(Path(run_dir)))
+    if not isinstance(meta.get("plan"), dict):
+        raise QuicbenchError(f"--resume {run_dir}: meta.json has no plan; not a run quicbench can resume")
+    stored = plan_from_dict(meta["plan"], source=str(Path(run_dir) / "meta.json"))
+    if plan_fingerprint(stored) != plan_fingerprint(plan):
+        raise QuicbenchError(f"--resume {run_dir}: the run was made from a different plan: '{stored.name}' "
+                             f"({', '.join(stored.protocols)}; {stored.repetitions} repetitions), not this "
+                             f"'{plan.name}' ({', '.join(plan.protocols)}; {plan.repetitions} repetitions); "
+                             f"pass the same plan file")
+    was = Selection.from_meta(meta)
+    if only and dict(only) != dict(was.only or {}):
+        raise QuicbenchError(f"--only: the run {run_dir} was made with "
+                             f"{_only_text(was.only) or 'no --only (the whole plan)'}, not {_only_text(only)}; "
+                             f"a resume does not mix selections: resume without --only, or start a new run")
+    return meta
+
+
 def _resumed_selection(store: RunStore, plan: Plan, asked: Selection, console: Console) -> Selection:
     """A resumed run keeps its plan, --only and shard; --reps may change (recorded)."""
-    meta = store.read_meta()
+    meta = check_resumable(store.dir, plan, asked.only)
     stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
-    if plan_fingerprint(stored) != plan_fingerprint(plan):
-        raise QuicbenchError(f"--resume {store.dir}: the run was made from a different plan "
-                             f"('{stored.name}'); pass the same plan file")
     was = Selection.from_meta(meta)
     if asked.shard is not None and asked.shard != was.shard:
         what = f"shard {was.shard}" if was.shard else "not a shard"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import faulthandler
 import platform
+import signal
 import secrets
 import threading
 from dataclasses import dataclass, field, replace
@@ -132,6 +133,7 @@ class LabSession:
     def describe(self) -> dict[str, Any]:
         """The lab, link, content, TLS, versions and ports, as meta.json records them."""
         lab, tls = self.lab, self.tls
+        origin = self.ctx.content.origin or self.ctx.content.root
         hosts = lab.host_facts()
         return dict(
             lab={"backend": lab.spec.backend, "hops": lab.spec.hops, "tcp_cc": lab.spec.tcp_cc,
@@ -141,7 +143,7 @@ class LabSession:
                  **({"hosts": hosts} if hosts else {})},
             link={**lab.link.describe(), **({"auto_passed_over": dict(lab.link_passed_over)}
                                            if lab.spec.link == "auto" and lab.link_passed_over else {})},
-            content={"root": str(self.ctx.content.root), "key": self.ctx.content.root.name},
+            content={"root": str(origin), "key": origin.name},
             tls={"hostname": tls.hostname, "spki_sha256": tls.spki_sha256_b64},
             versions={**{f"client_{n}": c.version() for n, c in self.ctx.clients.items()},
                       **{f"server_{type(s).name}": type(s).version() for s in self.servers.values()}},
@@ -296,11 +298,28 @@ class LabSession:
             watch.stop()
         # both ends' stacks on every row, a failed one's too (a failure is the pair's as much as a result)
         row.update(server_stack=driver_stack(type(srv)), client_stack=driver_stack(type(client)))
+        if row.get("status") != "ok":
+            died = server_exit(srv)
+            if died:         # say so: the client's own error (refused, timeout) hides that the server died
+                row["error"] = f"{died}" + (f"; the client said: {row['error']}" if row.get("error") else "")
         # the host is kept per row: a merged run of shards from several machines can show a per-host effect
         row.update(run_id=ctx.store.run_id, link=lab.link_name, tcp_cc=self.tcp_cc or lab.spec.tcp_cc,
                    tcp_initcwnd=lab.state.get("tcp_initcwnd"), hops=lab.spec.hops,
                    host=platform.node(), near_ceiling=ceiling_.near_ceiling(row, ctx.ceiling), **lab.row_hosts())
         return row
+
+
+def server_exit(srv: Any) -> str | None:
+    """'server NAME exited (code N | signal S) during the trial' if the server's process is gone."""
+    proc = getattr(srv, "proc", None)
+    if proc is None or proc.poll() is None:
+        return None
+    rc = proc.returncode
+    try:
+        how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"code {rc}"
+    except ValueError:
+        how = f"signal {-rc}"
+    return f"server {srv.name} exited ({how}) during the trial"
 
 
 def open_sessions(ctx: RunContext, todo: list[TrialSpec], n: int, opened: list[LabSession]) -> None:

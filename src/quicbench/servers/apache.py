@@ -119,7 +119,7 @@ DirectoryIndex index.html
     Require all denied
 </Directory>
 <Directory "{root}">
-    # no listings, and no FollowSymLinks: httpd refuses every link (quicbench's live links included)
+    # no listings, and no FollowSymLinks: httpd refuses every link (the served copy has none: ContentSet.isolated)
     Options None
     AllowOverride None
     Require all granted

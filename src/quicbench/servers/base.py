@@ -184,7 +184,11 @@ class Server(ABC):
         # a master that died (the runner restarts crashed servers) may have left workers
         # holding the listening port: clear them first
         self.stop()
-        self.content.check_served_files()
+        if not self.content.private:
+            # the server serves its own copy of the content's regular files, never the directory
+            # itself: a link or mount made there later is not seen (ContentSet.isolated)
+            self.content.check_served_files()          # refused before anything is written
+            self.content = self.content.isolated(self.workdir / "served")
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.workdir / f"{self.name}.log", "ab")
         self.proc = subprocess.Popen(self.lab.cmd("server", self.argv(), env=self.node_env()), stdout=log, stderr=subprocess.STDOUT,

@@ -43,8 +43,6 @@ class NginxServer(Server):
         headers = "\n".join(f'        add_header {k} "{v}" always;' for k, v in NO_CACHE_HEADERS.items())
         temps = "\n".join(f'    {kind}_temp_path "{tmp / kind}";'
                           for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        # ... except quicbench's own live/<key> links to its live publishers' directories
-        live = "        location /live/ { disable_symlinks off; }\n" if self.content.live_dirs else ""
         return f"""# quicbench per-run config (generated; edits are overwritten at the next start)
 daemon off;
 master_process on;
@@ -81,7 +79,7 @@ http {{
         autoindex off;
         # no link under the root is followed (a link made after the start included) ...
         disable_symlinks on from=$document_root;
-{live}{headers}
+{headers}
     }}
 }}
 """

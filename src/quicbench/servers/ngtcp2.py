@@ -6,8 +6,8 @@ build of ngtcp2's examples/server): h3 only, UDP only. It serves the files under
 (``/`` and ``DIR/`` answer ``index.html``; a directory answers 308 to ``DIR/``, never a
 listing; ``..`` is resolved away; Content-Type from /etc/mime.types) and sets no cache headers
 (it has no option for them: its responses lack Go-Quick's no-cache headers). It *follows*
-symbolic links, also out of its root, so as for Caddy the start check
-(``ContentSet.check_served_files``) is the guard. It reads the content and never writes it.
+symbolic links, also out of its root, so it serves, as every server, a private copy of the
+content with no links (``ContentSet.isolated``). It reads the content and never writes it.
 
 Its congestion controller is a command-line choice (``--cc=cubic|reno|bbr``, default cubic):
 the plan's ``quic_cc``. Its qlog (``--qlog-dir``, one ``<server SCID>.sqlog`` per connection,

@@ -43,8 +43,6 @@ class QuinnServer(BuiltServer):
         argv = [self.executable(), "--listen", listen_address(self.lab.address("server"), self.port),
                 "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--root", str(self.content.root),
                 "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
-        for d in self.content.live_dirs:      # quicbench's own live/<key> links point there
-            argv += ["--allow-dir", str(d)]
         return argv
 
     def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
