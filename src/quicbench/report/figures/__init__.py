@@ -43,7 +43,7 @@ class FigureSpec:
 
 FIGURES: list[FigureSpec] = [
     FigureSpec(
-        id="heatmap-{a}-vs-{b}", section="heatmaps", title="{A} vs {B}: % difference in mean goodput",
+        id="heatmap-{a}-vs-{b}", section="heatmaps", title="{A} vs {B}: % difference in geometric mean goodput",
         caption="100 × (mean {a} − mean {b}) / mean {b}, per cell. Coloured only where the difference is significant "
                 "({method}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
                 "centred on 0, clipped at ±{vmax:g} %.",
