@@ -643,7 +643,7 @@ def test_video_only_run_has_no_goodput_tables_and_its_own_metrics(video):
     # goodput figure, never "1 × 100KB"
     for absent in ('id="table1"', 'id="heatmaps"', 'id="vs-condition"', 'id="relative"', "× 100KB", "Mbit/s</th>"):
         assert absent not in text, absent
-    assert "## Table 1" not in md and "% difference in mean goodput" not in md and "Object downloads" not in md
+    assert "## Table 1" not in md and "% difference in geometric mean goodput" not in md and "Object downloads" not in md
     assert 'id="video"' in text and 'id="video-verdicts"' in text
     for m in ("startup_s", "stall_total_s", "mean_bitrate_kbps", "qoe_lin"):     # its own figures
         assert f'id="video-{m}"' in text
@@ -697,7 +697,7 @@ def test_page_only_run_has_no_goodput_tables_and_a_verdict_per_metric(browser):
     text = html.read_text()
     md = report_markdown(d)
     assert 'id="table1"' not in text and 'id="heatmaps"' not in text and "## Table 1" not in md
-    assert "% difference in mean goodput" not in md
+    assert "% difference in geometric mean goodput" not in md
     assert 'id="pages"' in text and 'id="page-verdicts"' in text
     verdicts = _cells(md, "### Page loads: the best protocol per metric")
     metrics = {r[2] for r in verdicts}

@@ -476,7 +476,7 @@ DEFAULT_FIGURES: tuple[Figure, ...] = (
     Figure(kind="relative_to_best", id="relative-to-best-workload", section="relative",
            heading="Goodput relative to the best workload",
            title="Goodput relative to the best workload",
-           caption="Each protocol's mean goodput as a percentage of its own best workload in the same condition, "
+           caption="Each protocol's geometric mean goodput as a percentage of its own best workload in the same condition, "
                    "one panel per condition. Bars scale that workload's 95 % CI by the best mean (the best mean's "
                    "own uncertainty is not propagated)."),
     Figure(kind="metric_vs_parameter", id="sweep-{i}", section="sweeps", heading="Metrics vs swept parameters",

@@ -455,8 +455,10 @@ def render(data: dict[str, Any], width: int = 80) -> str:
         for item in legend:
             out += _wrap(item, width, "     ")
         out.append("")
-    out += _wrap("CPU s c/s: client / server CPU seconds per trial; CPU-bd: trials where a CPU (an endpoint's "
-                 "or the whole machine's), not the network, set the pace.", width)
+    out += _wrap("Goodputs and times are geometric means, QoE and stall time arithmetic means; CPU s c/s: client / "
+                 "server CPU seconds per trial (arithmetic means); CPU-bd: trials where a CPU (an endpoint's or the "
+                 "whole machine's), not the network, set the pace. Ratios [intervals] are at each verdict's level "
+                 "(Holm).", width)
     out.append("")
     for s in data["sentences"]:
         out += _wrap(s, width, "  ")
