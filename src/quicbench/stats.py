@@ -53,7 +53,8 @@ MIN_N = 3
 CONFIDENCE = 0.95
 MARGIN = 0.10          # equivalence: the ratio within [1/1.1, 1.1]
 TESTS = {
-    "welch-log": "Welch's t-test on log values (two-sided), the ratio of geometric means with its interval at the verdict's level",
+    "welch-log": ("Welch's t-test on log values (two-sided), the ratio of geometric means with its interval at "
+                  "the verdict's level"),
     "welch": "Welch's t-test (two-sided, unequal variances) on the values",
     "mwu": "Mann-Whitney U test (two-sided)",
 }
@@ -367,7 +368,8 @@ class TestResult:
     """One comparison of a with b. verdict: 'different' (significant after the family's
     correction: a is higher or lower, see ratio), 'equivalent' (the ratio is shown to lie within
     ±margin by two one-sided tests, after the correction), 'inconclusive' (neither), or
-    'n too small'. ratio is the ratio of geometric means a/b with its interval at the verdict's level (log-Welch; `level`)."""
+    'n too small'. ratio is the ratio of geometric means a/b with its interval at the verdict's
+    level (log-Welch; `level`)."""
     test: str
     n_a: int
     n_b: int
@@ -383,7 +385,8 @@ class TestResult:
     p_equiv_raw: float | None = None
     margin: float = 0.10
     reps_to_decide: int | None = None   # inconclusive: repetitions per side that would likely decide
-    # the difference scale (compare_difference): mean a - mean b with its interval at the verdict's level; margin is then
+    # the difference scale (compare_difference): mean a - mean b with its interval at the verdict's
+    # level; margin is then
     # absolute (in the metric's unit), or None when no equivalence margin is declared
     difference: float | None = None
     diff_low: float | None = None
@@ -520,7 +523,8 @@ def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float
 
 def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DEFAULT_TEST,
             alpha: float = ALPHA, min_n: int = MIN_N, margin: float = MARGIN) -> TestResult:
-    """Compare samples a and b: ratio of geometric means with its interval at 1 - alpha (the verdict's level; adjust() moves it to Holm's), a two-sided test of a
+    """Compare samples a and b: ratio of geometric means with its interval at 1 - alpha (the
+    verdict's level; adjust() moves it to Holm's), a two-sided test of a
     difference and a TOST of equivalence within ±margin (both on log values for 'welch-log');
     never a claim below min_n. Samples with a value <= 0 have no logarithm: then 'welch-log'
     runs Welch on the values themselves (test 'welch', no ratio interval, no equivalence test)."""
@@ -767,7 +771,8 @@ def estimate_digits(est: float, lo: float | None, hi: float | None, null: float 
     while k < most:
         e, a, b = f(est, k), f(lo, k), f(hi, k)
         nulls = [] if null is None else [f(null, k)]
-        clash = (lo != hi and a == b) or (null is not None and ((lo != null and a in nulls) or (hi != null and b in nulls)))
+        clash = (lo != hi and a == b) or (null is not None and ((lo != null and a in nulls)
+                                                                or (hi != null and b in nulls)))
         if not clash:
             break
         k += 1

@@ -103,7 +103,8 @@ LOG_METRICS = frozenset({
     "lcp_ms", "speed_index_ms", "visually_complete_ms", "first_visual_change_ms",
     "startup_s", "startup_player_s", "live_latency_s_mean", "live_latency_s_median", "live_latency_s_max",
     "live_latency_s_last", "mean_bitrate_kbps", "segment_kbps_mean", "segment_download_ms_median", "frag_kbps_mean",
-    "load_owd_ms_p50", "load_owd_ms_p99", "fg_wire_mbps", "bg_mbps", "fg_share_pct", "page_weight_bytes", "page_body_bytes",
+    "load_owd_ms_p50", "load_owd_ms_p99", "fg_wire_mbps", "bg_mbps", "fg_share_pct", "page_weight_bytes",
+    "page_body_bytes",
     "page_requests", "all_streams_idle_ms", "body_stall_ms_p50", "body_stall_ms_max", "completion_spread_ms",
     "handshake_ms", "rebind_stall_ms",
 })
@@ -402,7 +403,8 @@ def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: st
              kind: str | None = None) -> pd.DataFrame:
     """Protocol a vs b per condition x workload (of `kind`, when given): the values on the test's
     scale (mean_a, mean_b: geometric means on the log scale, center()), % difference of a over b on
-    that scale, the ratio a/b of geometric means with its interval at the verdict's level, the verdict. With Holm, the family is
+    that scale, the ratio a/b of geometric means with its interval at the verdict's level, the
+    verdict. With Holm, the family is
     every cell of this comparison.
     """
     smp = samples(run, metric, kind)

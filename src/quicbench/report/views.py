@@ -194,8 +194,8 @@ PAGE_PHASE_COLUMNS = (("httpstat_connect_ms", "TCP connect, QUIC: handshake (ms)
 
 
 PAGE_PHASES_NOTE = ("httpstat's phases, as DNCS-HTTP3 reported them (seed 004): after each load, one fetch of the page's "
-                    "HTML on a new connection (qb-load; DNCS ran httpstat, i.e. curl), geometric mean with 95 % CI (where a phase "
-                    "was 0, the arithmetic mean with a bootstrap CI). QUIC has no "
+                    "HTML on a new connection (qb-load; DNCS ran httpstat, i.e. curl), geometric mean with 95 % CI "
+                    "(where a phase was 0, the arithmetic mean with a bootstrap CI). QUIC has no "
                     "TLS phase of its own: its connect is the whole handshake. DNCS's curl had no HTTP/3, so the seed's "
                     "phases for its HTTP/3 server are HTTP/2's over TCP. \"Browser TTFB\" is DevTools' \"Waiting\" "
                     "of the page's HTML in the load itself.")
