@@ -199,14 +199,14 @@ def _ratio(o: dict[str, Any], best: str) -> str:
         name = f"{best} − {protocol_name(o['protocol'])}"
         if None in dci:
             return f"{name} = {d:+.2f}"
-        e, lo, hi = estimate_digits(d, dci[0], dci[1], null=0.0, signed=True, sig=2)
+        e, lo, hi = estimate_digits(d, dci[0], dci[1], null=0.0, signed=True)
         return f"{name} = {e} [{lo}, {hi}]"
     if r is None:
         return ""
     name = f"{best}/{protocol_name(o['protocol'])}"
     if None in ci:
         return f"{name} = {r:.2f}"
-    e, lo, hi = estimate_digits(r, ci[0], ci[1], sig=2)
+    e, lo, hi = estimate_digits(r, ci[0], ci[1])
     return f"{name} = {e} [{lo}, {hi}]"
 
 
