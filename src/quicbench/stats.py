@@ -256,6 +256,8 @@ def gmean(values: Iterable[float | None]) -> float:
     x = clean(values)
     if not x.size or (x <= 0).any():
         return math.nan
+    if (x == x[0]).all():
+        return float(x[0])          # exactly, not exp(ln x) one rounding away
     return float(math.exp(np.log(x).mean()))
 
 
