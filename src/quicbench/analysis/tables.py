@@ -108,7 +108,6 @@ LOG_METRICS = frozenset({
     "page_requests", "all_streams_idle_ms", "body_stall_ms_p50", "body_stall_ms_max", "completion_spread_ms",
     "handshake_ms", "rebind_stall_ms",
 })
-POSITIVE_METRICS = LOG_METRICS      # the name other modules know
 SIGNED_METRICS = frozenset({"qoe_lin", "qoe_log", "qoe_hd", "qoe_score"})
 COUNT_METRICS = frozenset(c.name for c in columns.COLUMNS if c.type == "int" and c.name not in LOG_METRICS)
 
