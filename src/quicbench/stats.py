@@ -1,11 +1,15 @@
-"""Statistics of repeated trials: mean, 95 % intervals, comparisons with three verdicts, Holm.
+"""Statistics of repeated trials: means, 95 % intervals that keep a quantity's range, comparisons
+with three verdicts, Holm, and the comparisons' intervals at their verdict's level.
 
-Intervals: ci() is the Student-t interval of the mean; positive_ci() is the log-t interval
-(of the geometric mean) the report uses for goodputs and times, which cannot go below zero.
+Intervals (SCALES): ci() is the Student-t interval of the mean (signed quantities); positive_ci()
+the log-t interval of the geometric mean (goodputs and times, never below zero); count_ci() the
+Poisson / quasi-Poisson interval of a mean count; bootstrap_ci() the BCa bootstrap interval (fixed
+seed) of a non-negative mean that can be 0; wilson() a proportion's. A comparison's ratio or
+difference interval is at the confidence level its verdict was tested at (holm_levels).
 
 Comparisons (compare): the method matches the interval. Goodputs and times are compared on
 their logarithms: Welch's t-test of the difference of log means (the log of the ratio of
-geometric means), reported as that ratio with its 95 % CI (h3/h2 = 0.82 [0.75, 0.90]). Each
+geometric means), reported as that ratio with its CI at the verdict's level (h3/h2 = 0.82 [0.75, 0.9]). Each
 comparison ends in one of three verdicts: 'different' (the difference test is significant
 after the family's Holm correction), 'equivalent' (two one-sided tests show the ratio within
 [1/(1+M), 1+M], M = 10 % by default, after Holm over the family's equivalence tests), or
@@ -49,7 +53,8 @@ MIN_N = 3
 CONFIDENCE = 0.95
 MARGIN = 0.10          # equivalence: the ratio within [1/1.1, 1.1]
 TESTS = {
-    "welch-log": "Welch's t-test on log values (two-sided), the ratio of geometric means with its 95 % CI",
+    "welch-log": ("Welch's t-test on log values (two-sided), the ratio of geometric means with its interval at "
+                  "the verdict's level"),
     "welch": "Welch's t-test (two-sided, unequal variances) on the values",
     "mwu": "Mann-Whitney U test (two-sided)",
 }
@@ -89,10 +94,17 @@ class Summary:
     median: float
     min: float
     max: float
+    gmean: float = math.nan     # the geometric mean (scale 'log' with every value > 0), else nan
+    scale: str = "signed"       # the interval's method (SCALES)
 
     @property
     def half_width(self) -> float:
         return (self.ci_high - self.ci_low) / 2
+
+    @property
+    def center(self) -> float:
+        """The value the interval is for: the geometric mean on the log scale, else the arithmetic mean."""
+        return self.gmean if math.isfinite(self.gmean) else self.mean
 
 
 def mean(values: Iterable[float | None]) -> float:
@@ -150,34 +162,145 @@ def positive_ci(values: Iterable[float | None], confidence: float = CONFIDENCE) 
     """The 95 % interval of a quantity that cannot be negative (a goodput, a time): never below zero.
 
     log_ci() when every value is > 0. When some values are 0 (a TLS time of 0 where QUIC's
-    handshake is inside connect, a server wait clipped at 0) or, wrongly, negative, the
-    logarithm is undefined: the Student-t interval of the mean with its lower bound raised
-    to 0. Fewer than 2 values -> (nan, nan).
+    handshake is inside connect, a server wait clipped at 0) the logarithm is undefined: the
+    bootstrap interval of the arithmetic mean (bootstrap_ci), which stays within the values' range.
+    Fewer than 2 values -> (nan, nan).
     """
     x = clean(values)
     if x.size < 2:
         return (math.nan, math.nan)
     if (x > 0).all():
         return log_ci(x, confidence)
-    lo, hi = ci(x, confidence)
-    return (max(lo, 0.0), hi)
+    return bootstrap_ci(x, confidence)
+
+
+BOOTSTRAP_SEED = 20261127      # fixed: the same run gives the same report
+BOOTSTRAP_RESAMPLES = 4999
+
+
+def bootstrap_ci(values: Iterable[float | None], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The bias-corrected and accelerated (BCa) bootstrap interval of the arithmetic mean (Efron
+    & Tibshirani 1993, ch. 14), from a fixed seed so that a report is reproducible. For
+    non-negative, skewed quantities that can be 0 (CPU seconds, link lateness, sojourn times, stall
+    time, a per-trial ratio): every bound is a quantile of resampled means, so the interval never
+    leaves the values' range (never below 0; a ratio never above 1). The percentile interval where
+    BCa's correction is undefined (few distinct values). Like every bootstrap it undercovers at the
+    n of a testbed cell (test_intervals: about 86 % for 95 % at n = 10 on zero-inflated skewed
+    data). Fewer than 2 values -> (nan, nan); all values equal -> (x, x).
+
+    The same computation as scipy.stats.bootstrap(method="BCa") (test_intervals compares them),
+    written out on numpy arrays: scipy's per-call argument handling made it 20 times slower, and a
+    report computes it for every cell's CPU, link and video quantities."""
+    x = clean(values)
+    if x.size < 2:
+        return (math.nan, math.nan)
+    lo_x, hi_x = float(x.min()), float(x.max())
+    if lo_x == hi_x:
+        return (lo_x, lo_x)
+    n = x.size
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = x[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
+    theta = float(x.mean())
+    a = 1 - confidence
+    # bias: the (mid-rank) share of resampled means below the estimate; acceleration: the jackknife's skewness
+    share = (np.count_nonzero(means < theta) + np.count_nonzero(means <= theta)) / (2 * means.size)
+    jack = (x.sum() - x) / (n - 1)
+    d = jack.mean() - jack
+    den = 6 * float((d ** 2).sum()) ** 1.5
+    q = [a / 2, 1 - a / 2]
+    if 0 < share < 1 and den > 0:
+        z0, acc = float(_sp.ndtri(share)), float((d ** 3).sum()) / den
+        q = [float(_sp.ndtr(z0 + (z0 + z) / (1 - acc * (z0 + z)))) for z in (_z(a / 2), _z(1 - a / 2))]
+    lo, hi = (float(v) for v in np.quantile(means, q))
+    return (max(lo, lo_x), min(hi, hi_x))
+
+
+def poisson_ci(total: float, n: int = 1, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Garwood's exact interval of a Poisson mean per unit, from a total count over n units
+    (Garwood 1936): [chi2(a/2; 2k) / 2n, chi2(1 - a/2; 2k + 2) / 2n], lower bound 0 for k = 0
+    (k = 0, n = 1 at 95 %: [0, 3.689])."""
+    if n <= 0:
+        return (math.nan, math.nan)
+    a = 1 - confidence
+    k = float(total)
+    # chi2.ppf(q, df) through scipy.special's inverse survival function chdtri(df, 1 - q)
+    lo = 0.0 if k <= 0 else float(_sp.chdtri(2 * k, 1 - a / 2)) / 2
+    hi = float(_sp.chdtri(2 * k + 2, a / 2)) / 2
+    return (lo / n, hi / n)
+
+
+def count_ci(values: Iterable[float | None], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The interval of the mean of a count per trial (retransmitted segments, lost packets, stalls):
+    never below zero. With no more spread than a Poisson count (variance <= mean, or every count 0)
+    Garwood's exact Poisson interval of the total (poisson_ci); counts of network events are
+    usually overdispersed (variance >> mean: one trial meets a loss burst), and then the
+    quasi-Poisson interval, the Wald interval of ln(mean) with the dispersion estimated from the
+    sample (se = s / (mean sqrt(n)), Student-t on n - 1 degrees of freedom; the intercept-only
+    quasi-Poisson GLM of McCullagh & Nelder 1989, 9.2), transformed back: the negative-binomial
+    family's mean-variance relation is not assumed, only that the variance grows with the mean.
+    Fewer than 2 values -> (nan, nan)."""
+    x = clean(values)
+    if x.size < 2:
+        return (math.nan, math.nan)
+    if (x < 0).any():
+        return ci(x, confidence)        # not a count: the Student-t interval
+    m, v = float(x.mean()), float(x.var(ddof=1))
+    if m == 0 or v <= m:
+        return poisson_ci(float(x.sum()), int(x.size), confidence)
+    half = _t_ppf(0.5 + confidence / 2, x.size - 1) * math.sqrt(v) / (m * math.sqrt(x.size))
+    return (m * math.exp(-half), m * math.exp(half))
+
+
+def gmean(values: Iterable[float | None]) -> float:
+    """The geometric mean exp(mean(ln x)); nan when a value is <= 0 or there is none."""
+    x = clean(values)
+    if not x.size or (x <= 0).any():
+        return math.nan
+    if (x == x[0]).all():
+        return float(x[0])          # exactly, not exp(ln x) one rounding away
+    return float(math.exp(np.log(x).mean()))
+
+
+# how a quantity's interval is built (docs/report.md, "Intervals"): its range decides
+LOG, COUNT, NONNEG, SIGNED = "log", "count", "nonneg", "signed"
+SCALES = {
+    LOG: "strictly positive and multiplicative (goodputs, times, latencies): the geometric mean with the log-t "
+         "interval; with a value of 0 in the cell, the arithmetic mean with the BCa bootstrap interval",
+    COUNT: "a count per trial: the arithmetic mean with Garwood's exact Poisson interval, or the quasi-Poisson "
+           "interval when the counts are overdispersed",
+    NONNEG: "non-negative and skewed, with zeros (CPU seconds, link lateness, sojourn times, stall time, ratios): "
+            "the arithmetic mean with the BCa bootstrap interval (fixed seed)",
+    SIGNED: "can be negative (QoE): the arithmetic mean with the Student-t interval",
+}
 
 
 def interval(values: Iterable[float | None], positive: bool = False,
-             confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """positive_ci() for quantities that cannot be negative, else the Student-t ci()."""
-    return positive_ci(values, confidence) if positive else ci(values, confidence)
+             confidence: float = CONFIDENCE, scale: str | None = None) -> tuple[float, float]:
+    """The 95 % interval of a quantity on its scale (SCALES; positive=True is the log scale):
+    positive_ci, count_ci, bootstrap_ci or the Student-t ci()."""
+    scale = scale or (LOG if positive else SIGNED)
+    if scale == LOG:
+        return positive_ci(values, confidence)
+    if scale == COUNT:
+        return count_ci(values, confidence)
+    if scale == NONNEG:
+        return bootstrap_ci(values, confidence)
+    return ci(values, confidence)
 
 
-def summarize(values: Iterable[float | None], confidence: float = CONFIDENCE, positive: bool = False) -> Summary:
-    """n, mean, sd, 95 % interval (positive_ci when positive, else Student-t), median, min, max."""
+def summarize(values: Iterable[float | None], confidence: float = CONFIDENCE, positive: bool = False,
+              scale: str | None = None) -> Summary:
+    """n, mean, sd, 95 % interval on the quantity's scale (interval()), median, min, max, and the
+    geometric mean on the log scale."""
+    scale = scale or (LOG if positive else SIGNED)
     x = clean(values)
     if not x.size:
         nan = math.nan
-        return Summary(0, nan, nan, nan, nan, nan, nan, nan)
-    lo, hi = interval(x, positive, confidence)
+        return Summary(0, nan, nan, nan, nan, nan, nan, nan, nan, scale)
+    lo, hi = interval(x, confidence=confidence, scale=scale)
     return Summary(int(x.size), float(x.mean()), float(x.std(ddof=1)) if x.size > 1 else math.nan,
-                   lo, hi, float(np.median(x)), float(x.min()), float(x.max()))
+                   lo, hi, float(np.median(x)), float(x.min()), float(x.max()),
+                   gmean(x) if scale == LOG else math.nan, scale)
 
 
 def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
@@ -247,7 +370,8 @@ class TestResult:
     """One comparison of a with b. verdict: 'different' (significant after the family's
     correction: a is higher or lower, see ratio), 'equivalent' (the ratio is shown to lie within
     ±margin by two one-sided tests, after the correction), 'inconclusive' (neither), or
-    'n too small'. ratio is the ratio of geometric means a/b with its 95 % CI (log-Welch)."""
+    'n too small'. ratio is the ratio of geometric means a/b with its interval at the verdict's
+    level (log-Welch; `level`)."""
     test: str
     n_a: int
     n_b: int
@@ -263,7 +387,8 @@ class TestResult:
     p_equiv_raw: float | None = None
     margin: float = 0.10
     reps_to_decide: int | None = None   # inconclusive: repetitions per side that would likely decide
-    # the difference scale (compare_difference): mean a - mean b with its 95 % CI; margin is then
+    # the difference scale (compare_difference): mean a - mean b with its interval at the verdict's
+    # level; margin is then
     # absolute (in the metric's unit), or None when no equivalence margin is declared
     difference: float | None = None
     diff_low: float | None = None
@@ -276,6 +401,11 @@ class TestResult:
     effect_se: float | None = None
     equiv_bound: float | None = None
     paired: bool = False                # compare_paired: n_a = n_b pairs, the effect's df n - 1
+    effect_df: float | None = None      # the effect's degrees of freedom (Welch-Satterthwaite, or n - 1)
+    # the confidence level of ratio_low/high (diff_low/high): the level the verdict was tested at,
+    # 1 - alpha for one comparison, 1 - alpha/k at Holm's step k (with_level); so the interval
+    # excludes 1 (0 on the difference scale) exactly when the difference test says 'different'
+    level: float = 1 - ALPHA
 
     @property
     def significant(self) -> bool:
@@ -311,6 +441,19 @@ class TestResult:
                 need = reps_to_decide(LogWelch(self.effect, self.effect_se, 0.0), self.n_a, self.n_b,
                                       self.alpha / max(family, 1), None, delta=self.equiv_bound, paired=self.paired)
         return replace(self, p=p, p_equiv=p_equiv, verdict=verdict, reps_to_decide=need)
+
+    def with_level(self, level: float) -> "TestResult":
+        """The same result with its interval (ratio or difference) at confidence `level`, from the
+        effect, its standard error and degrees of freedom; unchanged without them."""
+        if self.effect is None or self.effect_se is None or self.effect_df is None:
+            return replace(self, level=level)
+        half = _t_ppf(0.5 + level / 2, self.effect_df) * self.effect_se if self.effect_se > 0 else 0.0
+        lo, hi = self.effect - half, self.effect + half
+        if self.ratio is not None:
+            return replace(self, ratio_low=math.exp(lo), ratio_high=math.exp(hi), level=level)
+        if self.difference is not None:
+            return replace(self, diff_low=lo, diff_high=hi, level=level)
+        return replace(self, level=level)
 
 
 def inside_margin(verdict: str | None, p_equiv: float | None, alpha: float | None) -> bool:
@@ -382,7 +525,8 @@ def reps_to_decide(lw: LogWelch, n_a: int, n_b: int, alpha: float, margin: float
 
 def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DEFAULT_TEST,
             alpha: float = ALPHA, min_n: int = MIN_N, margin: float = MARGIN) -> TestResult:
-    """Compare samples a and b: ratio of geometric means with its 95 % CI, a two-sided test of a
+    """Compare samples a and b: ratio of geometric means with its interval at 1 - alpha (the
+    verdict's level; adjust() moves it to Holm's), a two-sided test of a
     difference and a TOST of equivalence within ±margin (both on log values for 'welch-log');
     never a claim below min_n. Samples with a value <= 0 have no logarithm: then 'welch-log'
     runs Welch on the values themselves (test 'welch', no ratio interval, no equivalence test)."""
@@ -399,7 +543,7 @@ def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DE
     if positive:
         lw = log_welch(xa, xb)
         ratio = math.exp(lw.d)
-        lo, hi = lw.ratio_ci()
+        lo, hi = lw.ratio_ci(1 - alpha)
         if test == "welch-log":
             p_equiv = lw.p_equivalent(margin)
     if test == "welch-log":
@@ -413,14 +557,16 @@ def compare(a: Iterable[float | None], b: Iterable[float | None], test: str = DE
         need = reps_to_decide(lw, int(xa.size), int(xb.size), alpha, margin)
     return TestResult(test, int(xa.size), int(xb.size), stat, p, alpha, verdict, ratio, lo, hi, p, p_equiv,
                       p_equiv, margin, need,
-                      **(dict(effect=lw.d, effect_se=lw.se, equiv_bound=math.log1p(margin)) if positive else {}))
+                      level=1 - alpha,
+                      **(dict(effect=lw.d, effect_se=lw.se, effect_df=lw.df, equiv_bound=math.log1p(margin))
+                         if positive else {}))
 
 
 def compare_paired(a: Sequence[float | None], b: Sequence[float | None], alpha: float = ALPHA,
                    min_n: int = MIN_N, margin: float = MARGIN) -> TestResult:
     """a vs b measured in pairs, a[i] with b[i] (twins: two runs' trials that met the same seeded
     link draws): the paired t-test on the log ratios ln(a_i / b_i) — the ratio of geometric means
-    with its 95 % CI, a two-sided test of a difference and a TOST of equivalence within ±margin, on
+    with its interval at 1 - alpha, a two-sided test of a difference and a TOST of equivalence within ±margin, on
     n - 1 degrees of freedom. Valid whatever the twins' correlation; where they are alike it is far
     more powerful than the unpaired test. A pair with a missing or non-positive value is left out."""
     both = ((finite(x), finite(y)) for x, y in zip(a, b))
@@ -431,12 +577,12 @@ def compare_paired(a: Sequence[float | None], b: Sequence[float | None], alpha: 
     d = np.log([x for x, _ in pairs]) - np.log([y for _, y in pairs])
     lw = LogWelch(float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n), float(n - 1))
     p, p_equiv = lw.p_two_sided(), lw.p_equivalent(margin)
-    lo, hi = lw.ratio_ci()
+    lo, hi = lw.ratio_ci(1 - alpha)
     verdict = _verdict(p, p_equiv, alpha)
     need = reps_to_decide(lw, n, n, alpha, margin, paired=True) if verdict == INCONCLUSIVE else None
     return TestResult(PAIRED_TEST, n, n, lw.t, p, alpha, verdict, math.exp(lw.d), lo, hi, p, p_equiv, p_equiv,
                       margin, need, no_variation=lw.se == 0, effect=lw.d, effect_se=lw.se,
-                      equiv_bound=math.log1p(margin), paired=True)
+                      equiv_bound=math.log1p(margin), paired=True, effect_df=lw.df, level=1 - alpha)
 
 
 def welch_difference(a: np.ndarray, b: np.ndarray) -> LogWelch:
@@ -454,7 +600,7 @@ def welch_difference(a: np.ndarray, b: np.ndarray) -> LogWelch:
 def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alpha: float = ALPHA,
                        min_n: int = MIN_N, margin_abs: float | None = None) -> TestResult:
     """Compare samples whose values can be 0 or negative (stall time, QoE), where a geometric mean
-    is undefined: the difference of the means a - b with its 95 % CI (Welch-Satterthwaite), Welch's
+    is undefined: the difference of the means a - b with its interval at 1 - alpha (Welch-Satterthwaite), Welch's
     two-sided t-test, and, when an equivalence margin is declared in the metric's unit, two
     one-sided tests of |a - b| < margin_abs. Two samples without any variation (every stall time
     0) give no verdict beyond inconclusive unless their means differ: a t-test has no variance to
@@ -467,7 +613,7 @@ def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alp
     # two identical constant samples: no test to make (no p, so no place in a Holm family)
     p = None if w.se == 0 and w.d == 0 else w.p_two_sided()
     if w.se > 0:
-        half = _t_ppf(0.5 + CONFIDENCE / 2, w.df) * w.se
+        half = _t_ppf(1 - alpha / 2, w.df) * w.se
         lo, hi = w.d - half, w.d + half
     else:
         lo = hi = w.d
@@ -482,7 +628,7 @@ def compare_difference(a: Iterable[float | None], b: Iterable[float | None], alp
     return TestResult("welch-diff", int(xa.size), int(xb.size), w.t, p, alpha, verdict, p_raw=p, p_equiv=p_equiv,
                       p_equiv_raw=p_equiv, margin=0.0, reps_to_decide=need, difference=w.d, diff_low=lo,
                       diff_high=hi, margin_abs=margin_abs, no_variation=w.se == 0, effect=w.d, effect_se=w.se,
-                      equiv_bound=margin_abs)
+                      equiv_bound=margin_abs, effect_df=w.df, level=1 - alpha)
 
 
 def wilson(k: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -528,7 +674,31 @@ def adjust(results: Sequence[TestResult], correction: str = DEFAULT_CORRECTION) 
     adj = holm(raw)
     adj_eq = holm([r.p_equiv_raw for r in results])
     family = sum(p is not None and not math.isnan(p) for p in raw)
-    return [r.with_p(p, pe, family) for r, p, pe in zip(results, adj, adj_eq)]
+    judged = [r.with_p(p, pe, family) for r, p, pe in zip(results, adj, adj_eq)]
+    return [r.with_level(level) if level is not None else r
+            for r, level in zip(judged, holm_levels(raw, [r.alpha for r in judged]))]
+
+
+def holm_levels(pvalues: Sequence[float | None], alphas: Sequence[float]) -> list[float | None]:
+    """The confidence level of each comparison's interval at the level Holm tested it (Aickin &
+    Gensler 1996, Am J Public Health 86:726): the hypothesis of rank k (1-based, smallest p first)
+    among the r that Holm rejects gets 1 - alpha/(m - k + 1), every other 1 - alpha/(m - r). A
+    rejected comparison's interval then excludes the null and no other's does, so an interval
+    beside a verdict never says more or less than the verdict. None for entries without a p."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
+    m = len(idx)
+    out: list[float | None] = [None] * len(pvalues)
+    order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type, return-value]
+    rejected = 0
+    for rank, i in enumerate(order):
+        if float(pvalues[i]) < alphas[i] / (m - rank):  # type: ignore[arg-type]
+            out[i] = 1 - alphas[i] / (m - rank)
+            rejected += 1
+        else:
+            break
+    for i in order[rejected:]:
+        out[i] = 1 - alphas[i] / (m - rejected)
+    return out
 
 
 def pct_diff(a: float, b: float) -> float:
@@ -568,12 +738,16 @@ def method_text(test: str = DEFAULT_TEST, alpha: float = ALPHA, correction: str 
     return s + ". " + INTERVAL_TEXT
 
 
-INTERVAL_TEXT = ("Intervals of goodputs and times are 95 % confidence intervals of the geometric mean: a Student-t "
-                 "interval on the logarithms of the values, transformed back, so they never go below zero (goodputs "
-                 "and times are positive and skewed, close to log-normal, for which this interval is exact even at "
-                 "n = 3); the value shown is the arithmetic mean, which is at least the geometric mean and lies above "
-                 "the interval only when the trials are very unequal (marked †). Other quantities (CPU cost, bytes, "
-                 "counts) get Student-t 95 % confidence intervals of the mean.")
+INTERVAL_TEXT = ("The interval beside a verdict (a ratio or a difference) is at the level that verdict was tested at: "
+                 "1 − alpha for a single comparison, 1 − alpha/k at Holm's step k (Aickin & Gensler 1996), so it "
+                 "excludes 1 (0 for a difference) exactly when the verdict is 'different'. The interval beside a "
+                 "cell's value is a 95 % confidence interval that keeps the quantity's range: goodputs and times "
+                 "are shown as their geometric mean with the Student-t interval of the logarithms, transformed back "
+                 "(never below zero, exact for log-normal data even at n = 3; with a 0 in the cell, the arithmetic "
+                 "mean with a bootstrap interval); counts per trial get Garwood's Poisson interval, or the "
+                 "quasi-Poisson one when overdispersed; other non-negative quantities (CPU seconds, lateness, "
+                 "sojourn, stall time, ratios) the arithmetic mean with a BCa bootstrap interval (fixed seed); "
+                 "counted outcomes Wilson's; QoE, which can be negative, the Student-t interval.")
 
 
 def finite(v: Any) -> float | None:
@@ -583,6 +757,28 @@ def finite(v: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def estimate_digits(est: float, lo: float | None, hi: float | None, null: float | None = 1.0, sig: int = 3,
+                    signed: bool = False, most: int = 8) -> tuple[str, str, str]:
+    """An estimate and its interval as text with enough significant digits to tell them apart: at
+    least `sig`, more until distinct bounds print distinct and a bound that is not the null value
+    (1 for a ratio, 0 for a difference) does not print as it (never '1 [1, 1]' for a ratio shown to
+    differ from 1)."""
+    def f(x: float, k: int) -> str:
+        return f"{x:+.{k}g}" if signed else f"{x:.{k}g}"
+    if lo is None or hi is None:
+        return f(est, sig), "", ""
+    k = sig
+    while k < most:
+        e, a, b = f(est, k), f(lo, k), f(hi, k)
+        nulls = [] if null is None else [f(null, k)]
+        clash = (lo != hi and a == b) or (null is not None and ((lo != null and a in nulls)
+                                                                or (hi != null and b in nulls)))
+        if not clash:
+            break
+        k += 1
+    return f(est, k), f(lo, k), f(hi, k)
 
 
 def _p_text(p: float | None) -> str:
@@ -597,11 +793,13 @@ def comparison_phrase(other: str, verdict: str | None, ratio: float | None, lo: 
     (the ratio is the row's protocol over other); on the difference scale 'vs h1: different,
     diff +0.8 [+0.3, +1.3], p 0.003' (the row's protocol minus other). `within`: the margin (e.g.
     '±10 %') a different result was also shown equivalent within: 'inside the ±10 % margin'."""
-    r = "" if ratio is None else (f"{ratio:.3g} [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None
-                                  else f"{ratio:.3g}")
-    if ratio is None and difference is not None:
-        r = f"diff {difference:+.3g}" + (f" [{diff_low:+.3g}, {diff_high:+.3g}]"
-                                         if diff_low is not None and diff_high is not None else "")
+    r = ""
+    if ratio is not None:
+        e, a, b = estimate_digits(ratio, lo, hi)
+        r = f"{e} [{a}, {b}]" if a else e
+    elif difference is not None:
+        e, a, b = estimate_digits(difference, diff_low, diff_high, null=0.0, signed=True)
+        r = f"diff {e}" + (f" [{a}, {b}]" if a else "")
     bits = [f"vs {other}: {verdict}"] + ([r] if r else [])
     if verdict == DIFFERENT and p is not None:
         bits.append(_p_text(p))

@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as st
 
 from quicbench.analysis import load_run
-from quicbench.analysis.tables import OPTIONAL_METRICS, SUMMARY_COLUMNS
+from quicbench.analysis.tables import LOG_METRICS, OPTIONAL_METRICS, SUMMARY_COLUMNS
 from quicbench.errors import QuicbenchError
 from quicbench.report import compare_runs, report_markdown, write_report
 
@@ -64,6 +64,7 @@ def independent_cells(run_dir: Path) -> pd.DataFrame:
     logs = ok.assign(lg=np.log(ok["goodput_mbps"])).groupby(["condition", "workload", "protocol"])["lg"]
     half = st.t.ppf(0.975, out["n"] - 1) * logs.std(ddof=1) / np.sqrt(out["n"])
     out["ci_low"], out["ci_high"] = np.exp(logs.mean() - half), np.exp(logs.mean() + half)
+    out["gmean"] = np.exp(logs.mean())        # the value shown beside that interval
     fails = final.assign(failed=final["status"] != "ok").groupby(["condition", "workload", "protocol"])["failed"]
     out["n_failed"] = fails.sum().reindex(out.index).fillna(0)
     out["n_trials"] = fails.count().reindex(out.index)
@@ -169,7 +170,7 @@ def test_summary_csv_matches_independent_groupby(goquick):
     for k, r in ind.iterrows():
         row = s.loc[k]
         assert row["n"] == r["n"] and row["n_failed"] == r["n_failed"] and row["n_trials"] == r["n_trials"]
-        for col in ("mean", "sd", "ci_low", "ci_high", "median"):
+        for col in ("mean", "gmean", "sd", "ci_low", "ci_high", "median"):
             assert row[f"goodput_mbps_{col}"] == pytest.approx(r[col], rel=1e-9), (k, col)
     # the retried trial counts once, by its successful retry; warm-ups never count
     assert s.loc[("100_4", "4x1MB/p4", "h3"), "n"] == 5
@@ -224,7 +225,7 @@ def test_html_table1_agrees_with_summary_csv(goquick):
         cell = t1.cells[(r["workload"], r["condition"], r["protocol"])]
         mean = float(cell["text"]["mean"])
         lo, hi = (float(x) for x in cell["text"]["ci"].split("–"))
-        assert mean == pytest.approx(r["goodput_mbps_mean"], rel=1e-3)  # 4 significant digits shown
+        assert mean == pytest.approx(r["goodput_mbps_gmean"], rel=1e-3)  # the geometric mean, 4 digits shown
         assert lo == pytest.approx(r["goodput_mbps_ci_low"], rel=1e-3)
         assert hi == pytest.approx(r["goodput_mbps_ci_high"], rel=1e-3)
         assert cell["text"]["n"] == f"n={r['n']}"
@@ -263,8 +264,9 @@ def test_docs_document_every_column(goquick, cvart, browser):
         header = list(pd.read_csv(d / "summary.csv", nrows=0).columns)
         assert header[:len(SUMMARY_COLUMNS)] == SUMMARY_COLUMNS
         for extra in header[len(SUMMARY_COLUMNS):]:
-            m = re.fullmatch(r"(.+)_(mean|ci_low|ci_high)", extra)
+            m = re.fullmatch(r"(.+)_(mean|gmean|ci_low|ci_high)", extra)
             assert m and m.group(1) in optional, extra
+            assert m.group(2) != "gmean" or m.group(1) in LOG_METRICS, extra   # only metrics summarised on logs
         cols = set(pd.read_parquet(d / "trials.parquet").columns)
         assert doc_trials - passthrough <= cols, doc_trials - passthrough - cols
         assert cols <= doc_trials, cols - doc_trials
@@ -326,7 +328,7 @@ def test_browser_page_loads(browser):
     assert "seed h1" not in text  # page loads are not the seed's downloads
     rows = read_rows(d)
     for cond, g in rows.groupby("condition"):
-        means = g.groupby("protocol")["page_load_ms"].mean()
+        means = np.exp(np.log(g["page_load_ms"]).groupby(g["protocol"]).mean())   # geometric means
         fastest = means.idxmin()
         ps = [st.ttest_ind(np.log(g[g["protocol"] == fastest]["page_load_ms"]),
                            np.log(g[g["protocol"] == p]["page_load_ms"]), equal_var=False).pvalue
@@ -344,7 +346,7 @@ def test_browser_page_loads(browser):
 
 
 def test_page_connection_phases_as_dncs_measured_them(browser):
-    """DNCS's httpstat phases: a table of its own, each cell the rows' mean, QUIC without a TLS phase."""
+    """DNCS's httpstat phases: a table of its own, each cell the rows' geometric mean, QUIC without a TLS phase."""
     d, html = browser
     assert 'id="page-phases"' in html.read_text()
     md = report_markdown(d).splitlines()
@@ -356,14 +358,14 @@ def test_page_connection_phases_as_dncs_measured_them(browser):
         line = next(l for l in md[head:] if l.startswith(f"| 50_2 | page:realistic | {proto} |"))
         cells = dict(zip(cols, (c.strip() for c in line.split("|")[1:-1])))
         g = rows[(rows["condition"] == "50_2") & (rows["protocol"] == proto)]
-        assert float(cells["server processing (ms)"].split()[0]) == pytest.approx(g["httpstat_server_ms"].mean(),
-                                                                                  rel=1e-2)
-        assert float(cells["content transfer (ms)"].split()[0]) == pytest.approx(g["httpstat_transfer_ms"].mean(),
-                                                                                 rel=1e-2)
+        def gm(col):
+            return float(np.exp(np.log(g[col]).mean())) if (g[col] > 0).all() else float(g[col].mean())
+        assert float(cells["server processing (ms)"].split()[0]) == pytest.approx(gm("httpstat_server_ms"), rel=1e-3)
+        assert float(cells["content transfer (ms)"].split()[0]) == pytest.approx(gm("httpstat_transfer_ms"), rel=1e-3)
         if proto == "h3":
             assert cells["TLS (ms)"].startswith("–")
         else:
-            assert float(cells["TLS (ms)"].split()[0]) == pytest.approx(g["httpstat_tls_ms"].mean(), rel=1e-2)
+            assert float(cells["TLS (ms)"].split()[0]) == pytest.approx(gm("httpstat_tls_ms"), rel=1e-3)
 
 
 def test_tiny_run_says_what_is_missing(tmp_path):
@@ -434,7 +436,7 @@ def test_compare_runs(goquick, tmp_path):
     for k in ia.index:
         cells = [x.strip() for x in lines[k].split("|")[1:-1]]
         assert cells[3] == "goodput Mbit/s"             # downloads: compared on goodput
-        diff = 100 * (ib.loc[k, "mean"] - ia.loc[k, "mean"]) / ia.loc[k, "mean"]
+        diff = 100 * (ib.loc[k, "gmean"] - ia.loc[k, "gmean"]) / ia.loc[k, "gmean"]   # on the values shown
         assert cells[8] == f"{diff:+.1f} %"
         assert (cells[8] == "+50.0 %") == (k[2] == "h3")
         xa, xb = np.log(sample(a, k)), np.log(sample(b, k))
@@ -447,6 +449,9 @@ def test_compare_runs(goquick, tmp_path):
         running = max(running, min(1.0, (len(order) - i) * raw[k]))
         cells = [x.strip() for x in lines[k].split("|")[1:-1]]
         assert (cells[11] == "different") == (running < 0.01), (k, running, cells[11])
+        # one level: the B/A interval beside the verdict excludes 1 exactly when the verdict is 'different'
+        lo, hi = (float(x) for x in cells[9].split("[")[1].rstrip("]").split(", "))
+        assert (lo > 1 or hi < 1) == (cells[11] == "different"), (k, cells[9], cells[11])
     html = compare_runs(a, b)
     assert html == a / "compare.html" and "data:image/png;base64," in html.read_text()
 
@@ -468,7 +473,7 @@ def test_fixture_is_reproducible(tmp_path):
     assert run.condition_order == ["0_0", "25_1", "100_4"] and run.protocols == ["h1", "h2", "h3"]
 
 
-def test_goodput_intervals_stay_positive_and_a_mean_above_its_interval_is_marked(tmp_path):
+def test_goodput_intervals_stay_positive_and_the_value_shown_is_the_geometric_mean(tmp_path):
     def row(i, proto, goodput):
         return {"key": f"c|w|{proto}|r{i}", "condition": "c", "workload": "4x1MB/p4", "protocol": proto, "rep": i,
                 "status": "ok", "goodput_mbps": goodput, "bytes": 4_000_000, "size_bytes": 1_000_000, "count": 4,
@@ -486,14 +491,18 @@ def test_goodput_intervals_stay_positive_and_a_mean_above_its_interval_is_marked
         lo, hi = st.t.interval(0.95, len(x) - 1, loc=lg.mean(), scale=st.sem(lg))
         assert s.loc[p, "goodput_mbps_ci_low"] == pytest.approx(np.exp(lo)) and np.exp(lo) > 0
         assert s.loc[p, "goodput_mbps_ci_high"] == pytest.approx(np.exp(hi))
-    assert s.loc["h2", "goodput_mbps_mean"] > s.loc["h2", "goodput_mbps_ci_high"]   # the mean lies above it
+    assert s.loc["h2", "goodput_mbps_mean"] > s.loc["h2", "goodput_mbps_ci_high"]   # the arithmetic mean lies above it
     assert s.loc["h1", "goodput_mbps_ci_low"] < s.loc["h1", "goodput_mbps_mean"] < s.loc["h1", "goodput_mbps_ci_high"]
+    # one scale: the value shown is the geometric mean, which its interval always holds
+    for p, x in (("h1", wide), ("h2", stalls)):
+        g = float(np.exp(np.mean(np.log(x))))
+        assert s.loc[p, "goodput_mbps_gmean"] == pytest.approx(g)
+        assert s.loc[p, "goodput_mbps_ci_low"] < g < s.loc[p, "goodput_mbps_ci_high"]
     md = report_markdown(tmp_path)
     line = next(l for l in md.splitlines() if l.startswith("| c |"))
     h1, h2 = [c.strip() for c in line.split("|")[2:4]]
-    assert "†" in h2 and "†" not in h1 and "† the mean lies above the interval" in md
-    assert "geometric mean" in md and "† marks a mean that lies above its interval" in html
-    assert html.count('class="above"') == 1
+    assert h2.startswith(f"{float(s.loc['h2', 'goodput_mbps_gmean']):.4g} [") and "†" not in h1 + h2
+    assert "geometric mean [95 % CI]" in md and 'class="above"' not in html
 
 
 def test_columns_table_and_docs_agree():
@@ -537,10 +546,12 @@ def test_head_of_line_section_shows_cells_with_cis(holrun):
                 half = st.t.ppf(0.975, len(x) - 1) * np.log(x).std(ddof=1) / np.sqrt(len(x))
                 assert c[f"{m}_ci_low"] == pytest.approx(np.exp(np.log(x).mean() - half))
                 assert c[f"{m}_ci_high"] == pytest.approx(np.exp(np.log(x).mean() + half))
-            elif x.any():          # zeros: Student-t, never below 0
-                half = st.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-                assert c[f"{m}_ci_low"] == pytest.approx(max(0.0, x.mean() - half))
-                assert c[f"{m}_ci_high"] == pytest.approx(x.mean() + half)
+                assert c[f"{m}_gmean"] == pytest.approx(np.exp(np.log(x).mean()))
+            elif x.any():          # zeros: the bootstrap interval of the mean, inside the values' range
+                boot = st.bootstrap((x,), np.mean, n_resamples=4999, rng=np.random.default_rng(20261127))
+                lo, hi = boot.confidence_interval
+                assert (c[f"{m}_ci_low"], c[f"{m}_ci_high"]) == pytest.approx((max(lo, x.min()), min(hi, x.max())))
+                assert 0 <= c[f"{m}_ci_low"] and np.isnan(c[f"{m}_gmean"])
     # every cell is in the Markdown with its n
     for c in ("25_0", "25_2"):
         assert sum(1 for line in md.splitlines() if line.startswith(f"| {c} |") and line.endswith("| 6 |")) >= 3
@@ -632,7 +643,7 @@ def test_video_only_run_has_no_goodput_tables_and_its_own_metrics(video):
     # goodput figure, never "1 × 100KB"
     for absent in ('id="table1"', 'id="heatmaps"', 'id="vs-condition"', 'id="relative"', "× 100KB", "Mbit/s</th>"):
         assert absent not in text, absent
-    assert "## Table 1" not in md and "% difference in mean goodput" not in md and "Object downloads" not in md
+    assert "## Table 1" not in md and "% difference in geometric mean goodput" not in md and "Object downloads" not in md
     assert 'id="video"' in text and 'id="video-verdicts"' in text
     for m in ("startup_s", "stall_total_s", "mean_bitrate_kbps", "qoe_lin"):     # its own figures
         assert f'id="video-{m}"' in text
@@ -686,7 +697,7 @@ def test_page_only_run_has_no_goodput_tables_and_a_verdict_per_metric(browser):
     text = html.read_text()
     md = report_markdown(d)
     assert 'id="table1"' not in text and 'id="heatmaps"' not in text and "## Table 1" not in md
-    assert "% difference in mean goodput" not in md
+    assert "% difference in geometric mean goodput" not in md
     assert 'id="pages"' in text and 'id="page-verdicts"' in text
     verdicts = _cells(md, "### Page loads: the best protocol per metric")
     metrics = {r[2] for r in verdicts}

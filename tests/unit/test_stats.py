@@ -179,11 +179,13 @@ def test_positive_interval_degenerate_inputs():
     # all equal: a zero-width interval at the value, exactly
     assert stats.log_ci([3.7, 3.7, 3.7]) == (3.7, 3.7)
     assert stats.positive_ci([3.7, 3.7]) == (3.7, 3.7)
-    # a value <= 0: no log interval; positive_ci falls back to Student-t with the lower bound at 0
+    # a value <= 0: no log interval; positive_ci falls back to the bootstrap interval of the mean,
+    # inside the values' range (the Student-t interval would reach below 0: -1.48)
     assert all(math.isnan(v) for v in stats.log_ci([0.0, 1.0, 2.0]))
     assert all(math.isnan(v) for v in stats.log_ci([-1.0, 1.0, 2.0]))
+    assert stats.ci([0.0, 1.0, 2.0])[0] < 0
     lo, hi = stats.positive_ci([0.0, 1.0, 2.0])
-    assert lo == 0.0 and hi == pytest.approx(stats.ci([0.0, 1.0, 2.0])[1])
+    assert (lo, hi) == stats.bootstrap_ci([0.0, 1.0, 2.0]) and 0.0 <= lo < 1.0 < hi <= 2.0
     assert stats.positive_ci([0.0, 0.0, 0.0]) == (0.0, 0.0)
     assert stats.positive_ci([5.0, 6.0, 7.0]) == stats.log_ci([5.0, 6.0, 7.0])
     # summarize uses it only when asked
@@ -193,7 +195,7 @@ def test_positive_interval_degenerate_inputs():
 
 def test_difference_of_means_for_metrics_that_can_be_zero():
     """Stall time and QoE can be 0 or negative (no geometric mean): Welch on the values, the
-    difference of the means with its Welch-Satterthwaite 95 % CI, TOST on an absolute margin."""
+    difference of the means with its Welch-Satterthwaite interval at the verdict's level, TOST on an absolute margin."""
     import scipy.stats as sst
     a = [0.0, 0.4, 1.2, 0.0, 2.5, 0.9]
     b = [3.1, 2.2, 4.0, 5.5, 2.8, 3.9]
@@ -202,7 +204,8 @@ def test_difference_of_means_for_metrics_that_can_be_zero():
     assert r.p == pytest.approx(t.pvalue) and r.difference == pytest.approx(np.mean(a) - np.mean(b))
     va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = sst.t.ppf(0.975, df) * math.sqrt(va + vb)
+    half = sst.t.ppf(1 - r.alpha / 2, df) * math.sqrt(va + vb)      # at the verdict's level, 1 - alpha
+    assert r.level == 1 - r.alpha
     assert (r.diff_low, r.diff_high) == pytest.approx((r.difference - half, r.difference + half))
     assert r.ratio is None and r.verdict == stats.DIFFERENT and r.higher is False
     # equivalence within ±0.5 s: two one-sided tests on the difference

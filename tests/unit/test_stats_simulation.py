@@ -45,7 +45,7 @@ def test_ratio_interval_covers_the_true_ratio():
         true_ratio = 0.8
         a = rng.lognormal(math.log(true_ratio) + 2, 0.5, n_a)
         b = rng.lognormal(2, 0.2, n_b)
-        r = stats.compare(a, b)
+        r = stats.compare(a, b, alpha=0.05)       # the interval at the verdict's level: 95 %
         covered += r.ratio_low <= true_ratio <= r.ratio_high
     assert covered / sims >= 0.94
 
@@ -171,7 +171,7 @@ def test_paired_comparison_covers_the_ratio_and_finds_what_twins_share():
     sims, covered, found_paired, found_unpaired = 2000, 0, 0, 0
     for _ in range(sims):
         a, b = _twins(rng, 7, 0.4, 0.015, 1.0, ratio=0.95)     # each twin its own 1.5 % (seeded twins: 1.2 %)
-        r = stats.compare_paired(a, b)
+        r = stats.compare_paired(a, b, alpha=0.05)
         covered += r.ratio_low <= 0.95 <= r.ratio_high
         found_paired += r.verdict == stats.DIFFERENT
         found_unpaired += stats.compare(a, b).verdict == stats.DIFFERENT

@@ -102,7 +102,7 @@ def test_inconclusive_is_said_never_equal():
         rows.append(row("x", "1x1MB/p1", "h1", rep, [10, 12, 9, 11][rep - 1], 1))
         rows.append(row("x", "1x1MB/p1", "h2", rep, [11, 9, 12, 10][rep - 1], 1))
     (s,) = summary_data(run_of(rows))["sentences"]
-    assert "had the best mean" in s and "inconclusive" in s and "was fastest" not in s
+    assert "had the best geometric mean" in s and "inconclusive" in s and "was fastest" not in s
     assert "trials per protocol would likely decide" in s
     assert "≈" not in s and "equal" not in s and "tied" not in s
 

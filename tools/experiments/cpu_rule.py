@@ -514,8 +514,8 @@ def wait_separation(trials: list[Trial], truth_of: str = "moved") -> list[Separa
 
 def cell_shifts(trials: list[Trial], margin: float) -> list[tuple[str, TestResult]]:
     """Each cell's goodput with the hogs against without them, every run's trials pooled: the ratio
-    of geometric means with its 95 % CI and the report's verdict (log-Welch, equivalence within
-    ±margin by two one-sided tests, Holm over the page's cells)."""
+    of geometric means with its interval at the verdict's level (Holm's step) and the report's verdict
+    (log-Welch, equivalence within ±margin by two one-sided tests, Holm over the page's cells)."""
     goodputs: dict[tuple[str, str], list[float]] = {}
     for t in trials:
         if t.row.get("goodput_mbps"):
@@ -684,9 +684,10 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     shifts = cell_shifts(trials, args.min_change)
     out += ["", "### How much the hogs moved each cell", "",
             "Each cell's goodput in the hog runs against the quiet runs, every run's trials pooled: the ratio of "
-            "geometric means with its 95 % CI, and the report's verdict (log-Welch; equivalent: within "
+            "geometric means with its interval at the verdict's level (Holm's step: it excludes 1 exactly when "
+            "the verdict is a difference), and the report's verdict (log-Welch; equivalent: within "
             f"±{100 * args.min_change:g} %, two one-sided tests; Holm over the {len(shifts)} cells).", "",
-            "| cell | trials quiet / hogs | with hogs ÷ quiet [95 % CI] | p (Holm) | verdict |",
+            "| cell | trials quiet / hogs | with hogs ÷ quiet [CI at the verdict's level] | p (Holm) | verdict |",
             "|---|---|---|---|---|"]
     for c, r in shifts:
         ratio = (f"{r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]" if r.ratio is not None else "–")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from quicbench import stats
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import CELL_KEYS, DIFFERENCE_METRICS, POSITIVE_METRICS, Method, samples
+from quicbench.analysis.tables import CELL_KEYS, DIFFERENCE_METRICS, Method, metric_scale, samples
 from quicbench.model.workload_kinds import KINDS
 
 COMPARE_COLUMNS = ["condition", "workload", "protocol", "metric", "n_a", "mean_a", "ci_low_a", "ci_high_a", "n_b", "mean_b",
@@ -50,7 +50,8 @@ def twins(a: RunData, b: RunData, metric: str) -> dict[tuple[str, str, str], tup
 
 
 def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str | None = None) -> pd.DataFrame:
-    """One row per cell in either run; diff_pct is B over A in % of A (empty for a metric compared
+    """One row per cell in either run; mean_a/mean_b are the values the intervals are for (the
+    geometric mean on the log scale, stats.Summary.center); diff_pct is B over A in % of A on that scale (empty for a metric compared
     on its difference: it can be 0 or negative). Each cell's metric is its kind's headline unless
     `metric` is given. With Holm the family is all cells. When both runs seeded the link's draws
     alike (seeded_alike), a cell's ratio metric is compared in pairs of twins (stats.compare_paired)."""
@@ -73,15 +74,14 @@ def compare_cells(a: RunData, b: RunData, method: Method = Method(), metric: str
                 m = metrics[w]
                 sa, sb = by_metric[m]
                 xa, xb = sa.get(k), sb.get(k)
-                pos = m in POSITIVE_METRICS
-                s_a = stats.summarize(xa if xa is not None else [], positive=pos)
-                s_b = stats.summarize(xb if xb is not None else [], positive=pos)
+                s_a = stats.summarize(xa if xa is not None else [], scale=metric_scale(m))
+                s_b = stats.summarize(xb if xb is not None else [], scale=metric_scale(m))
                 where = "both" if k in cells_a and k in cells_b else ("A only" if k in cells_a else "B only")
                 row: dict[str, Any] = {
                     "condition": c, "workload": w, "protocol": p, "metric": m,
-                    "n_a": s_a.n, "mean_a": s_a.mean, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
-                    "n_b": s_b.n, "mean_b": s_b.mean, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
-                    "diff_pct": None if m in DIFFERENCE_METRICS else stats.pct_diff(s_b.mean, s_a.mean),
+                    "n_a": s_a.n, "mean_a": s_a.center, "ci_low_a": s_a.ci_low, "ci_high_a": s_a.ci_high,
+                    "n_b": s_b.n, "mean_b": s_b.center, "ci_low_b": s_b.ci_low, "ci_high_b": s_b.ci_high,
+                    "diff_pct": None if m in DIFFERENCE_METRICS else stats.pct_diff(s_b.center, s_a.center),
                     "in": where, "p": None,
                     "verdict": "not in both runs"}
                 if row["in"] == "both" and m in paired:

@@ -16,7 +16,7 @@ from quicbench.stats import finite as _num
 
 
 def cpu_per_gb(run: RunData) -> pd.DataFrame:
-    """Per protocol x workload (all conditions pooled): CPU seconds per GB of payload, mean and CI."""
+    """Per protocol x workload (all conditions pooled): CPU seconds per GB of payload, mean and bootstrap CI."""
     ok = run.ok
     rows = []
     for (p, w), g in ok.groupby(["protocol", "workload"], sort=False):
@@ -24,7 +24,7 @@ def cpu_per_gb(run: RunData) -> pd.DataFrame:
                                "n_cpu_bound": int(g["cpu_bound"].sum())}
         for who in ("client", "server", ""):
             col = f"{who}_cpu_s_per_gb" if who else "cpu_s_per_gb"
-            s = stats.summarize(g[col])
+            s = stats.summarize(g[col], scale=stats.NONNEG)     # non-negative, skewed: bootstrap
             row.update({f"{col}_mean": s.mean, f"{col}_ci_low": s.ci_low, f"{col}_ci_high": s.ci_high,
                         f"{col}_n": s.n})
         rows.append(row)

@@ -3,10 +3,10 @@
 A run whose h3 trials have several senders and several receivers (plans/matrix.toml: several
 ``servers.h3`` and ``client = [...]``) gets one grid per condition and workload: senders as rows,
 receivers as columns — the QUIC interop runner's grid, for performance. Each cell is the pair's
-goodput (mean with the 95 % CI of its geometric mean, n, as Table 1) and its verdict against the TCP reference of the
+goodput (its geometric mean with that mean's 95 % CI, n, as Table 1) and its verdict against the TCP reference of the
 same condition and workload: the h1/h2 cell (protocol × TCP congestion control × client) with the
-highest mean goodput, so that "faster" means faster than the best TCP the run measured.
-The verdict is the report's (``Method.compare``: the ratio of geometric means with its CI,
+highest geometric mean goodput, so that "faster" means faster than the best TCP the run measured.
+The verdict is the report's (``Method.compare``: the ratio of geometric means with its interval at the verdict's level,
 different / equivalent / inconclusive), Holm-corrected over the grid's cells. A cell also carries
 what explains it: CPU seconds per GB at the sender and at the receiver, the share of the sender's
 loss declarations that were spurious (where its qlog says), the receiver's ACK frequency (packets
@@ -34,7 +34,7 @@ class MatrixCell:
     receiver: str
     n: int                                 # successful trials
     failed: int                            # failed trials of the pair
-    mean: float | None                     # goodput, mean (Mbit/s), as Table 1
+    mean: float | None                     # goodput, geometric mean (Mbit/s), as Table 1
     ci_low: float | None
     ci_high: float | None
     verdict: str                           # against the reference (stats' verdicts)
@@ -86,8 +86,13 @@ def base_protocol(label: str) -> str:
 
 
 def _mean(values: pd.Series) -> float | None:
-    v = pd.to_numeric(values, errors="coerce").dropna()
-    return float(v.mean()) if len(v) else None
+    """The geometric mean (the value the interval and the ratio are for); the arithmetic mean when a
+    value is 0."""
+    v = stats.clean(pd.to_numeric(values, errors="coerce"))
+    if not v.size:
+        return None
+    g = stats.gmean(v)
+    return g if g == g else float(v.mean())
 
 
 def _ratio(rows: pd.DataFrame, num: str, den: str) -> float | None:
@@ -127,7 +132,7 @@ def has_matrix(frame: pd.DataFrame) -> bool:
 
 
 def _reference(tcp: pd.DataFrame, metric: str, min_n: int) -> tuple[str, pd.Series] | None:
-    """The TCP cell the grid's verdicts are against: the highest mean among the cells with at
+    """The TCP cell the grid's verdicts are against: the highest geometric mean among the cells with at
     least min_n trials (any cell when none has): its label and its values."""
     if tcp.empty:
         return None

@@ -4,10 +4,12 @@ head-of-line blocking, competing traffic, session resumption and 0-RTT, NAT rebi
 A `Section` names its measures (columns of the row schema), says which trials it covers and
 which cells it compares: protocols within a condition and workload (h3 against h2, ...), or
 workloads within a condition and protocol (a resumed session against a full handshake). For each
-cell (condition x workload x protocol) it gives each measure's mean with the 95 % interval of
-quicbench.stats (the geometric mean's; with zeros, Student-t raised to 0) and, for counted
+cell (condition x workload x protocol) it gives each measure's value with the 95 % interval of
+quicbench.stats on the measure's scale (tables.metric_scale: the geometric mean with its log-t
+interval for times; with zeros, the arithmetic mean with a bootstrap interval; counts their own) and, for counted
 outcomes (a trial survived, the server saw the new port), k of n with Wilson's interval. Each
-comparison uses the statistics module: the ratio of geometric means with its CI and the three
+comparison uses the statistics module: the ratio of geometric means with its interval at the
+verdict's level and the three
 verdicts (different / equivalent / inconclusive); a measure that is 0 in some trials is tested by
 Welch on the values (no ratio, no equivalence); a counted outcome by Fisher's exact test
 (different or inconclusive). The p-values are Holm-corrected over the section's comparisons.
@@ -24,7 +26,7 @@ import pandas as pd
 
 from quicbench import stats
 from quicbench.analysis.load import RunData
-from quicbench.analysis.tables import Method
+from quicbench.analysis.tables import Method, center, metric_scale
 
 NOT_TESTED = "0 in every trial"      # both samples all zero: nothing to test
 SAME_OUTCOME = "the same outcome in every trial"   # a count: all or none in both
@@ -116,8 +118,8 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
         ok = g[g["used"]]
         row = {"condition": c, "workload": w, "protocol": p, "n": len(g)}
         for m in section.metrics:
-            s = stats.summarize(ok[m] if m in ok else [], positive=True)
-            row.update({f"{m}_mean": s.mean if s.n else math.nan, f"{m}_ci_low": s.ci_low,
+            s = stats.summarize(ok[m] if m in ok else [], scale=metric_scale(m))
+            row.update({f"{m}_mean": s.mean if s.n else math.nan, f"{m}_gmean": s.gmean, f"{m}_ci_low": s.ci_low,
                         f"{m}_ci_high": s.ci_high, f"{m}_n": s.n})
         for cnt in section.counts:
             k = hits[((c, w, p), cnt.key)]
@@ -135,8 +137,9 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
             xa, xb = stats.clean(ga[ga["used"]][m]), stats.clean(gb[gb["used"]][m])
             if not xa.size or not xb.size:
                 continue
-            row = {**base, "metric": m, "mean_a": float(xa.mean()), "mean_b": float(xb.mean()),
-                   "n_a": int(xa.size), "n_b": int(xb.size), "diff": float(xa.mean() - xb.mean())}
+            ca, cb = center(m, xa), center(m, xb)      # the values shown: geometric means on the log scale
+            row = {**base, "metric": m, "mean_a": ca, "mean_b": cb, "n_a": int(xa.size), "n_b": int(xb.size),
+                   "diff": ca - cb}
             if not xa.any() and not xb.any() and xa.size >= method.min_n and xb.size >= method.min_n:
                 row.update(test=None, p=None, verdict=NOT_TESTED, ratio=None, ratio_low=None, ratio_high=None,
                            reps_to_decide=None)

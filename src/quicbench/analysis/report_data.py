@@ -183,6 +183,12 @@ def _above(mean: Any, high: Any) -> bool:
     return m is not None and h is not None and m > h
 
 
+def _center(r: Any, metric: str) -> float | None:
+    """A summary row's geometric mean of the metric, or its arithmetic mean when it has none."""
+    g = _f(r.get(f"{metric}_gmean"))
+    return g if g is not None else _f(r.get(f"{metric}_mean"))
+
+
 def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> list[dict[str, Any]]:
     """Table 1 per object workload: rows = conditions, one cell per protocol, best protocol and
     verdict; with a study's reference goodput beside them ("ref" per cell, "ref_best" per row)."""
@@ -208,9 +214,11 @@ def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> 
                 meta = {"best": r["cell_best"], "verdict": r["cell_verdict"], "p": _f(r["cell_p"])}
                 cells.append({"protocol": p, "present": True, "n": int(r["n"]), "n_trials": int(r["n_trials"]),
                               "n_failed": int(r["n_failed"]), "n_cpu_bound": int(r["n_cpu_bound"]),
-                              "mean": _f(r["goodput_mbps_mean"]), "ci_low": _f(r["goodput_mbps_ci_low"]),
+                              # the value the interval is for: the geometric mean (the arithmetic one
+                              # only where a trial measured 0, with its bootstrap interval)
+                              "mean": _center(r, "goodput_mbps"), "ci_low": _f(r["goodput_mbps_ci_low"]),
                               "ci_high": _f(r["goodput_mbps_ci_high"]), "is_best": bool(r["is_best"]),
-                              "mean_above_ci": _above(r["goodput_mbps_mean"], r["goodput_mbps_ci_high"]),
+                              "mean_above_ci": _above(_center(r, "goodput_mbps"), r["goodput_mbps_ci_high"]),
                               "p_vs_best": _f(r["p_vs_best"]), "ratio_vs_best": _f(r["ratio_vs_best"]),
                               "ratio_vs_best_ci_low": _f(r["ratio_vs_best_ci_low"]),
                               "ratio_vs_best_ci_high": _f(r["ratio_vs_best_ci_high"]),
@@ -449,13 +457,14 @@ def other_kind_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> dict[
 
 
 def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
-    """Each mean goodput of an object workload (and its CI bounds) as % of the same protocol's best
-    object workload in the same condition; protocols without a positive best are left out."""
+    """Each goodput of an object workload (the geometric mean, and its CI bounds) as % of the same
+    protocol's best object workload in the same condition; protocols without a positive best are left out."""
     rows = []
     if summary.empty or "goodput_mbps_mean" not in summary:
         return pd.DataFrame(columns=RELATIVE_COLUMNS)
     objects = [w for w in run.workloads if run.kind_of(w) == "objects"]
-    summary = summary[summary["workload"].isin(objects)]
+    summary = summary[summary["workload"].isin(objects)].copy()
+    summary["goodput_mbps_mean"] = [_center(r, "goodput_mbps") for _, r in summary.iterrows()]
     for c in run.condition_order:
         s = summary[summary["condition"] == c]
         for p in run.protocols:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from quicbench.analysis.load import RunData
 from quicbench.analysis.measures import split_protocol
-from quicbench.analysis.tables import (POSITIVE_METRICS, Method, best_protocols, cell_verdict, higher_is_better,
+from quicbench.analysis.tables import (Method, center, metric_scale, best_protocols, cell_verdict, higher_is_better,
                                        pairwise, samples)
 from quicbench.errors import QuicbenchError
 from quicbench.model.study import (CONDITION_PARAMS, Check, Figure, Study, Table, Way, builtin_studies,
@@ -284,7 +284,9 @@ def _cell(summary: pd.DataFrame, c: str, w: str | None, p: str, metric: str) -> 
     if w is None or (c, w, p) not in summary.index:
         return None
     r = summary.loc[(c, w, p)]
-    mean = finite(r.get(f"{metric}_mean"))
+    # the value the interval is for: the geometric mean on the log scale, else the arithmetic mean
+    mean = finite(r.get(f"{metric}_gmean"))
+    mean = mean if mean is not None else finite(r.get(f"{metric}_mean"))
     if mean is None:
         return None
     return {"mean": mean, "ci_low": finite(r.get(f"{metric}_ci_low")), "ci_high": finite(r.get(f"{metric}_ci_high")),
@@ -373,7 +375,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                         xs = {p: smp.get((c, w, p)) for p, w in used.items()}
                         xs = {p: x for p, x in xs.items() if x is not None and len(x)}
                         if len(xs) > 1:
-                            b = max(xs, key=lambda p: (1 if higher else -1) * float(xs[p].mean()))
+                            b = max(xs, key=lambda p: (1 if higher else -1) * center(m, xs[p]))
                             row[way.name]["best"] = b
                             row[way.name]["tests"] = {}
                             mixed += [(row[way.name], b, p, bests.method.compare(xs[b], x, m))
@@ -474,7 +476,7 @@ DEFAULT_FIGURES: tuple[Figure, ...] = (
     Figure(kind="relative_to_best", id="relative-to-best-workload", section="relative",
            heading="Goodput relative to the best workload",
            title="Goodput relative to the best workload",
-           caption="Each protocol's mean goodput as a percentage of its own best workload in the same condition, "
+           caption="Each protocol's geometric mean goodput as a percentage of its own best workload in the same condition, "
                    "one panel per condition. Bars scale that workload's 95 % CI by the best mean (the best mean's "
                    "own uncertainty is not propagated)."),
     Figure(kind="metric_vs_parameter", id="sweep-{i}", section="sweeps", heading="Metrics vs swept parameters",
@@ -583,7 +585,7 @@ def variants_table(run: RunData, table: Table, method: Method) -> dict[str, Any]
     pending: list[stats.TestResult] = []
     for m in table.metrics:
         smp = samples(run, m)
-        pos = m in POSITIVE_METRICS
+        scale = metric_scale(m)
         for base in run.condition_order:
             for v in table.variants:
                 var = base + v.suffix
@@ -594,10 +596,10 @@ def variants_table(run: RunData, table: Table, method: Method) -> dict[str, Any]
                         xb, xv = smp.get((base, w, p)), smp.get((var, w, p))
                         if xb is None or xv is None or not (len(xb) and len(xv)):
                             continue
-                        sb, sv = stats.summarize(xb, positive=pos), stats.summarize(xv, positive=pos)
+                        sb, sv = stats.summarize(xb, scale=scale), stats.summarize(xv, scale=scale)
                         rows.append({"metric": m, "base": base, "variant": var, "variant_name": v.name, "workload": w,
-                                     "protocol": p, "base_mean": sb.mean, "base_ci": (sb.ci_low, sb.ci_high),
-                                     "base_n": sb.n, "variant_mean": sv.mean, "variant_ci": (sv.ci_low, sv.ci_high),
+                                     "protocol": p, "base_mean": sb.center, "base_ci": (sb.ci_low, sb.ci_high),
+                                     "base_n": sb.n, "variant_mean": sv.center, "variant_ci": (sv.ci_low, sv.ci_high),
                                      "variant_n": sv.n})
                         pending.append(method.compare(xv, xb, m))
     if not rows:

@@ -82,11 +82,18 @@ OPTIONAL_METRICS: dict[str, str] = {
 OPTIONAL_METRICS.update({c.name: f"{c.meaning} ({c.unit})" if c.unit else c.meaning
                          for c in columns.COLUMNS if c.name in OPTIONAL_NUMERIC and c.name not in OPTIONAL_METRICS})
 assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
-# goodputs and times (latencies): positive values, skewed to the right, so their 95 % intervals are
-# log-t intervals (stats.positive_ci: the geometric mean's, never below zero). CPU costs keep the
-# Student-t interval of the mean: what matters is their mean, they are pooled over conditions (large
-# n), and CPU-bound trials make them bimodal, where the geometric mean is far below the mean.
-POSITIVE_METRICS = frozenset({
+# Each metric's interval respects its range (stats.SCALES; docs/report.md, "Intervals").
+# Goodputs, times, latencies, start-up, bitrates and the load metrics: strictly positive, skewed to the
+# right, multiplicative: summarised and tested on logs, the geometric mean (`<metric>_gmean`) with the
+# log-t interval (stats.positive_ci), and "best" chosen on it; with a 0 in a cell, the arithmetic mean
+# with the BCa bootstrap interval. Page weight and requests are compared on logs too (ratio of
+# geometric means), so they are summarised the same way. CPU costs keep the arithmetic mean (what matters is
+# their total; CPU-bound trials make them bimodal, where the geometric mean is far below the mean),
+# with the bootstrap interval, as every other non-negative quantity that can be 0 (link lateness,
+# sojourn times, stall time, per-trial ratios and shares: the bootstrap never leaves the values'
+# range). Counts per trial (retransmitted segments, lost packets, stalls) get count intervals
+# (stats.count_ci); QoE, which can be negative, the Student-t interval.
+LOG_METRICS = frozenset({
     "goodput_mbps", "wire_goodput_mbps", "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms",
     "transfer_ms_p50", "request_ms_p50", "page_load_ms", "load_event_ms", "dom_content_loaded_ms",
     "first_contentful_paint_ms", "page_ttfb_ms", "page_response_start_ms", "page_handshake_ms", "page_connect_ms",
@@ -94,7 +101,36 @@ POSITIVE_METRICS = frozenset({
     "httpstat_transfer_ms", "httpstat_total_ms", "frag_latency_ms_mean", "frag_latency_ms_median",
     "segment_ttfb_ms_mean", "segment_ttfb_ms_median",
     "lcp_ms", "speed_index_ms", "visually_complete_ms", "first_visual_change_ms",
+    "startup_s", "startup_player_s", "live_latency_s_mean", "live_latency_s_median", "live_latency_s_max",
+    "live_latency_s_last", "mean_bitrate_kbps", "segment_kbps_mean", "segment_download_ms_median", "frag_kbps_mean",
+    "load_owd_ms_p50", "load_owd_ms_p99", "fg_wire_mbps", "bg_mbps", "fg_share_pct", "page_weight_bytes",
+    "page_body_bytes",
+    "page_requests", "all_streams_idle_ms", "body_stall_ms_p50", "body_stall_ms_max", "completion_spread_ms",
+    "handshake_ms", "rebind_stall_ms",
 })
+SIGNED_METRICS = frozenset({"qoe_lin", "qoe_log", "qoe_hd", "qoe_score"})
+COUNT_METRICS = frozenset(c.name for c in columns.COLUMNS if c.type == "int" and c.name not in LOG_METRICS)
+
+
+def metric_scale(metric: str) -> str:
+    """How the metric's interval is built (stats.SCALES): log, count, non-negative (bootstrap) or signed."""
+    if metric in LOG_METRICS:
+        return stats.LOG
+    if metric in SIGNED_METRICS:
+        return stats.SIGNED
+    if metric in COUNT_METRICS:
+        return stats.COUNT
+    return stats.NONNEG
+
+
+def center(metric: str, x: np.ndarray) -> float:
+    """The value a cell is ranked and shown by: the geometric mean on the log scale (when every
+    value is > 0), else the arithmetic mean."""
+    if not x.size:
+        return math.nan
+    if metric_scale(metric) == stats.LOG and (x > 0).all():
+        return stats.gmean(x)
+    return float(x.mean())
 
 # metrics whose values can be 0 (or negative), where a geometric mean and a ratio are undefined:
 # compared on the difference of means (stats.compare_difference). The value is the equivalence
@@ -128,14 +164,19 @@ def higher_is_better(metric: str) -> bool:
 
 
 CELL_KEYS = ["condition", "workload", "protocol"]
-GOODPUT_STATS = ("mean", "sd", "ci_low", "ci_high", "median", "min", "max")
+
+
+def metric_stats(metric: str) -> tuple[str, ...]:
+    """The summary.csv columns of a metric: `_mean` (arithmetic), `_gmean` on the log scale, the interval."""
+    return ("mean", "gmean", "ci_low", "ci_high") if metric in LOG_METRICS else ("mean", "ci_low", "ci_high")
+GOODPUT_STATS = ("mean", "gmean", "sd", "ci_low", "ci_high", "median", "min", "max")
 
 # the columns summary.csv always has, in order (docs/data.md documents each; tests check both)
 SUMMARY_COLUMNS = [
     "run_id", "condition", "condition_desc", "delay_ms", "loss_pct", "rate_mbit", "workload", "size_bytes",
     "count", "parallel", "protocol", "server", "n_trials", "n_failed", "n", "n_cpu_bound",
     *[f"goodput_mbps_{s}" for s in GOODPUT_STATS],
-    *[f"{m}_{s}" for m in METRICS if m != "goodput_mbps" for s in ("mean", "ci_low", "ci_high")],
+    *[f"{m}_{s}" for m in METRICS if m != "goodput_mbps" for s in metric_stats(m)],
     "is_best", "cell_best", "cell_verdict", "cell_p", "p_vs_best", "ratio_vs_best", "ratio_vs_best_ci_low",
     "ratio_vs_best_ci_high", "verdict_vs_best", "p_vs_best_raw", "p_equiv_vs_best", "reps_to_decide",
     "test", "alpha", "correction", "margin",
@@ -257,8 +298,8 @@ FASTER_THAN_ALL = "ahead of all"
 
 def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodput_mbps",
                    higher_is_better: bool = True, kind: str | None = None) -> pd.DataFrame:
-    """Per condition x workload (of `kind`, when given): the protocol with the best mean (highest
-    goodput) and its comparisons with every other protocol of the cell (cell_verdict), on the
+    """Per condition x workload (of `kind`, when given): the protocol with the best value (center():
+    the highest geometric-mean goodput) and its comparisons with every other protocol of the cell (cell_verdict), on the
     metric's scale (Method.compare). With Holm, the family is every comparison of the table (all
     cells of the kind).
     """
@@ -273,7 +314,7 @@ def best_protocols(run: RunData, method: Method = Method(), metric: str = "goodp
         with_data = {p: x for p, x in by_proto.items() if x.size}
         if not with_data:
             continue
-        b = max(with_data, key=lambda p: sign * with_data[p].mean())
+        b = max(with_data, key=lambda p: sign * center(metric, with_data[p]))
         best[cw] = b
         for p, x in by_proto.items():
             if p != b:
@@ -298,7 +339,8 @@ def _first(series: pd.Series) -> Any:
 def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
     """The rows of summary.csv: one per condition x workload x protocol, in display order."""
     trials = run.trials
-    cols = SUMMARY_COLUMNS + [f"{m}_{s}" for m in optional_metrics(run) for s in ("mean", "ci_low", "ci_high")]
+    optional = optional_metrics(run)
+    cols = SUMMARY_COLUMNS + [f"{m}_{s}" for m in optional for s in metric_stats(m)]
     if trials.empty:
         return pd.DataFrame(columns=cols)
     # the best protocol of a cell by its kind's headline metric (goodput, page load time, QoE),
@@ -325,10 +367,12 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
         }
         s = stats.summarize(used["goodput_mbps"], positive=True)
         row.update({f"goodput_mbps_{k}": getattr(s, k) for k in GOODPUT_STATS})
-        for m in [*(m for m in METRICS if m != "goodput_mbps"), *optional_metrics(run)]:
+        for m in [*(m for m in METRICS if m != "goodput_mbps"), *optional]:
             x = stats.clean(used[m])
-            lo, hi = stats.interval(x, positive=m in POSITIVE_METRICS)
+            lo, hi = stats.interval(x, scale=metric_scale(m))
             row.update({f"{m}_mean": float(x.mean()) if x.size else math.nan, f"{m}_ci_low": lo, f"{m}_ci_high": hi})
+            if m in LOG_METRICS:
+                row[f"{m}_gmean"] = stats.gmean(x)
         b = best.loc[(c, w)] if (c, w) in best.index else None
         row["cell_best"] = b["cell_best"] if b is not None else None
         row["is_best"] = b is not None and b["cell_best"] == p
@@ -356,8 +400,10 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
 
 def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: str = "goodput_mbps",
              kind: str | None = None) -> pd.DataFrame:
-    """Protocol a vs b per condition x workload (of `kind`, when given): means, % difference of a
-    over b, the ratio a/b of geometric means with its CI, the verdict. With Holm, the family is
+    """Protocol a vs b per condition x workload (of `kind`, when given): the values on the test's
+    scale (mean_a, mean_b: geometric means on the log scale, center()), % difference of a over b on
+    that scale, the ratio a/b of geometric means with its interval at the verdict's level, the
+    verdict. With Holm, the family is
     every cell of this comparison.
     """
     smp = samples(run, metric, kind)
@@ -369,9 +415,9 @@ def pairwise(run: RunData, a: str, b: str, method: Method = Method(), metric: st
                 continue
             r = method.compare(xa, xb, metric)
             results.append(r)
-            rows.append({"condition": c, "workload": w, "a": a, "b": b, "mean_a": float(xa.mean()),
-                         "mean_b": float(xb.mean()), "n_a": int(xa.size), "n_b": int(xb.size),
-                         "diff_pct": stats.pct_diff(float(xa.mean()), float(xb.mean()))})
+            ca, cb = center(metric, xa), center(metric, xb)
+            rows.append({"condition": c, "workload": w, "a": a, "b": b, "mean_a": ca, "mean_b": cb,
+                         "n_a": int(xa.size), "n_b": int(xb.size), "diff_pct": stats.pct_diff(ca, cb)})
     for row, r in zip(rows, stats.adjust(results, method.correction)):
         row.update(p=r.p, p_raw=r.p_raw, p_equiv=r.p_equiv, verdict=r.verdict, significant=r.significant,
                    ratio=r.ratio, ratio_low=r.ratio_low, ratio_high=r.ratio_high, reps_to_decide=r.reps_to_decide,

@@ -87,7 +87,7 @@ def _protocols_used(row: dict[str, Any], protocol: str, allow_none: bool = False
 class Objects(WorkloadKind):
     """Go-Quick's getFiles: `count` copies of an object of `size`, fetched by the load client."""
     name = "objects"
-    title = "Object downloads: mean over successful trials; * = best in its cell"
+    title = "Object downloads: geometric mean over successful trials; * = best in its cell"
     metrics = (Metric("goodput_mbps", "Mbit/s", 1, True, "goodput"),
                Metric("total_time_s", "time s", 3, False, "time"))
 
@@ -134,7 +134,7 @@ class Page(WorkloadKind):
     """A page load in a browser: Go-Quick's gallery (`count` images of `size`), DNCS's realistic page,
     or a recorded page (`har`) replayed from its own origins."""
     name = "page"
-    title = "Page loads: mean over successful loads; * = fastest load in its cell"
+    title = "Page loads: geometric mean over successful loads; * = fastest load in its cell"
     clients = ("browser",)
     browser_clients = {"chromium": "browser", "firefox": "firefox"}
     browser_managed = True
@@ -190,8 +190,8 @@ MAX_MISSED_SHARE = 0.01
 class Video(WorkloadKind):
     """Adaptive streaming in a browser (docs/video.md): hls.js or dash.js, VOD or live."""
     name = "video"
-    title = ("Video playback: mean over successful plays; QoE is Pensieve's QoE_lin per chunk; "
-             "* = best QoE in its cell")
+    title = ("Video playback over successful plays: geometric means, QoE and stall time arithmetic means; QoE is "
+             "Pensieve's QoE_lin per chunk; * = best QoE in its cell")
     clients = ("video",)
     browser_clients = {"chromium": "video", "firefox": "firefox-video"}
     browser_managed = True

@@ -14,7 +14,7 @@ METRIC_NAMES = {"goodput_mbps": "goodput Mbit/s", "page_load_ms": "page load ms"
 
 def compare_table(df: pd.DataFrame) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", "metric", "A [95 % CI]", "n A", "B [95 % CI]", "n B",
-                     "B vs A", "B/A [95 % CI]", "p (adj.)", "verdict"])
+                     "B vs A", "B/A [CI at the verdict's level]", "p (adj.)", "verdict"])
     def cell(m, lo, hi, n):
         return "no data" if not n else mean_ci(m, lo, hi)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-from quicbench.stats import finite as _finite, inside_margin_words
+from quicbench.stats import estimate_digits, finite as _finite, inside_margin_words
 
 
 
@@ -62,13 +62,29 @@ def mean_ci(mean: Any, lo: Any, hi: Any) -> str:
 
 
 def ratio_ci(ratio: Any, lo: Any, hi: Any) -> str:
-    """'0.82 [0.75, 0.90]' (a ratio of geometric means with its 95 % CI), '–' when missing."""
+    """'0.82 [0.75, 0.9]' (a ratio of geometric means with its interval at the verdict's level), '–'
+    when missing; digits adapt so that distinct bounds print distinct and a bound that is not 1 never
+    prints as 1."""
     r = _finite(ratio)
     if r is None:
         return "–"
     if _finite(lo) is None or _finite(hi) is None:
         return f"{r:.3g}"
-    return f"{r:.3g} [{_finite(lo):.3g}, {_finite(hi):.3g}]"
+    e, a, b = estimate_digits(r, _finite(lo), _finite(hi))
+    return f"{e} [{a}, {b}]"
+
+
+def center_ci(row: Any, metric: str) -> str:
+    """A summary row's value of `metric` with its 95 % interval: the geometric mean where the
+    interval is the geometric mean's (`{metric}_gmean`), else the arithmetic mean."""
+    return mean_ci(center(row, metric), row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high"))
+
+
+def center(row: Any, metric: str) -> Any:
+    """The value a summary row's interval of `metric` is for: `{metric}_gmean` when it has one, else
+    `{metric}_mean`."""
+    g = _finite(row.get(f"{metric}_gmean"))
+    return g if g is not None else row.get(f"{metric}_mean")
 
 
 def verdict_text(verdict: Any, reps: Any = None, within: Any = None) -> str:

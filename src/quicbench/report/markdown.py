@@ -11,15 +11,15 @@ from quicbench.report.fmt import plural
 from quicbench.report.matrix import markdown_lines as matrix_lines
 from quicbench.report.measures import markdown_sections
 
-VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's QoE per chunk, mean [95 % CI] per cell; "
+VIDEO_NOTE = ("Startup, stall time, played bitrate, live latency and Pensieve's QoE per chunk [95 % CI] per cell: "
+              "geometric means for startup, bitrate and latencies, arithmetic means for stall time and QoE; "
               "per metric the best protocol against each other one. Startup, bitrate and latency are compared on "
               "the ratio of geometric means; stall time and QoE, which can be 0 or negative, on the difference of "
               "means (Welch), stall time equivalent within ±0.5 s (docs/report.md).")
 PHASES_NOTE = ("Per object download: TCP connect, TLS handshake, time to first byte (from the request's start), "
                "the median request's transfer from its first byte to its last, and the trial's total time; a "
                "QUIC handshake is one phase (connect; TLS 0).")
-ABOVE_NOTE = ("† the mean lies above the interval: the trials are very unequal, and their geometric mean (which the "
-              "interval is for) is well below their arithmetic mean.")
+ABOVE_NOTE = ("† the value lies above its interval (an arithmetic mean beside a bootstrap interval).")
 
 
 def render_markdown(data: ReportData) -> str:
@@ -38,12 +38,13 @@ def render_markdown(data: ReportData) -> str:
         out += ["**Missing or limited:**", ""] + [f"- {m}" for m in data.missing] + [""]
     ref = data.table1_reference
     if data.table1:
-        out += ["## Table 1: goodput (Mbit/s), mean [95 % CI] (n)", "",
+        out += ["## Table 1: goodput (Mbit/s), geometric mean [95 % CI] (n)", "",
                 f"Best protocol in bold; then the best against each other protocol: its verdict (different, "
                 f"equivalent within ±{100 * data.method.margin:g} %, or inconclusive), the ratio of geometric means "
-                f"best/other with its 95 % CI, and the "
+                f"best/other with its interval at the verdict's level (it excludes 1 exactly when the verdict is "
+                f"'different'), and the "
                 f"{'Holm-adjusted' if data.method.correction == 'holm' else 'raw'} p over the table's "
-                f"{data.n_tests_table1} comparisons ({data.method.short()}). The CI of a cell is the geometric mean's (never below zero)."
+                f"{data.n_tests_table1} comparisons ({data.method.short()}). The CI of a cell is its geometric mean's (never below zero; where a trial measured 0, the arithmetic mean's, by bootstrap)."
                 + (f" {ABOVE_NOTE}" if data.any_mean_above_ci else "")
                 + (f" {ref.study.label.capitalize()} columns: {ref.study.source}." if ref is not None else ""), ""]
     for title, t in views.table1_markdown(data):
@@ -61,9 +62,9 @@ def render_markdown(data: ReportData) -> str:
     for (a, b) in data.diffs:
         t = views.diff_table(data, a, b)
         if t:
-            out += [f"## {a.upper()} vs {b.upper()}: % difference in mean goodput", "", t.markdown(), ""]
+            out += [f"## {a.upper()} vs {b.upper()}: % difference in geometric mean goodput", "", t.markdown(), ""]
     if data.has_phases:
-        out += ["## Connection phases: mean [95 % CI]", "", PHASES_NOTE, "", views.phases_table(data).markdown(), ""]
+        out += ["## Connection phases: geometric mean [95 % CI]", "", PHASES_NOTE, "", views.phases_table(data).markdown(), ""]
     video = views.video_table(data)
     if video:
         out += ["## Video (HLS / DASH in the browser)", "", VIDEO_NOTE, "", video.markdown(), "",
@@ -117,7 +118,8 @@ def render_markdown(data: ReportData) -> str:
 def render_compare_markdown(data: CompareData) -> str:
     a, b, table, diffs = data.run_a, data.run_b, compare_table(data.frame), data.setup_diffs
     out = [f"# quicbench compare: {a} (A) vs {b} (B)", "",
-           f"**Method.** {data.method_text} Difference = 100 × (mean B − mean A) / mean A.", ""]
+           f"**Method.** {data.method_text} Values are geometric means for goodputs and times (arithmetic "
+           f"means otherwise); difference = 100 × (B − A) / A on those values.", ""]
     if diffs:
         out += ["**Set-up differences:**", ""] + [f"- {k}: A {va}, B {vb}" for k, va, vb in diffs] + [""]
     else:

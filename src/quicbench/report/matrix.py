@@ -20,7 +20,7 @@ LEGEND = {"faster": "faster than the TCP reference", "slower": "slower than the 
 def intro(data: ReportData) -> str:
     m = data.method
     return (f"One grid per condition and workload: HTTP/3 senders (servers) as rows, receivers (clients) as columns. "
-            f"A cell is the pair's mean goodput (Mbit/s) and its ratio to the TCP reference — the fastest h1/h2 "
+            f"A cell is the pair's geometric mean goodput (Mbit/s) and its ratio to the TCP reference — the fastest h1/h2 "
             f"cell (protocol/TCP congestion control) of the same condition and workload — with the verdict: "
             f"different (▲ faster, ▼ slower), equivalent within ±{100 * m.margin:g} % (≈) or inconclusive (?), "
             f"{'Holm-corrected' if m.correction == 'holm' else 'uncorrected'} over the grid's cells "
@@ -55,7 +55,7 @@ def grid_table(g: MatrixGrid) -> SimpleTable:
 
 
 def details_table(g: MatrixGrid) -> SimpleTable:
-    t = SimpleTable(["sender → receiver", "goodput [95 % CI]", "vs reference [95 % CI]", "p (adj.)", "verdict", "n",
+    t = SimpleTable(["sender → receiver", "goodput [95 % CI]", "vs reference [CI at the verdict's level]", "p (adj.)", "verdict", "n",
                      "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio", "⚙",
                      "link-late", "stacks", "trials"])
     for (s, r), c in sorted(g.cells.items()):

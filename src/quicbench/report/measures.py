@@ -10,7 +10,7 @@ import pandas as pd
 
 from quicbench.analysis.measures import NOT_TESTED, SAME_OUTCOME, MeasureData
 from quicbench.analysis.report_data import ReportData
-from quicbench.report.fmt import SimpleTable, mean_ci, num, pval, ratio_ci, verdict_text
+from quicbench.report.fmt import SimpleTable, center_ci, num, pval, ratio_ci, verdict_text
 
 
 def _share(k: Any, n: Any, lo: Any, hi: Any) -> str:
@@ -18,13 +18,14 @@ def _share(k: Any, n: Any, lo: Any, hi: Any) -> str:
 
 
 def cell_table(data: ReportData, m: MeasureData) -> SimpleTable:
-    """Per condition x workload x protocol: each measure's mean [95 % CI], each count k/n [Wilson CI], n."""
+    """Per condition x workload x protocol: each measure's value [95 % CI] (geometric mean on the log
+    scale), each count k/n [Wilson CI], n."""
     sec = m.section
     t = SimpleTable(["condition", "workload", "protocol", *[sec.metrics[x] for x in m.metrics],
                      *[c.label for c in sec.counts], "n"])
     for _, r in m.cells.iterrows():
         t.rows.append([r["condition"], data.workload_title(r["workload"]), r["protocol"],
-                       *[mean_ci(r[f"{x}_mean"], r[f"{x}_ci_low"], r[f"{x}_ci_high"]) for x in m.metrics],
+                       *[center_ci(r, x) for x in m.metrics],
                        *[_share(r[f"{c.key}_k"], r["n"], r[f"{c.key}_low"], r[f"{c.key}_high"]) for c in sec.counts],
                        str(int(r["n"]))])
     return t
@@ -41,7 +42,7 @@ def comparison_table(data: ReportData, m: MeasureData) -> SimpleTable:
     Holm's p, the verdict."""
     by_workload = m.section.pairing == "workload"
     t = SimpleTable(["condition", "protocol, workload (b)" if by_workload else "workload", "measure", "a vs b", "a",
-                     "b", "a/b [95 % CI]", "a − b", "p (adj.)", "verdict", "n"])
+                     "b", "a/b [CI at the verdict's level]", "a − b", "p (adj.)", "verdict", "n"])
     counts = {c.key for c in m.section.counts}
     name = m.section.workload_name or (lambda run, w: data.workload_title(w))
     for _, r in m.comparisons.iterrows():
@@ -71,9 +72,11 @@ def intro(data: ReportData, m: MeasureData) -> str:
             else " and ".join(f"{a} against {b}" for a, b in sec.protocol_pairs) + " in each condition and workload")
     counted = (" Counted outcomes: k of n trials with Wilson's 95 % interval, compared by Fisher's exact test."
                if sec.counts else "")
-    return (f"Per cell, the mean of each measure with its 95 % CI (the geometric mean's, or where some trials "
-            f"measured 0 the Student-t interval raised to 0).{counted} Then {what}: the ratio of geometric means "
-            f"a/b with its 95 % CI and the verdict — different, equivalent within ±{100 * data.method.margin:g} %, "
+    return (f"Per cell, each measure's geometric mean with its 95 % CI (log-t), or where some trials measured 0 "
+            f"the arithmetic mean with a bootstrap 95 % CI; a and b below are the same values.{counted} Then {what}: "
+            f"the ratio of geometric means a/b with its interval at the verdict's level (it excludes 1 exactly when "
+            f"the verdict is 'different') and the verdict — different, equivalent within "
+            f"±{100 * data.method.margin:g} %, "
             f"or inconclusive — {'Holm-corrected' if data.method.correction == 'holm' else 'uncorrected'} over "
             f"this section's {m.n_tests} comparisons ({data.method.short()}). {sec.text}")
 

@@ -5,9 +5,10 @@ tests) as plain JSON-able data; ``render`` lays it out as text for a terminal of
 (80 columns read well): one table per workload kind with that kind's headline metrics, short
 headers with units; a condition or workload every row shares said once above the tables, long
 names cut, and short codes with a legend only when a table would otherwise not fit,
-and one plain sentence per condition: which protocol had the best mean, by how much, and each
-comparison's verdict (different, equivalent within the margin, or inconclusive, with the ratio
-and its 95 % CI), and any CPU-bound caveat.
+and one plain sentence per condition: which protocol had the best value (the geometric mean of
+goodputs and times), by how much, and each comparison's verdict (different, equivalent within the
+margin, or inconclusive, with the ratio and its interval at the verdict's level), and any CPU-bound
+caveat.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any
 
 from quicbench.analysis import Method, RunData, best_protocols, cell_summary
 from quicbench.analysis.load import PROTOCOL_NAMES
-from quicbench.analysis.tables import higher_is_better
+from quicbench.analysis.tables import center, higher_is_better, metric_scale
 from quicbench.analysis.honesty import cpu_slowed_trials
 from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.model.workload_kinds import KINDS
-from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, N_TOO_SMALL, finite, inside_margin_words, margin_text
+from quicbench.stats import (DIFFERENT, EQUIVALENT, INCONCLUSIVE, LOG, N_TOO_SMALL, clean, estimate_digits, finite,
+                             inside_margin_words, margin_text)
 
 # per workload kind (model/workload_kinds.py): the columns shown, the first the headline that
 # decides "best"
@@ -65,8 +67,11 @@ def _recovery(rows: Any) -> list[dict[str, Any]]:
 
 
 def _mean(summary_row: Any, metric: str) -> float | None:
-    col = "goodput_mbps_mean" if metric == "goodput_mbps" else f"{metric}_mean"
-    return finite(summary_row.get(col)) if hasattr(summary_row, "get") else None
+    """The cell's value: the geometric mean for a metric summarised on logs, else the arithmetic mean."""
+    if not hasattr(summary_row, "get"):
+        return None
+    g = finite(summary_row.get(f"{metric}_gmean"))
+    return g if g is not None else finite(summary_row.get(f"{metric}_mean"))
 
 
 def protocol_name(p: str) -> str:
@@ -167,7 +172,7 @@ def _viewer(metric: str, best: Any, c: str, w: str, ok: Any) -> dict[str, Any]:
     comparisons; constant when every trial of the cell had the same value (no stall at all)."""
     b = best.loc[(c, w)]
     higher = higher_is_better(metric)
-    means = {p: finite(g[metric].mean()) for p, g in ok.groupby("protocol") if g[metric].notna().any()}
+    means = {p: finite(center(metric, clean(g[metric]))) for p, g in ok.groupby("protocol") if g[metric].notna().any()}
     x = ok[metric].dropna()
     return {"metric": metric, "higher_is_better": higher, "best": b["cell_best"], "means": means,
             "constant": len(x) > 1 and x.nunique() == 1, "value": finite(x.iloc[0]) if len(x) else None,
@@ -192,11 +197,17 @@ def _ratio(o: dict[str, Any], best: str) -> str:
     if r is None and o.get("difference") is not None:
         d, dci = o["difference"], o.get("difference_ci") or [None, None]
         name = f"{best} − {protocol_name(o['protocol'])}"
-        return f"{name} = {d:+.2f} [{dci[0]:+.2f}, {dci[1]:+.2f}]" if None not in dci else f"{name} = {d:+.2f}"
+        if None in dci:
+            return f"{name} = {d:+.2f}"
+        e, lo, hi = estimate_digits(d, dci[0], dci[1], null=0.0, signed=True)
+        return f"{name} = {e} [{lo}, {hi}]"
     if r is None:
         return ""
     name = f"{best}/{protocol_name(o['protocol'])}"
-    return f"{name} = {r:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else f"{name} = {r:.2f}"
+    if None in ci:
+        return f"{name} = {r:.2f}"
+    e, lo, hi = estimate_digits(r, ci[0], ci[1])
+    return f"{name} = {e} [{lo}, {hi}]"
 
 
 def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
@@ -236,9 +247,10 @@ def sentence(cond: dict[str, Any], verdicts: list[dict[str, Any]]) -> str:
             else:
                 against.append(f"{by} {more} {other}")
         won = f"was {KINDS.get(v['kind']).lead_word}"
-        lead = won if all(o["verdict"] == DIFFERENT for o in v["versus"]) else "had the best mean"
+        mean = "geometric mean" if metric_scale(v["metric"]) == LOG else "mean"
+        lead = won if all(o["verdict"] == DIFFERENT for o in v["versus"]) else f"had the best {mean}"
         if not v["higher_is_better"]:
-            lead = won if lead == won else "had the best (lowest) mean"
+            lead = won if lead == won else f"had the best (lowest) {mean}"
         parts.append(f"{best} {lead} {where}: " + ", ".join(against)
                      + (f"; for the viewer: {_viewer_text(v['viewer'])}" if v.get("viewer") else ""))
         for p, n in v["cpu_bound"].items():
@@ -312,7 +324,7 @@ def _viewer_text(items: list[dict[str, Any]]) -> str:
             else:
                 undecided.setdefault(o["verdict"] or "untested", []).append(other)
         tests += [f"{v} vs {', '.join(who)}" for v, who in undecided.items()]
-        lead = f"{best} {word}" if decided else f"{best} best mean"
+        lead = f"{best} {word}" if decided else f"{best} best {'geometric mean' if metric_scale(it['metric']) == LOG else 'mean'}"
         said.append(f"{name} {means} {unit} ({lead}" + (": " + "; ".join(tests) if tests else "") + ")")
     return ", ".join(said)
 
@@ -443,8 +455,10 @@ def render(data: dict[str, Any], width: int = 80) -> str:
         for item in legend:
             out += _wrap(item, width, "     ")
         out.append("")
-    out += _wrap("CPU s c/s: client / server CPU seconds per trial; CPU-bd: trials where a CPU (an endpoint's "
-                 "or the whole machine's), not the network, set the pace.", width)
+    out += _wrap("Goodputs and times are geometric means, QoE and stall time arithmetic means; CPU s c/s: client / "
+                 "server CPU seconds per trial (arithmetic means); CPU-bd: trials where a CPU (an endpoint's or the "
+                 "whole machine's), not the network, set the pace. Ratios [intervals] are at each verdict's level "
+                 "(Holm).", width)
     out.append("")
     for s in data["sentences"]:
         out += _wrap(s, width, "  ")

@@ -7,7 +7,7 @@ import pandas as pd
 from quicbench import stats
 from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
-from quicbench.report.fmt import SimpleTable, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
+from quicbench.report.fmt import SimpleTable, center, center_ci, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
 from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
@@ -17,7 +17,8 @@ def _wl(data: ReportData, w: str) -> str:
 
 def diff_table(data: ReportData, a: str, b: str) -> SimpleTable:
     d = data.diffs.get((a, b), pd.DataFrame())
-    t = SimpleTable(["condition", "workload", f"{a} Mbit/s", f"{b} Mbit/s", f"{a} vs {b}", f"{a}/{b} [95 % CI]",
+    t = SimpleTable(["condition", "workload", f"{a} Mbit/s (geometric mean)", f"{b} Mbit/s (geometric mean)",
+                     f"{a} vs {b}", f"{a}/{b} [CI at the verdict's level]",
                      "p (adj.)", "verdict", "n"])
     for _, r in d.iterrows():
         t.rows.append([r["condition"], _wl(data, r["workload"]), num(r["mean_a"]), num(r["mean_b"]),
@@ -34,7 +35,7 @@ def phases_table(data: ReportData) -> SimpleTable:
         if r["n"] == 0 or data.run.kind_of(r["workload"]) != "objects":
             continue
         t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"],
-                       *[mean_ci(r[f"{c}_mean"], r[f"{c}_ci_low"], r[f"{c}_ci_high"]) for c in cols],
+                       *[center_ci(r, c) for c in cols],
                        str(int(r["n"]))])
     return t
 
@@ -162,9 +163,9 @@ def metadata_table(data: ReportData) -> SimpleTable:
 
 def _metric_value(r: pd.Series, metric: str) -> str:
     if metric == "page_weight_bytes":
-        m = r.get(f"{metric}_mean")
-        return "–" if pd.isna(m) else f"{num(m / 1e6)} MB"
-    return mean_ci(r.get(f"{metric}_mean"), r.get(f"{metric}_ci_low"), r.get(f"{metric}_ci_high"))
+        m = center(r, metric)
+        return "–" if m is None or pd.isna(m) else f"{num(m / 1e6)} MB"
+    return center_ci(r, metric)
 
 
 def pages_table(data: ReportData) -> SimpleTable:
@@ -179,8 +180,7 @@ def pages_table(data: ReportData) -> SimpleTable:
         verdict = str(r.get("page_load_ms_cell_verdict") or "–") + (f" ({pval(p)})" if p is not None and pd.notna(p)
                                                                      else "")
         t.rows.append([r["condition"], r["workload"], r["protocol"], *[_metric_value(r, m) for m, _ in shown],
-                       mean_ci(r.get("first_contentful_paint_ms_mean"), r.get("first_contentful_paint_ms_ci_low"),
-                               r.get("first_contentful_paint_ms_ci_high")),
+                       center_ci(r, "first_contentful_paint_ms"),
                        num(r.get("page_connections_mean")), str(int(r["n"])),
                        str(best if isinstance(best, str) else "–"), verdict])
     return t
@@ -194,7 +194,8 @@ PAGE_PHASE_COLUMNS = (("httpstat_connect_ms", "TCP connect, QUIC: handshake (ms)
 
 
 PAGE_PHASES_NOTE = ("httpstat's phases, as DNCS-HTTP3 reported them (seed 004): after each load, one fetch of the page's "
-                    "HTML on a new connection (qb-load; DNCS ran httpstat, i.e. curl), mean with 95 % CI. QUIC has no "
+                    "HTML on a new connection (qb-load; DNCS ran httpstat, i.e. curl), geometric mean with 95 % CI "
+                    "(where a phase was 0, the arithmetic mean with a bootstrap CI). QUIC has no "
                     "TLS phase of its own: its connect is the whole handshake. DNCS's curl had no HTTP/3, so the seed's "
                     "phases for its HTTP/3 server are HTTP/2's over TCP. \"Browser TTFB\" is DevTools' \"Waiting\" "
                     "of the page's HTML in the load itself.")
@@ -202,7 +203,7 @@ PAGE_PHASES_NOTE = ("httpstat's phases, as DNCS-HTTP3 reported them (seed 004): 
 
 def page_phases_table(data: ReportData) -> SimpleTable | None:
     """DNCS's connection phases: per condition, workload and protocol, httpstat's phases of one
-    fetch of the page's HTML on a new connection (mean with CI); QUIC has no TLS phase of its own."""
+    fetch of the page's HTML on a new connection (geometric mean with CI); QUIC has no TLS phase of its own."""
     if data.pages.empty or "httpstat_server_ms_mean" not in data.pages \
             or not data.pages["httpstat_server_ms_mean"].notna().any():
         return None
@@ -213,7 +214,7 @@ def page_phases_table(data: ReportData) -> SimpleTable | None:
             if c == "httpstat_tls_ms" and str(r["protocol"]).split("~")[0].split("@")[0] == "h3":
                 cells.append("– (in the handshake)")
             else:
-                cells.append(mean_ci(r.get(f"{c}_mean"), r.get(f"{c}_ci_low"), r.get(f"{c}_ci_high")))
+                cells.append(center_ci(r, c))
         t.rows.append([r["condition"], r["workload"], r["protocol"], *cells, str(int(r["n"]))])
     return t
 
@@ -229,7 +230,7 @@ def video_table(data: ReportData) -> SimpleTable | None:
                      "dropped frames", "n"])
     for _, r in data.video.iterrows():
         t.rows.append([r["condition"], r["workload"], r["protocol"],
-                       *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
+                       *[center_ci(r, m) for m, _ in metrics],
                        num(r.get("stalls_mean")), num(r.get("switches_per_min_mean")),
                        f"{100 * r['frames_dropped_ratio_mean']:.1f} %" if pd.notna(r.get("frames_dropped_ratio_mean"))
                        else "–", str(int(r["n"]))])
@@ -245,7 +246,7 @@ def kind_table(data: ReportData, kind: str) -> SimpleTable | None:
     t = SimpleTable(["condition", "workload", "protocol", *[lbl for _, lbl in metrics], "n"])
     for _, r in frame.iterrows():
         t.rows.append([r["condition"], r["workload"], r["protocol"],
-                       *[mean_ci(r.get(f"{m}_mean"), r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")) for m, _ in metrics],
+                       *[center_ci(r, m) for m, _ in metrics],
                        str(int(r["n"]))])
     return t
 
@@ -253,7 +254,7 @@ def kind_table(data: ReportData, kind: str) -> SimpleTable | None:
 def verdict_table(data: ReportData, kind: str) -> SimpleTable | None:
     """Per page, video (or other kind's) cell and metric: the best protocol, the cell's verdict and
     each comparison (ratio of geometric means, or difference of means for stall time and QoE, with
-    its 95 % CI)."""
+    its interval at the verdict's level)."""
     frame, metrics = {"page": (data.pages, PAGE_METRICS), "video": (data.video, VIDEO_METRICS)}.get(
         kind, (data.other_kinds.get(kind, pd.DataFrame()), kind_metrics(kind)))
     if frame.empty:
@@ -321,7 +322,8 @@ CLAIM_OUTCOMES = ("agrees", "contradicts", "equivalent", "undecided")
 
 def variants_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
     """Each study's variants tables: per metric, base and variant condition, workload and protocol,
-    both means with their CIs, the comparison variant/base (ratio of geometric means with its CI,
+    both values with their 95 % CIs, the comparison variant/base (ratio of geometric means with its
+    interval at the verdict's level,
     or the difference of means) and the verdict."""
     out = []
     for sd in data.studies:
@@ -330,12 +332,15 @@ def variants_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
                 continue
             several = len(tbl["metrics"]) > 1
             t = SimpleTable((["metric"] if several else []) + ["condition", "variant", "workload", "protocol",
-                            "condition [95 % CI] (n)", "variant [95 % CI] (n)", "variant / condition [95 % CI]",
+                            "condition [95 % CI] (n)", "variant [95 % CI] (n)",
+                            "variant / condition [CI at the verdict's level]",
                             "p (adj.)", "verdict"])
             for r in tbl["variants"]:
                 res = r["test"]
                 if res.difference is not None:
-                    change = f"{res.difference:+.3g} [{res.diff_low:+.3g}, {res.diff_high:+.3g}] (difference)"
+                    e, lo, hi = stats.estimate_digits(res.difference, res.diff_low, res.diff_high, null=0.0,
+                                                      signed=True)
+                    change = f"{e} [{lo}, {hi}] (difference)"
                 else:
                     change = ratio_ci(res.ratio, res.ratio_low, res.ratio_high)
                 t.rows.append(([METRIC_LABELS.get(r["metric"], r["metric"])] if several else []) + [
@@ -375,11 +380,12 @@ def claims_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
 
 
 def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
-    """Table 1 as one Markdown table per workload: mean [95 % CI] (n) per protocol."""
+    """Table 1 as one Markdown table per workload: geometric mean [95 % CI] (n) per protocol."""
     out = []
     for blk in data.table1:
         protos = blk["protocols"]
-        heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best", "best vs each other: verdict, ratio [95 % CI]"]
+        heads = ["condition", *[f"{p} Mbit/s" for p in protos], "best",
+                 "best vs each other: verdict, ratio [CI at the verdict's level]"]
         if blk["has_ref"]:
             heads += [f"{blk['ref_label']} {p}" for p in protos] + [f"{blk['ref_label']} best"]
         t = SimpleTable(heads)

@@ -198,7 +198,9 @@ def compare(cond: Condition, a: dict[str, Any], b: dict[str, Any]) -> dict[str, 
 
 def _goodput_verdict(a: dict[str, Any], b: dict[str, Any], result: stats.TestResult | None) -> dict[str, Any]:
     """One goodput metric of both sides, from its comparison (linkem/netem): equivalent within
-    ±10 %, different, or inconclusive; never 'ok' from a failure to find a difference."""
+    ±10 %, different, or inconclusive, with the ratio of geometric means and its interval at the
+    verdict's level (Holm over the crosscheck's metrics); never 'ok' from a failure to find a
+    difference. values: each side's geometric mean."""
     xa, xb = a.get("mbps") or [], b.get("mbps") or []
     v: dict[str, Any] = {"values": [_mean(xa), _mean(xb)], "n": [len(xa), len(xb)]}
     busy = [side for side, x in (("linkem", a), ("netem", b)) if x.get("cpu_bound") or x.get("near_ceiling")]
@@ -215,7 +217,8 @@ def _goodput_verdict(a: dict[str, Any], b: dict[str, Any], result: stats.TestRes
     assert result is not None
     v.update(welch_p=result.p, ratio=result.ratio, ratio_ci=[result.ratio_low, result.ratio_high],
              equivalence_p=result.p_equiv)
-    ratio = (f"linkem/netem {result.ratio:.2f} [{result.ratio_low:.2f}, {result.ratio_high:.2f}]"
+    ratio = ("linkem/netem {} [{}, {}]".format(*stats.estimate_digits(result.ratio, result.ratio_low,
+                                                                       result.ratio_high, sig=3))
              if result.ratio is not None else "")
     if result.verdict == stats.EQUIVALENT:
         v["verdict"] = f"ok: equivalent within ±{100 * GOODPUT_MARGIN:g} % ({ratio})"
@@ -231,7 +234,12 @@ def _goodput_verdict(a: dict[str, Any], b: dict[str, Any], result: stats.TestRes
 
 
 def _mean(x: list[float]) -> float | None:
-    return sum(x) / len(x) if x else None
+    """The geometric mean of the goodputs (the value the ratio of geometric means compares), or
+    the arithmetic mean when a goodput is 0."""
+    if not x:
+        return None
+    g = stats.gmean(x)
+    return g if math.isfinite(g) else sum(x) / len(x)
 
 
 GOODPUT_MARGIN = 0.10
@@ -270,7 +278,7 @@ def table_rows(res: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     names = {"tcp": "TCP goodput (iperf3)", "h2": "h2 goodput", "h3": "h3 goodput"}
     for m, g in (res["verdicts"].get("goodput") or {}).items():
         a, b = g["values"]
-        rows.append(("down", f"{names.get(m, m)} (Mbit/s, mean of {min(g['n'])})",
+        rows.append(("down", f"{names.get(m, m)} (Mbit/s, geometric mean of {min(g['n'])})",
                      "" if a is None else f"{a:.2f}", "" if b is None else f"{b:.2f}", g["verdict"]))
     top = ((res.get("netem") or {}).get("goodput") or {}).get("ceiling_mbps")
     if top:

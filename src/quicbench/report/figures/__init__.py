@@ -43,8 +43,8 @@ class FigureSpec:
 
 FIGURES: list[FigureSpec] = [
     FigureSpec(
-        id="heatmap-{a}-vs-{b}", section="heatmaps", title="{A} vs {B}: % difference in mean goodput",
-        caption="100 × (mean {a} − mean {b}) / mean {b}, per cell. Coloured only where the difference is significant "
+        id="heatmap-{a}-vs-{b}", section="heatmaps", title="{A} vs {B}: % difference in geometric mean goodput",
+        caption="100 × (gmean {a} − gmean {b}) / gmean {b} (geometric means: the ratio the test judges, − 1), per cell. Coloured only where the difference is significant "
                 "({method}); other cells show the value in grey, marked n.s. (or 'n too small'). Colour scale "
                 "centred on 0, clipped at ±{vmax:g} %.",
         notes={"not_crossed": "The conditions do not cross delay and loss (they rise together), so the map is "
@@ -52,7 +52,7 @@ FIGURES: list[FigureSpec] = [
         draw=heatmap.heatmaps),
     FigureSpec(
         id="phases", section="phases", title="Connection phases per protocol",
-        caption="Mean over successful trials of the first request's connect, TLS handshake and remaining time to "
+        caption="Arithmetic mean (so the phases add up) over successful trials of the first request's connect, TLS handshake and remaining time to "
                 "first byte (server wait), then the median request's content transfer, as httpstat shows them "
                 "(seed 004). HTTP/3 has no separate TLS phase: QUIC's handshake is inside 'connect'. Bars are "
                 "outlined in the protocol's colour.",
@@ -60,14 +60,14 @@ FIGURES: list[FigureSpec] = [
         draw=phases.phases),
     FigureSpec(
         id="cpu-per-gb", section="cpu", title="CPU seconds per GB",
-        caption="Client (solid) and server (hatched) CPU seconds per GB of payload, mean over successful trials "
-                "of all conditions, with the 95 % CI of the total. The client's CPU time is its own report over "
+        caption="Client (solid) and server (hatched) CPU seconds per GB of payload, arithmetic mean over successful "
+                "trials of all conditions, with the bootstrap 95 % CI of the total. The client's CPU time is its own report over "
                 "the fetch window (process start-up excluded) when the client gives one, else the process's.",
         draw=cpu.cpu_per_gb),
     FigureSpec(
         id="page-load-vs-condition", section="pages", title="Page load time vs condition",
-        caption="Mean time from navigation start to the load event in the browser, with the 95 % confidence "
-                "interval of the geometric mean (never below zero), one panel per page workload (DNCS's page "
+        caption="Geometric mean time from navigation start to the load event in the browser, with its 95 % confidence "
+                "interval (never below zero), one panel per page workload (DNCS's page "
                 "metrics, seed 004).",
         draw=goodput.page_loads),
     FigureSpec(
@@ -81,7 +81,8 @@ FIGURES: list[FigureSpec] = [
 # the figure of `quicbench compare` (draws a CompareData)
 COMPARE_FIGURE = FigureSpec(
     id="compare-diff", section="compare", title="B vs A per cell",
-    caption="100 × (mean B − mean A) / mean A for every cell in both runs; filled markers are significant.",
+    caption="100 × (B − A) / A on each cell's value (the geometric mean of goodputs and times) for every cell in both "
+            "runs; filled markers are significant.",
     draw=compare.compare_diff)
 
 

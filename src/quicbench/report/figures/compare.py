@@ -1,4 +1,4 @@
-"""`quicbench compare`'s figure: the % difference of each cell's mean (goodput for downloads, load
+"""`quicbench compare`'s figure: the % difference of each cell's value (geometric mean of goodput for downloads, of load
 time for pages), B over A; cells compared on a difference (video QoE) are not drawn."""
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def compare_diff(data: CompareData) -> Drawing | None:
         ax.set_xticklabels([f"{c}\n{w}" for c, w in cells], rotation=30 if len(cells) > 6 else 0,
                            ha="right" if len(cells) > 6 else "center", fontsize=8)
         ax.set_xlim(-0.6, len(cells) - 0.4)
-        ax.set_ylabel("cell mean, B vs A (%)" if d["metric"].nunique() > 1 else
-                      f"mean {d['metric'].iloc[0].replace('_mbps', '').replace('_ms', ' time').replace('_', ' ')}, "
+        ax.set_ylabel("cell value, B vs A (%)" if d["metric"].nunique() > 1 else
+                      f"{d['metric'].iloc[0].replace('_mbps', '').replace('_ms', ' time').replace('_', ' ')}, "
                       f"B vs A (%)")
         ax.set_xlabel("condition / workload")
         handles = [Line2D([], [], color=palette.color(p), marker=palette.marker(p), linestyle="none",

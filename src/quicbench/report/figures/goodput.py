@@ -57,8 +57,9 @@ def page_loads(data: ReportData) -> Drawing | None:
 def metric_vs_condition(data: ReportData, metric: str, ylabel: str, ref: pd.DataFrame | None = None,
                         workloads: list[str] | None = None, log: bool = True, notes: tuple[str, ...] = (),
                         xlabel: str = "condition", ref_label: str = "reference") -> Drawing | None:
-    """A metric's mean and 95 % CI vs condition, one panel per workload, one line per protocol;
-    ref (condition, workload, protocol, value_metric): reference values as hollow markers."""
+    """A metric's value and 95 % CI vs condition (the geometric mean where the metric is summarised on
+    logs, else the arithmetic mean: the value the interval is for), one panel per workload, one line
+    per protocol; ref (condition, workload, protocol, value_metric): reference values as hollow markers."""
     summary, run = data.summary, data.run
     col = f"{metric}_mean"
     if summary.empty or col not in summary or summary[col].notna().sum() == 0:
@@ -80,7 +81,8 @@ def metric_vs_condition(data: ReportData, metric: str, ylabel: str, ref: pd.Data
                     if (c, p) not in s.index:
                         continue
                     r = s.loc[(c, p)]
-                    m = r[col]
+                    g = r.get(f"{metric}_gmean")
+                    m = g if isinstance(g, float) and math.isfinite(g) else r[col]
                     if not (isinstance(m, float) and math.isfinite(m)) or (log and m <= 0):
                         continue
                     lo, hi = r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]

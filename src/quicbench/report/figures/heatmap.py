@@ -74,7 +74,7 @@ def heatmaps(data: ReportData) -> list[Drawing]:
 
 
 def heatmap(data: ReportData, a: str, b: str) -> Drawing | None:
-    """% difference of mean goodput, a over b, over the condition grid; None when a or b is missing."""
+    """% difference of geometric mean goodput, a over b, over the condition grid; None when a or b is missing."""
     d = data.diffs.get((a, b))
     if d is None or d.empty:
         return None
@@ -133,7 +133,7 @@ def heatmap(data: ReportData, a: str, b: str) -> Drawing | None:
                         ttl += " · " + ", ".join(_fmt_param(col, v) for col, v in zip(lay.panel_by, pv))
                     ax.set_title(ttl, fontsize=10)
         cb = fig.colorbar(im, ax=used, shrink=0.9, extend="both" if d["diff_pct"].abs().max() > vmax else "neither")
-        cb.set_label(f"mean goodput, {a.upper()} vs {b.upper()} (%)\npositive: {a.upper()} faster")
+        cb.set_label(f"geometric mean goodput, {a.upper()} vs {b.upper()} (%)\npositive: {a.upper()} faster")
         notes = ("not_crossed",) if lay.kind == "list" and len(data.swept) >= 2 else ()
         return Drawing(fig, {"a": a, "b": b, "A": a.upper(), "B": b.upper(), "method": data.method.short(),
                              "vmax": vmax}, notes)
