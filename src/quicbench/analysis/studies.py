@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
+from scipy.stats import t as t_dist
 
 from quicbench.analysis.load import RunData
 from quicbench.analysis.measures import split_protocol
@@ -280,7 +281,8 @@ def _candidates(run: RunData, refs: pd.DataFrame, table: Table, attrs: dict[str,
     return wls
 
 
-def _cell(summary: pd.DataFrame, c: str, w: str | None, p: str, metric: str) -> dict[str, Any] | None:
+def _cell(summary: pd.DataFrame, c: str, w: str | None, p: str, metric: str,
+          flags: dict[tuple[str, str, str], tuple[int, int]] | None = None) -> dict[str, Any] | None:
     if w is None or (c, w, p) not in summary.index:
         return None
     r = summary.loc[(c, w, p)]
@@ -290,7 +292,18 @@ def _cell(summary: pd.DataFrame, c: str, w: str | None, p: str, metric: str) -> 
     if mean is None:
         return None
     return {"mean": mean, "ci_low": finite(r.get(f"{metric}_ci_low")), "ci_high": finite(r.get(f"{metric}_ci_high")),
-            "n": int(r["n"]), "n_cpu_bound": int(r["n_cpu_bound"])}
+            "n": int(r["n"]), "n_cpu_bound": int(r["n_cpu_bound"]),
+            "n_link_late": (flags or {}).get((c, w, p), (0, 0))[1]}
+
+
+def _swapped_pairs(ref: dict[str, float | None], ours: dict[str, float | None], higher: bool
+                   ) -> list[tuple[str, str]]:
+    """(q, p): pairs of protocols the reference ranks p ahead of q (values strictly apart) and our
+    means q ahead of p."""
+    sign = 1 if higher else -1
+    have = [p for p in ref if ref[p] is not None and ours.get(p) is not None]
+    return [(q, p) for p in have for q in have
+            if sign * (ref[p] - ref[q]) > 0 and sign * (ours[q] - ours[p]) > 0]     # type: ignore[operator]
 
 
 def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, table: Table, bests: Bests,
@@ -307,6 +320,9 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
     groups = []
     # ways that take protocols from different workloads: their comparisons, Holm over the table
     mixed: list[tuple[dict[str, Any], str, str, stats.TestResult]] = []
+    # pairs ranked the other way round from the reference: (way cell, is it the top pair, test, higher is better)
+    rank_tests: list[tuple[dict[str, Any], bool, stats.TestResult, bool]] = []
+    flags = _flags(run)
     smp_cache: dict[str, dict[tuple[str, str, str], Any]] = {}
     split = refs.groupby(GROUP_COLUMNS[table.group_by], sort=False) if table.group_by != "none" else [("", refs)]
     for g, gr in split:
@@ -348,7 +364,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                         w = _way_workload(way, p, wls, attrs)
                         if w is not None:
                             used[p] = w
-                        cells[p] = _cell(s, c, w, p, m) if m in table.metrics else None
+                        cells[p] = _cell(s, c, w, p, m, flags) if m in table.metrics else None
                         means[p] = cells[p]["mean"] if cells[p] else None
                     rank = ranking(means, higher) if used and m in table.metrics else ""
                     # a verdict compares protocols on one workload; a way that takes each protocol
@@ -364,10 +380,18 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
                     ref_rank = "" if " = " in row["ref_rank"] else row["ref_rank"]
                     common = ranking({p: v for p, v in means.items() if ref[p] is not None}, higher)
                     row[way.name] = {"workload": one, "workloads": used, "cells": cells, "rank": rank, "best": best,
-                                     "verdict": verdict, "p": p_best,
-                                     "differs": bool(common) and bool(ref_rank) and common != ref_rank,
-                                     "best_differs": bool(common) and bool(ref_rank) and
-                                     common.split(" ")[0] != ref_rank.split(" ")[0]}
+                                     "verdict": verdict, "p": p_best, "differs": False, "best_differs": False,
+                                     "differs_by_estimate": bool(common) and bool(ref_rank) and common != ref_rank}
+                    if row[way.name]["differs_by_estimate"] and m in table.metrics:
+                        # ≠ only where our order is decided: each pair the reference ranks one way
+                        # and our means the other, tested (ours-ahead over the other; decided below)
+                        smp = smp_cache.setdefault(m, samples(run, m))
+                        ours_top, ref_top = common.split(" ")[0], ref_rank.split(" ")[0]
+                        for q, p in _swapped_pairs(ref, means, higher):
+                            xq, xp = smp.get((c, used.get(q), q)), smp.get((c, used.get(p), p))
+                            if xq is not None and xp is not None and len(xq) and len(xp):
+                                rank_tests.append((row[way.name], (q, p) == (ours_top, ref_top),
+                                                   bests.method.compare(xq, xp, m), higher))
                     if (one is None or own) and len(used) > 1 and m in table.metrics:
                         # each protocol on its own workload: the best mean against each other
                         # protocol's trials, on the metric's scale (decided below, with the table)
@@ -385,6 +409,11 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
             groups.append({"group": g, "title": table.group_title.format(group=g, label=label),
                            "protocols": run.protocols, "ways": [w.name for w in ways], "rows": rows,
                            "higher": {m: higher_is_better(m) for m in metrics}})
+    for (cell, top, _r, up), r in zip(rank_tests, stats.adjust([r for _, _, r, _ in rank_tests],
+                                                                 bests.method.correction)):
+        if r.verdict == DIFFERENT and bool(r.higher) == up:
+            cell["differs"] = True
+            cell["best_differs"] = cell["best_differs"] or top
     for (cell, _b, p, _r), r in zip(mixed, stats.adjust([r for *_, r in mixed], bests.method.correction)):
         cell["tests"][p] = r
     for cell in {id(c): c for c, *_ in mixed}.values():
@@ -409,60 +438,166 @@ def _filter_ok(vals: dict[str, Any], check: Check, study: Study) -> bool:
     return True
 
 
+NOT_JUDGED_CPU = "not judged here (CPU-bound)"
+NOT_JUDGED_LATE = "not judged here (link-late)"
+CLAIMS_NOTE = ("An outcome per cell: agrees (the difference the claim states is significant, beyond its stated "
+               "bound when it gives one — a one-sided test at the bound — or equivalence is shown within its margin "
+               "where it claims none), contradicts (significant the other way, or on the wrong side of the bound), "
+               "equivalent, or undecided; Holm over every judged cell of the table. A cell with a CPU-bound (⚙) or "
+               "link-late (⌛) trial is not judged: the CPU or the link may have set the pace there, and a check "
+               "with no other cell is 'not judged here'.")
+CLAIM_OUTCOMES = ("agrees", "contradicts", "equivalent", "undecided", "cpu_bound", "link_late")
+
+
+def threshold_test(a, b, check: Check, method: Method) -> stats.TestResult:
+    """a vs b against the claim's stated bound on the ratio a/b (check.ratio, on logs): the
+    one-sided log-Welch test in the direction the estimate lies, as a TestResult whose p is that
+    test's, its effect the log of the ratio over the bound (different: the ratio is shown beyond the
+    bound on the side the effect's sign says). Without a ratio: the report's test, with the check's
+    margin when it states one."""
+    m = method if check.margin_pct is None else replace(method, margin=check.margin_pct / 100)
+    r = m.compare(a, b, check.metric)
+    if check.ratio is None or r.verdict == stats.N_TOO_SMALL:
+        return r
+    if r.ratio is None or r.effect is None or r.effect_se is None:
+        # no logarithm (a value <= 0): no ratio to hold against the bound
+        return replace(r, p=None, p_raw=None, p_equiv=None, p_equiv_raw=None, verdict=stats.INCONCLUSIVE)
+    xa, xb = stats.clean(a), stats.clean(b)
+    lw = stats.log_welch(xa, xb)
+    d = lw.d - math.log(check.ratio)
+    if lw.se == 0:
+        p = 0.0 if d != 0 else 1.0
+    else:
+        p = float(t_dist.sf(abs(d) / lw.se, lw.df))
+    verdict = DIFFERENT if p < m.alpha_per_look else stats.INCONCLUSIVE
+    # effect: the log of the ratio over the bound (its sign says on which side the ratio lies)
+    return replace(r, p=p, p_raw=p, p_equiv=None, p_equiv_raw=None, verdict=verdict, effect=d, equiv_bound=None,
+                   reps_to_decide=None)
+
+
+def _check_outcome(check: Check, r: stats.TestResult) -> str:
+    """agrees / contradicts / equivalent / undecided for one cell's (adjusted) test."""
+    if check.ratio is not None:
+        if r.verdict != DIFFERENT:
+            return "undecided"
+        above = (r.effect or 0.0) > 0          # the ratio lies beyond the bound, in log units
+        return "agrees" if above == (check.expect == "higher") else "contradicts"
+    if check.expect == "equivalent":
+        if r.verdict == EQUIVALENT or r.inside_margin:
+            return "agrees"
+        return "contradicts" if r.verdict == DIFFERENT else "undecided"
+    if r.verdict == DIFFERENT:
+        return "agrees" if bool(r.higher) == (check.expect == "higher") else "contradicts"
+    return "equivalent" if r.verdict == EQUIVALENT else "undecided"
+
+
+def claim_result(tally: dict[str, int]) -> str:
+    """A check's result from its cells' outcomes: judged on the cells that are neither CPU-bound
+    nor link-late; none such: not judged here."""
+    judged = {k: tally.get(k, 0) for k in ("agrees", "contradicts", "equivalent", "undecided")}
+    n = sum(judged.values())
+    if not n:
+        if tally.get("cpu_bound"):
+            return NOT_JUDGED_CPU
+        if tally.get("link_late"):
+            return NOT_JUDGED_LATE
+        return "not measured"
+    if judged["agrees"] == n:
+        return "reproduced"
+    if judged["contradicts"] == n:
+        return "contradicted"
+    if judged["contradicts"] and not judged["agrees"]:
+        return "contradicted in part"
+    if judged["agrees"] and not judged["contradicts"]:
+        return "reproduced in part"
+    if judged["agrees"] and judged["contradicts"]:
+        return "mixed"
+    return "not decided"
+
+
+def _flags(run: RunData) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(condition, workload, protocol) -> (CPU-bound, link-late) trials among the cell's used ones."""
+    ok = run.ok
+    out: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for k, g in ok.groupby(["condition", "workload", "protocol"], sort=False):
+        cpu = int(g["cpu_bound"].fillna(False).astype(bool).sum()) if "cpu_bound" in g else 0
+        late = int(g["link_late"].fillna(False).astype(bool).sum()) if "link_late" in g else 0
+        out[k] = (cpu, late)
+    return out
+
+
+def _check_workloads(run: RunData, check: Check, wls: list[str], attrs: dict[str, dict[str, Any]]
+                     ) -> list[tuple[str, str]]:
+    """The (workload of a, workload of b) pairs a check compares: per workload the references
+    matched when the check names no attributes; else, per object size of those workloads, the run's
+    workloads (of any kind) with each protocol's attributes (the seed's h2: a page of those objects)."""
+    if not check.workload and not check.protocols:
+        return [(w, w) for w in wls]
+    out = []
+    for size in dict.fromkeys(attrs[w]["size_bytes"] for w in wls):
+        same = [w for w in run.workloads if attrs[w]["size_bytes"] == size]
+        pick = {}
+        for proto in (check.a, check.b):
+            want = check.workload_for(proto)
+            pick[proto] = next((w for w in same if all(
+                (str(attrs[w].get(k)).split(":")[0] if k == "connections" else str(attrs[w].get(k))) == str(v)
+                for k, v in want.items())), None)
+        if pick[check.a] is not None and pick[check.b] is not None:
+            out.append((pick[check.a], pick[check.b]))
+    return out
+
+
 def claims(run: RunData, study: Study, refs: pd.DataFrame, method: Method) -> list[dict[str, Any]]:
-    """Each claim of the study checked on the run: per check, the cells (of workloads the study's
-    references match, in conditions the check is about) where a vs b is 'different' in the claimed
-    direction (agrees), 'different' the other way (contradicts), or neither."""
+    """Each claim of the study checked on the run: per check, the cells (conditions the check is
+    about x the workloads it takes each protocol from) where a vs b shows what the claim states
+    (agrees), the opposite (contradicts), or neither; a cell with a CPU-bound or link-late trial is
+    not judged (the CPU or the link may have set the pace). Holm over every judged cell of every
+    claim of the study (one family: the claims table)."""
     if not study.claims:
         return []
     attrs = workload_attrs(run)
-    wls = {w for w, a in attrs.items() if any(_workload_ok(r, a, study) is not None for r in study.references)}
+    wls = [w for w, a in attrs.items() if any(_workload_ok(r, a, study) is not None for r in study.references)]
     conds = condition_values(run, study, by_params=True)
-    out = []
+    flags = _flags(run)
+    smp_cache: dict[str, dict[tuple[str, str, str], Any]] = {}
+    out: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], Check, stats.TestResult]] = []
     for claim in study.claims:
         checks = []
         for ck in claim.checks:
+            entry: dict[str, Any] = {"check": ck, "cells": [], **{k: 0 for k in CLAIM_OUTCOMES},
+                                     "result": "not measured"}
+            checks.append(entry)
             if ck.a not in run.protocols or ck.b not in run.protocols or not wls:
-                checks.append({"check": ck, "cells": [], "agrees": 0, "contradicts": 0, "equivalent": 0,
-                               "undecided": 0, "result": "not measured"})
                 continue
-            kinds = {run.kind_of(w) for w in wls}
-            d = pd.concat([pairwise(run, ck.a, ck.b, method, ck.metric, kind=k) for k in kinds], ignore_index=True)
-            d = d[d["workload"].isin(wls)]
-            d = d[[conds.get(c) is not None and _filter_ok(conds[c], ck, study) for c in d["condition"]]]
-            cells = []
-            tally = {"agrees": 0, "contradicts": 0, "equivalent": 0, "undecided": 0}
-            for _, r in d.iterrows():
-                up = r["ratio"] > 1 if finite(r["ratio"]) is not None else (r["mean_a"] > r["mean_b"])
-                if r["verdict"] == DIFFERENT:
-                    ok = ck.expect != "equivalent" and (up if ck.expect == "higher" else not up)
-                    k = "agrees" if ok else "contradicts"
-                elif r["verdict"] == EQUIVALENT:
-                    k = "agrees" if ck.expect == "equivalent" else "equivalent"
-                else:
-                    k = "undecided"
-                tally[k] += 1
-                cells.append({"condition": r["condition"], "workload": r["workload"], "outcome": k,
-                              "mean_a": r["mean_a"], "mean_b": r["mean_b"], "ratio": finite(r["ratio"]),
-                              "ratio_low": finite(r["ratio_low"]), "ratio_high": finite(r["ratio_high"]),
-                              "p": finite(r["p"]), "verdict": r["verdict"]})
-            n = len(cells)
-            if not n:
-                result = "not measured"
-            elif tally["agrees"] == n:
-                result = "reproduced"
-            elif tally["contradicts"] == n:
-                result = "contradicted"
-            elif tally["contradicts"] and not tally["agrees"]:
-                result = "contradicted in part"
-            elif tally["agrees"] and not tally["contradicts"]:
-                result = "reproduced in part"
-            elif tally["agrees"] and tally["contradicts"]:
-                result = "mixed"
-            else:
-                result = "not decided"
-            checks.append({"check": ck, "cells": cells, **tally, "result": result})
+            smp = smp_cache.setdefault(ck.metric, samples(run, ck.metric))
+            pairs = _check_workloads(run, ck, wls, attrs)
+            for c in run.condition_order:
+                if conds.get(c) is None or not _filter_ok(conds[c], ck, study):
+                    continue
+                for wa, wb in pairs:
+                    xa, xb = smp.get((c, wa, ck.a)), smp.get((c, wb, ck.b))
+                    if xa is None or xb is None or not xa.size or not xb.size:
+                        continue
+                    cpu = flags.get((c, wa, ck.a), (0, 0))[0] + flags.get((c, wb, ck.b), (0, 0))[0]
+                    late = flags.get((c, wa, ck.a), (0, 0))[1] + flags.get((c, wb, ck.b), (0, 0))[1]
+                    cell = {"condition": c, "workload": wa if wa == wb else f"{wa} / {wb}", "workload_a": wa,
+                            "workload_b": wb, "mean_a": float(xa.mean()), "mean_b": float(xb.mean()),
+                            "n_cpu_bound": cpu, "n_link_late": late}
+                    entry["cells"].append(cell)
+                    if cpu or late:
+                        cell["outcome"] = "cpu_bound" if cpu else "link_late"
+                        continue
+                    pending.append((cell, ck, threshold_test(xa, xb, ck, method)))
         out.append({"claim": claim, "checks": checks})
+    for (cell, ck, _r), r in zip(pending, stats.adjust([r for *_, r in pending], method.correction)):
+        cell.update(outcome=_check_outcome(ck, r), ratio=finite(r.ratio), ratio_low=finite(r.ratio_low),
+                    ratio_high=finite(r.ratio_high), p=finite(r.p), verdict=r.verdict)
+    for c in out:
+        for entry in c["checks"]:
+            for cell in entry["cells"]:
+                entry[cell["outcome"]] += 1
+            entry["result"] = claim_result(entry)
     return out
 
 
@@ -566,7 +701,8 @@ def build_studies(run: RunData, summary: pd.DataFrame, method: Method, bests: Be
                     sd.tables.append(built)
             elif t.kind == "claims":
                 sd.claims = claims(run, study, refs, method)
-                sd.tables.append({"id": t.id, "title": t.title, "note": t.note, "claims": sd.claims})
+                sd.tables.append({"id": t.id, "title": t.title, "note": f"{t.note} {CLAIMS_NOTE}".strip(),
+                                  "claims": sd.claims})
         if refs.empty and not summary.empty and any(t.kind != "variants" for t in study.tables):
             notes.append(f"Study {study.name} ({study.title}) applies ({why}) but none of its reference values "
                          f"match this run's conditions and workloads.")

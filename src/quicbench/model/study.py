@@ -188,7 +188,13 @@ class Way(_Strict):
 
 class Check(_Strict):
     """One machine-checkable part of a claim: protocol a's metric is higher (or lower) than b's, or
-    the two are equivalent (within the report's margin)."""
+    the two are equivalent. A magnitude word of the claim is a stated threshold: ``ratio`` (a/b at
+    least this for "higher", at most this for "lower": "much higher" = 1.25, shown by a one-sided
+    test at that bound) or ``margin_pct`` (the equivalence margin of "very close"; default: the
+    report's), with ``threshold_source`` saying where the number comes from. Each protocol's trials
+    come from the run's workloads with ``workload``'s attributes, or a protocol's own in
+    ``protocols`` (the seed's method: its h2 from Chrome page loads, its h1 from getFiles); ``label``
+    names that way of measuring ("the seed's pairing", "like for like")."""
     metric: str
     a: str
     b: str
@@ -196,6 +202,13 @@ class Check(_Strict):
     conditions: dict[str, list[float | bool] | Literal["nonzero"]] = Field(
         default_factory=dict, description="condition parameter -> the values the claim is about, or \"nonzero\" "
                                           "(none: every cell)")
+    ratio: float | None = Field(None, gt=0, description="the claim's magnitude as a bound on a/b")
+    margin_pct: float | None = Field(None, gt=0, lt=100, description="equivalence margin of this check, %")
+    threshold_source: str = Field("", description="where the ratio or margin comes from")
+    label: str = Field("", description="the way of measuring: \"the seed's pairing\", \"like for like\"")
+    workload: dict[str, str | int | float] = Field(default_factory=dict)
+    protocols: dict[str, dict[str, str | int | float]] = Field(
+        default_factory=dict, description="protocol -> workload attributes for that protocol (replace workload)")
 
     @field_validator("metric")
     @classmethod
@@ -211,6 +224,51 @@ class Check(_Strict):
         if bad:
             raise ValueError(f"conditions: unknown parameter {bad[0]!r}; accepted: {', '.join(CONDITION_PARAMS)}")
         return v
+
+    @field_validator("workload")
+    @classmethod
+    def _attrs(cls, v: dict) -> dict:
+        bad = [k for k in v if k not in WORKLOAD_ATTRS]
+        if bad:
+            raise ValueError(f"workload: unknown attribute {bad[0]!r}; accepted: {', '.join(WORKLOAD_ATTRS)}")
+        return v
+
+    @field_validator("protocols")
+    @classmethod
+    def _proto_attrs(cls, v: dict) -> dict:
+        for proto, attrs in v.items():
+            bad = [k for k in attrs if k not in WORKLOAD_ATTRS]
+            if bad:
+                raise ValueError(f"protocols.{proto}: unknown attribute {bad[0]!r}; accepted: "
+                                 f"{', '.join(WORKLOAD_ATTRS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _threshold(self) -> "Check":
+        if self.ratio is not None:
+            if self.expect == "equivalent":
+                raise ValueError("ratio: a bound for \"higher\" or \"lower\"; an equivalence claim takes margin_pct")
+            if self.expect == "higher" and self.ratio <= 1:
+                raise ValueError(f"ratio {self.ratio:g}: \"higher\" takes a bound above 1 (\"much higher\": 1.25)")
+            if self.expect == "lower" and self.ratio >= 1:
+                raise ValueError(f"ratio {self.ratio:g}: \"lower\" takes a bound below 1 (\"much lower\": 0.8)")
+        if self.margin_pct is not None and self.expect != "equivalent":
+            raise ValueError("margin_pct: only for expect = \"equivalent\"; a higher/lower claim takes ratio")
+        if (self.ratio is not None or self.margin_pct is not None) and not self.threshold_source:
+            raise ValueError("threshold_source: say where the ratio or margin comes from (the claim's word and "
+                             "whose reading it is)")
+        return self
+
+    def workload_for(self, protocol: str) -> dict[str, str | int | float]:
+        """The workload attributes this check takes the protocol's trials from."""
+        return self.protocols.get(protocol, self.workload)
+
+    def threshold_text(self) -> str:
+        if self.ratio is not None:
+            return f"{'≥' if self.expect == 'higher' else '≤'} ×{self.ratio:g}"
+        if self.margin_pct is not None:
+            return f"within ±{self.margin_pct:g} %"
+        return ""
 
 
 class Claim(_Strict):

@@ -8,6 +8,7 @@ from quicbench import stats
 from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, center, center_ci, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
+from quicbench.model.study import Check
 from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
@@ -279,8 +280,9 @@ def verdict_table(data: ReportData, kind: str) -> SimpleTable | None:
 
 def reference_tables(data: ReportData) -> list[tuple[dict, list[tuple[str, SimpleTable]]]]:
     """Each study's reference_vs_ours tables: (the table, [(group title, SimpleTable)]): the
-    reference per protocol and its ranking, then per way ours (mean (n)) and our ranking (≠: it
-    differs from the reference's; ≠!: the best protocol differs; the verdict when ours is not
+    reference per protocol and its ranking, then per way ours (mean (n), ⚙k: k CPU-bound trials, ⌛k:
+    k link-late) and our ranking (≠: it differs from the reference's on a pair of protocols our test
+    decides; ≠!: the best protocol differs so; the verdict when ours is not
     ahead of all)."""
     out = []
     for sd in data.studies:
@@ -304,7 +306,9 @@ def reference_tables(data: ReportData) -> list[tuple[dict, list[tuple[str, Simpl
                     row.append(r["ref_rank"] or "–")
                     for k in g["ways"]:
                         cells = r[k]["cells"]
-                        row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})")
+                        row += [("–" if cells[p] is None else f"{num(cells[p]['mean'])} (n={cells[p]['n']})"
+                                 + (f" ⚙{cells[p]['n_cpu_bound']}" if cells[p]["n_cpu_bound"] else "")
+                                 + (f" ⌛{cells[p]['n_link_late']}" if cells[p].get("n_link_late") else ""))
                                 for p in protos]
                         mark = (" ≠!" if r[k]["best_differs"] else " ≠") if r[k]["differs"] else ""
                         sig = "" if r[k]["verdict"] in (None, FASTER_THAN_ALL) else f" ({r[k]['verdict']})"
@@ -352,29 +356,47 @@ def variants_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
     return out
 
 
+def _check_text(k: Check) -> str:
+    """'h2 (page) equivalent to h1 (objects, per-object) on goodput_mbps within ±10 % (delay_ms 25/50)
+    [the seed's pairing]'."""
+    where = ", ".join(f"{p} {'≠ 0' if v == 'nonzero' else '/'.join(f'{x:g}' for x in v)}"
+                      for p, v in k.conditions.items())
+    rel = {"higher": "higher than", "lower": "lower than", "equivalent": "equivalent to"}[k.expect]
+
+    def side(proto: str) -> str:
+        attrs = k.workload_for(proto)
+        return proto + (f" ({', '.join(str(v) for v in attrs.values())})" if attrs and k.protocols else "")
+    bound = k.threshold_text()
+    text = f"{side(k.a)} {rel} {side(k.b)} on {k.metric}" + (f" {bound}" if bound else "") + \
+        (f" ({where})" if where else "")
+    if k.label or (k.workload and not k.protocols):
+        shared = f" ({', '.join(str(v) for v in k.workload.values())})" if k.workload and not k.protocols else ""
+        text = f"{k.label or 'each'}{shared}: {text}"
+    if k.threshold_source:
+        text += f" [{k.threshold_source}]"
+    return text
+
+
 def claims_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
     """Each study's claims: per check, the cells where ours agrees, contradicts, is equivalent or
-    undecided, and the result."""
+    undecided, those not judged (CPU-bound or link-late), and the result."""
     out = []
     for sd in data.studies:
         for tbl in sd.tables:
             if "claims" not in tbl:
                 continue
             t = SimpleTable(["claim", "where", "check", "cells", "agrees", "contradicts", "equivalent", "undecided",
-                             "result"])
+                             "not judged ⚙ / ⌛", "result"])
             for c in tbl["claims"]:
                 claim = c["claim"]
                 if not c["checks"]:
                     t.rows.append([claim.text, claim.where, claim.note or "not checked", "–", "–", "–", "–", "–",
-                                   "not checked"])
+                                   "–", "not checked"])
                 for i, ck in enumerate(c["checks"]):
-                    k = ck["check"]
-                    where = ", ".join(f"{p} {'≠ 0' if v == 'nonzero' else '/'.join(f'{x:g}' for x in v)}"
-                                      for p, v in k.conditions.items())
-                    rel = {"higher": "higher than", "lower": "lower than", "equivalent": "equivalent to"}[k.expect]
-                    what = f"{k.a} {rel} {k.b} on {k.metric}" + (f" ({where})" if where else "")
-                    t.rows.append([claim.text if i == 0 else "″", claim.where if i == 0 else "″", what,
-                                   str(len(ck["cells"])), *[str(ck[o]) for o in CLAIM_OUTCOMES], ck["result"]])
+                    t.rows.append([claim.text if i == 0 else "″", claim.where if i == 0 else "″",
+                                   _check_text(ck["check"]), str(len(ck["cells"])),
+                                   *[str(ck[o]) for o in CLAIM_OUTCOMES], f"{ck['cpu_bound']} / {ck['link_late']}",
+                                   ck["result"]])
             out.append((tbl, t))
     return out
 
