@@ -239,8 +239,8 @@ def cpu_bound_by(e: PathCpu, rule: Rule = DEFAULT_RULE) -> list[str]:
     """Which processes on the trial's path let the CPU set its pace (empty: none).
 
     By default (checked by tools/experiments/cpu_rule.py: precision 0.91 and recall 1.00 on bulk
-    transfers, docs/results/cpu-rule.md; not met on short ones, cpu-rule-short.md, and not reachable
-    by any rule on this evidence on the default plan, cpu-rule-default-all.md): a path process
+    transfers, docs/results/cpu-rule.md; not met on short ones, docs/results/runs/cpu-rule/short.md, and not reachable
+    by any rule on this evidence on the default plan, docs/results/runs/cpu-rule/default-all.md): a path process
     ran at least 90 % of a core over the transfer (it was the bottleneck itself), or, while every
     CPU of the machine was at least 90 % busy and the transfer stayed below 80 % of the link's
     rate, the path's processes together were runnable but waited for a CPU at least 20 % of the
@@ -263,11 +263,11 @@ def slowed_against_cell(e: PathCpu, cell_median_s: float | None, excess: float =
     path's processes' run-queue waits say whether waiting for a CPU can account for all of it
     (`covered`). Who: the processes that waited (≥ 1 % of the transfer), else "path".
 
-    Checked by tools/experiments/cpu_rule.py on the default plan (docs/results/cpu-rule-default.md:
+    Checked by tools/experiments/cpu_rule.py on the default plan (docs/results/runs/cpu-rule/default.md:
     no false flag in 504 trials, 6 of the 10 trials a CPU hog moved; the other 4 lost their time to
     a loss, not to waiting); on an unimpaired gigabit path, where the CPU paces even a quiet
     machine's transfers, it also flags trials whose slowness is the path's own CPU contention
-    (docs/results/cpu-rule-short-heldout.md)."""
+    (docs/results/runs/cpu-rule/short-heldout.md)."""
     if not e.duration_s or not cell_median_s:
         return []
     extra = e.duration_s - cell_median_s

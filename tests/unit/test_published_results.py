@@ -13,6 +13,7 @@ from quicbench.report.published import blocks, check, publish, regenerate, secti
 
 FIXTURE = REPO / "tests" / "fixtures" / "goquick-small"
 RESULTS = REPO / "docs" / "results"
+CPU_RULE_DIR = RESULTS / "runs" / "cpu-rule"     # the CPU-rule experiments' full pages (docs/results/cpu-rule.md sums them up)
 PAGES = [p for p in sorted((REPO / "docs" / "results").glob("*.md")) if blocks(p.read_text())]
 
 
@@ -88,21 +89,18 @@ def test_a_block_may_name_the_studies_its_report_is_set_beside():
 
 
 CPU_RULE_PAGES = {      # page: (quiet runs, hog runs) in pair order
-    "cpu-rule.md": (["cpu-rule-bulk-a-quiet", "cpu-rule-bulk-b-quiet"], ["cpu-rule-bulk-a-hog", "cpu-rule-bulk-b-hog"]),
-    "cpu-rule-short.md": (["cpu-rule-short-a-quiet", "cpu-rule-short-b-quiet"],
-                          ["cpu-rule-short-a-hog", "cpu-rule-short-b-hog"]),
-    "cpu-rule-short-heldout.md": (["cpu-rule-short-c-quiet"], ["cpu-rule-short-c-hog"]),
-    "cpu-rule-default.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcd"], [f"cpu-rule-default-{x}-hog" for x in "abcd"]),
-    "cpu-rule-default-heldout.md": ([f"cpu-rule-default-{x}-quiet" for x in "efgh"],
-                                    [f"cpu-rule-default-{x}-hog" for x in "efgh"]),
-    "cpu-rule-default-seeded.md": ([f"cpu-rule-seeded-{x}-quiet" for x in "abcd"],
-                                   [f"cpu-rule-seeded-{x}-hog" for x in "abcd"]),
-    "cpu-rule-default-all.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcdefgh"],
-                                [f"cpu-rule-default-{x}-hog" for x in "abcdefgh"]),
-    "cpu-rule-default-hogs4.md": ([f"cpu-rule-hogs4-{x}-quiet" for x in "abcd"],
-                                  [f"cpu-rule-hogs4-{x}-hog" for x in "abcd"]),
+    "bulk.md": (["cpu-rule-bulk-a-quiet", "cpu-rule-bulk-b-quiet"], ["cpu-rule-bulk-a-hog", "cpu-rule-bulk-b-hog"]),
+    "short.md": (["cpu-rule-short-a-quiet", "cpu-rule-short-b-quiet"], ["cpu-rule-short-a-hog", "cpu-rule-short-b-hog"]),
+    "short-heldout.md": (["cpu-rule-short-c-quiet"], ["cpu-rule-short-c-hog"]),
+    "default.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcd"], [f"cpu-rule-default-{x}-hog" for x in "abcd"]),
+    "default-heldout.md": ([f"cpu-rule-default-{x}-quiet" for x in "efgh"],
+                           [f"cpu-rule-default-{x}-hog" for x in "efgh"]),
+    "default-seeded.md": ([f"cpu-rule-seeded-{x}-quiet" for x in "abcd"], [f"cpu-rule-seeded-{x}-hog" for x in "abcd"]),
+    "default-all.md": ([f"cpu-rule-default-{x}-quiet" for x in "abcdefgh"],
+                       [f"cpu-rule-default-{x}-hog" for x in "abcdefgh"]),
+    "default-hogs4.md": ([f"cpu-rule-hogs4-{x}-quiet" for x in "abcd"], [f"cpu-rule-hogs4-{x}-hog" for x in "abcd"]),
 }
-CPU_RULE_NOTES = {"cpu-rule-default-all.md": "cpu-rule-default-all-notes.md"}     # pages that pool other pages' runs
+CPU_RULE_NOTES = {"default-all.md": "cpu-rule-default-all-notes.md"}     # pages that pool other pages' runs
 
 
 def cpu_rule_tool():
@@ -116,14 +114,14 @@ def cpu_rule_tool():
 
 @pytest.mark.parametrize("name", sorted(CPU_RULE_PAGES))
 def test_the_cpu_rule_pages_are_what_their_committed_runs_give(tmp_path, name):
-    """docs/results/cpu-rule.md and cpu-rule-short.md are written by tools/experiments/cpu_rule.py
+    """The CPU-rule pages (docs/results/runs/cpu-rule/) are written by tools/experiments/cpu_rule.py
     from pairs of runs; with their committed rows the tool writes the same pages again."""
     quiet, hog = ([str(RESULTS / "runs" / d) for d in ds] for ds in CPU_RULE_PAGES[name])
     tool = cpu_rule_tool()
     out = tmp_path / name
     notes = ["--notes", str(RESULTS / "runs" / CPU_RULE_NOTES[name])] if name in CPU_RULE_NOTES else []
     assert tool.main(["--quiet", *quiet, "--hog", *hog, *notes, "--page", str(out)]) == 0
-    assert out.read_text() == (RESULTS / name).read_text()
+    assert out.read_text() == (CPU_RULE_DIR / name).read_text()
 
 
 def test_a_trial_slower_than_its_siblings_is_flagged_only_when_the_cpu_waits_cover_the_extra_time():

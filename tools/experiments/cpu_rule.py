@@ -1,4 +1,4 @@
-"""Choose the CPU-bound rule by experiment and write docs/results/cpu-rule.md.
+"""Choose the CPU-bound rule by experiment and write a page of docs/results/runs/cpu-rule/.
 
 Runs a plan (the built-in default plan unless --plan) in pairs with `quicbench run`: on a quiet
 machine, then with one CPU hog per core at plain priority (nice 0); --pairs such pairs, one after
@@ -52,7 +52,8 @@ from quicbench.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, TestResult, adj
 from quicbench.store import read_jsonl_checked
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "results" / "cpu-rule.md"
+# the experiments' full pages (every trial) sit beside their runs; docs/results/cpu-rule.md sums them up
+PAGE = REPO / "docs" / "results" / "runs" / "cpu-rule" / "bulk.md"
 PREDICTION = 0.99        # the quiet cell's prediction interval
 MIN_CHANGE = 0.05        # and at least this change of goodput
 MACHINE_BUSY = 0.9       # the previous `machine` rule
@@ -542,6 +543,11 @@ def shift_verdict(r: TestResult) -> str:
 
 # -- the page -----------------------------------------------------------------------------------
 
+def md_cell(text: str) -> str:
+    """Text for a Markdown table cell: a trial key's '|' escaped, so the row keeps its columns."""
+    return str(text).replace("|", "\\|")
+
+
 def pct(x: float | None, digits: int = 0) -> str:
     return "–" if x is None else f"{100 * x:.{digits}f} %"
 
@@ -634,12 +640,12 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
             "median), which a trial cannot do as it ends.", "",
             "With two pairs or more the rules are also scored against a second truth, **moved over the path's "
             "noise floor**: each quiet run is judged against the other quiet runs' cells (each left out in turn) "
-            "and its pair's hog run against the same cells; on a path (condition) where the hog runs do not move "
-            "more trials than the quiet runs, a moved hog trial is not counted as moved by the hog (the path "
+            "and its pair's hog run against the same cells; on a path (condition) where the hog runs move no more "
+            "trials than the quiet runs, a moved hog trial is not counted as moved by the hog (the path "
             "moves as often without one: its losses' tail), and a flag there is a false positive. The gate only "
             "takes moves out of the truth and every flag on a closed path counts against the rule.", "",
-            "And against a third truth, **moved against its quiet twins**: a trial's twins are the same trial "
-            "(same key) in the quiet runs; a hog trial moved when its log goodput is further from the median of "
+            "And against a third truth, **moved against its quiet twins**: a trial's twins are the trials with "
+            "its key in the quiet runs; a hog trial moved when its log goodput is further from the median of "
             f"its quiet twins than {TWIN_Z:g} robust standard deviations of the quiet twins' own spread (per "
             "condition: 1.4826 × the median absolute deviation of every quiet trial from the median of its other "
             f"twins) and at least {100 * args.min_change:g} %. With `link_seed` (plan) the twins met the same random "
@@ -680,7 +686,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
                 "machine (noise, losses), the hog column what it counts with the hogs.", "",
                 "| condition | quiet trials that moved | hog trials that moved | trials per side |", "|---|---|---|---|"]
         for c, (q, h, n) in left_out.items():
-            out.append(f"| {c} | {q} | {h} | {n} |")
+            out.append(f"| {md_cell(c)} | {q} | {h} | {n} |")
     shifts = cell_shifts(trials, args.min_change)
     out += ["", "### How much the hogs moved each cell", "",
             "Each cell's goodput in the hog runs against the quiet runs, every run's trials pooled: the ratio of "
@@ -693,7 +699,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         ratio = (f"{r.ratio:.3f} [{r.ratio_low:.3f}, {r.ratio_high:.3f}]" if r.ratio is not None else "–")
         p_shown = f"{r.p:.2g}" if r.p is not None else "–"
         verdict = shift_verdict(r)
-        out.append(f"| {c} | {r.n_b} / {r.n_a} | {ratio} | {p_shown} | {verdict} |")
+        out.append(f"| {md_cell(c)} | {r.n_b} / {r.n_a} | {ratio} | {p_shown} | {verdict} |")
     if floor_scores:
         opened = [c for c, o in floor.items() if o]
         n_over = sum(bool(t.moved_over_floor) for t in hog)
@@ -744,7 +750,7 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
         waits = " / ".join(pct(t.evidence.wait_share(p), 1) for p in PATH_PROCESSES)
         ran = max((x for x in (t.evidence.ran_share(p) for p in PATH_PROCESSES) if x is not None), default=None)
         change = f"{100 * (g / gq - 1):+.1f} %" if g and gq and t.run == "hog" else "–"
-        out.append(f"| {labels[t.pair]} | {t.key}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
+        out.append(f"| {labels[t.pair]} | {md_cell(t.key)}{' (quiet)' if t.run == 'quiet' else ''} | {num(gq)} | "
                    f"{num(g) if t.run == 'hog' else '–'} | {change} | {cell} | "
                    f"{moved_text(t)} | {yes_no(t.moved_vs_twins)} | {waits} | {pct(ran)} | "
                    f"{pct(t.evidence.machine_busy)} | {','.join(DEFAULT_RULE(t.evidence)) or ''} | "
@@ -753,7 +759,8 @@ def page(args: argparse.Namespace, pairs: list[Pair], facts: dict[str, Any]) -> 
     hog_args = " ".join(shown(h) for _, h in pairs)
     notes_arg = f" --notes {shown(args.notes)}" if args.notes else ""
     out += ["", "To regenerate this page from the same runs:", "", "```",
-            f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}{notes_arg}", "```", ""]
+            f"python tools/experiments/cpu_rule.py --quiet {quiet_args} --hog {hog_args}{notes_arg} --page PAGE",
+            "```", "", "(PAGE: this page's path, under docs/results/runs/cpu-rule/.)", ""]
     return "\n".join(out), default, best
 
 

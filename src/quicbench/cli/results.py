@@ -30,18 +30,33 @@ def _pages(paths: List[Path]) -> list[Path]:
     return out
 
 
+def _prose_pages(paths: List[Path]) -> list[Path]:
+    """The pages whose prose is checked: those named (a directory: its *.md), else the READMEs and
+    every page of docs/results."""
+    from quicbench.report.prose import default_pages
+    if not paths:
+        return default_pages(Path("."))
+    return [q for p in paths for q in (sorted(p.glob("*.md")) if p.is_dir() else [p]) if q.is_file()]
+
+
 @results_app.command("check")
 def check_cmd(pages: List[Path] = typer.Argument(None, help=PAGES_HELP)) -> None:
-    """Regenerate every table of the pages from their data; exit 1 naming each that differs."""
+    """Regenerate every table of the pages from their data, and check that the prose's sentences
+    about cells (did not move, the same, fell or rose by X %, explains why) cite table rows whose
+    verdicts say so; exit 1 naming each table that differs and each such sentence."""
+    from quicbench.report import prose
     from quicbench.report.published import blocks, check
     found = _pages(pages)
     problems = [p for page in found for p in check(page)]
+    texts = _prose_pages(pages)
+    problems += prose.check(texts)
     for p in problems:
         err.print(p, markup=False, highlight=False)
     if problems:
         raise typer.Exit(1)
     n = sum(len(blocks(page.read_text())) for page in found)
-    console.print(f"{n} table(s) in {len(found)} page(s): each is what its data give", markup=False)
+    console.print(f"{n} table(s) in {len(found)} page(s): each is what its data give; the prose of {len(texts)} "
+                  f"page(s) cites the rows behind what it says of a cell", markup=False)
 
 
 @results_app.command("update")

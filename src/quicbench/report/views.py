@@ -64,9 +64,9 @@ SLOWED_NOTE = (f"A trial the CPU slowed took at least {100 * SLOWER_THAN_CELL:g}
                "processes (client, server, link emulator) waited for a CPU at least that extra time. The judgement "
                "needs the cell's other repetitions, so it is made after the run; the trials stay in the statistics. "
                "On the default plan it flagged no trial of a quiet machine and 6 of the 10 a busy loop per core "
-               "moved, the other 4 losing their time to a loss (docs/results/cpu-rule-default.md); where the CPU "
+               "moved, the other 4 losing their time to a loss (docs/results/runs/cpu-rule/default.md); where the CPU "
                "paces even a quiet machine's transfers (an unimpaired gigabit path) it also flags slow repetitions "
-               "of the path's own CPU contention (docs/results/cpu-rule-short-heldout.md).")
+               "of the path's own CPU contention (docs/results/runs/cpu-rule/short-heldout.md).")
 
 
 def cpu_slowed_table(data: ReportData) -> SimpleTable:
