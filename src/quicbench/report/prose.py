@@ -22,7 +22,7 @@ sentence is in (default: that page). What each kind needs of every row it cites:
   exist); a mechanism that is not measured says "our reading, not measured" instead of a marker.
 
 A sentence with a phrase and no marker of its kind is a problem, as is a marker whose rows say
-otherwise. "Trials that did not move" (the CPU-rule pages' own per-trial truth) is not a cell's
+otherwise. A phrase in double quotes is quoted (a seed's claim), and one in `code` an example: neither is said. "Trials that did not move" (the CPU-rule pages' own per-trial truth) is not a cell's
 verdict and is not checked.
 """
 
@@ -49,6 +49,8 @@ NOT_MEASURED = "our reading, not measured"
 # a trial's own "moved" (the CPU-rule pages' truth), not a cell's verdict
 TRIAL_MOVED_RE = re.compile(r"\btrials?\b[^.;:]{0,40}\b(?:did|does|do) not move\b", re.I)
 RATIO_CI_RE = re.compile(r"(?P<x>[0-9]+(?:\.[0-9]+)?) \[(?P<lo>[0-9]+(?:\.[0-9]+)?), (?P<hi>[0-9]+(?:\.[0-9]+)?)\]")
+INLINE_CODE_RE = re.compile(r"`[^`]*`")
+QUOTED_RE = re.compile(r'"[^"\n]*"|“[^”]*”')
 SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(\[`\"“])")
 
 
@@ -149,7 +151,9 @@ def _check_row(kind: str, row: str, pct: float | None) -> str | None:
 def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
     """Problems of one sentence: a phrase without the marker of its kind, or a marker whose cited
     rows do not back it."""
-    plain = MARK_RE.sub("", s.text)
+    text = INLINE_CODE_RE.sub("", s.text)         # a marker or phrase quoted as code is an example
+    # a phrase in quotes is quoted (a seed's claim, the rule's own words), not said
+    plain = QUOTED_RE.sub('""', MARK_RE.sub("", text))
     if TRIAL_MOVED_RE.search(plain) and not any(p.search(TRIAL_MOVED_RE.sub("", plain)) for p, _ in PHRASES):
         return []
     needs: list[tuple[str, str, float | None]] = []
@@ -157,7 +161,7 @@ def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
         for m in pat.finditer(TRIAL_MOVED_RE.sub("", plain)):
             pct = float(m["pct"]) if "pct" in pat.groupindex and m["pct"] else None
             needs.append((kinds[0], m.group(0), pct))
-    marks = list(MARK_RE.finditer(s.text))
+    marks = list(MARK_RE.finditer(text))
     problems = []
     where = f"{s.page}:{s.line}"
     for m in marks:
@@ -192,6 +196,10 @@ def _check_mark(m: re.Match[str], s: Sentence, read: dict[Path, str], where: str
     for c in cited:
         pieces = [p.strip() for p in c.split("+") if p.strip()]
         hits = [r for r in rows if all(p in r for p in pieces)]
+        if len(hits) > 1:
+            # several rows hold the text: the one with a cell that is exactly a piece (a row's key)
+            exact = [r for r in hits if {c.strip() for c in CELL_SEP_RE.split(r.strip().strip("|"))} & set(pieces)]
+            hits = exact if len(exact) == 1 else hits
         if not hits:
             problems.append(f"{where}: quicbench:says {m['kind']}: no table row of {target.name} holds {c!r}")
             continue
