@@ -37,13 +37,13 @@ MARK_RE = re.compile(r'<!--\s*quicbench:says\s+(?P<kind>[a-z]+)(?:\s+rows="(?P<r
 KINDS = ("same", "fell", "rose", "measured")
 _PCT = r"(?:by |about |some )?(?P<pct>[0-9]+(?:\.[0-9]+)?) ?%"
 # phrase -> the kind of marker that backs it
-PHRASES: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+PHRASES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:did|does|do) not move\b|\bmoves? no (?:cell|one)\b|\bnothing else moves\b|"
                 r"\bstays? where (?:it|they) (?:was|were)\b|\b(?:is|are|was|were|stays?|stayed|remains?) the same\b|"
-                r"\bthe same at\b|\bunchanged\b|\bno change\b", re.I), ("same",)),
-    (re.compile(r"\b(?:fell|falls?|dropped|drops?|lost)\s+" + _PCT, re.I), ("fell",)),
-    (re.compile(r"\b(?:rose|rises?|grew|grows?|gained)\s+" + _PCT, re.I), ("rose",)),
-    (re.compile(r"\bexplains? why\b|\bthat is why\b|\bwhich is why\b", re.I), ("measured",)),
+                r"\bthe same at\b|\bunchanged\b|\bno change\b", re.I), "same"),
+    (re.compile(r"\b(?:fell|falls?|dropped|drops?|lost)\s+" + _PCT, re.I), "fell"),
+    (re.compile(r"\b(?:rose|rises?|grew|grows?|gained)\s+" + _PCT, re.I), "rose"),
+    (re.compile(r"\bexplains? why\b|\bthat is why\b|\bwhich is why\b", re.I), "measured"),
 ]
 NOT_MEASURED = "our reading, not measured"
 # a trial's own "moved" (the CPU-rule pages' truth), not a cell's verdict
@@ -122,8 +122,9 @@ def _differs(row: str) -> bool:
         and "inconclusive" not in row
 
 
-def _check_row(kind: str, row: str, pct: float | None) -> str | None:
-    """Why the row does not back a sentence of this kind (None: it does)."""
+def _check_row(kind: str, row: str, pct: str | None) -> str | None:
+    """Why the row does not back a sentence of this kind (None: it does); pct: the X % the
+    sentence states, as written."""
     if kind == "measured":
         return None
     if kind == "same":
@@ -139,12 +140,11 @@ def _check_row(kind: str, row: str, pct: float | None) -> str | None:
     if kind == "rose" and not lo > 1:
         return f"its interval [{m['lo']}, {m['hi']}] is not above 1"
     if pct is not None:
-        # the change the interval allows, in % (rounding of the stated number: half its last digit)
+        # the change the interval allows, in %, to the rounding of the stated number (half its last digit)
         change = sorted([abs(1 - lo) * 100, abs(1 - hi) * 100])
-        digits = len(str(pct).split(".")[1]) if "." in str(pct) and not float(pct).is_integer() else 0
-        slack = 0.5 * 10 ** -digits
-        if not change[0] - slack <= pct <= change[1] + slack:
-            return f"{pct:g} % is outside the change its interval allows ({change[0]:.1f}–{change[1]:.1f} %)"
+        slack = 0.5 * 10 ** -(len(pct.split(".")[1]) if "." in pct else 0)
+        if not change[0] - slack <= float(pct) <= change[1] + slack:
+            return f"{pct} % is outside the change its interval allows ({change[0]:.1f}–{change[1]:.1f} %)"
     return None
 
 
@@ -154,13 +154,11 @@ def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
     text = INLINE_CODE_RE.sub("", s.text)         # a marker or phrase quoted as code is an example
     # a phrase in quotes is quoted (a seed's claim, the rule's own words), not said
     plain = QUOTED_RE.sub('""', MARK_RE.sub("", text))
-    if TRIAL_MOVED_RE.search(plain) and not any(p.search(TRIAL_MOVED_RE.sub("", plain)) for p, _ in PHRASES):
-        return []
-    needs: list[tuple[str, str, float | None]] = []
-    for pat, kinds in PHRASES:
-        for m in pat.finditer(TRIAL_MOVED_RE.sub("", plain)):
-            pct = float(m["pct"]) if "pct" in pat.groupindex and m["pct"] else None
-            needs.append((kinds[0], m.group(0), pct))
+    said = TRIAL_MOVED_RE.sub("", plain)
+    needs: list[tuple[str, str, str | None]] = []
+    for pat, kind in PHRASES:
+        for m in pat.finditer(said):
+            needs.append((kind, m.group(0), m["pct"] if "pct" in pat.groupindex else None))
     marks = list(MARK_RE.finditer(text))
     problems = []
     where = f"{s.page}:{s.line}"
@@ -179,10 +177,10 @@ def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
             continue
         for m in backing:
             problems += _check_mark(m, s, read, where, pct)
-    return problems
+    return list(dict.fromkeys(problems))
 
 
-def _check_mark(m: re.Match[str], s: Sentence, read: dict[Path, str], where: str, pct: float | None) -> list[str]:
+def _check_mark(m: re.Match[str], s: Sentence, read: dict[Path, str], where: str, pct: str | None) -> list[str]:
     target = (s.page.parent / m["page"]).resolve() if m["page"] else s.page.resolve()
     if target not in read:
         if not target.is_file():
