@@ -441,8 +441,8 @@ def _filter_ok(vals: dict[str, Any], check: Check, study: Study) -> bool:
 NOT_JUDGED_CPU = "not judged here (CPU-bound)"
 NOT_JUDGED_LATE = "not judged here (link-late)"
 CLAIMS_NOTE = ("An outcome per cell: agrees (the difference the claim states is significant, beyond its stated "
-               "bound when it gives one — a one-sided test at the bound — or equivalence is shown within its margin "
-               "where it claims none), contradicts (significant the other way, or on the wrong side of the bound), "
+               "bound when it gives one — a one-sided test at the bound — or equivalence is shown within its "
+               "margin where it claims none), contradicts (significant the other way, or on the wrong side of the bound), "
                "equivalent, or undecided; Holm over every judged cell of the table. A cell with a CPU-bound (⚙) or "
                "link-late (⌛) trial is not judged: the CPU or the link may have set the pace there, and a check "
                "with no other cell is 'not judged here'.")

@@ -22,8 +22,9 @@ sentence is in (default: that page). What each kind needs of every row it cites:
   exist); a mechanism that is not measured says "our reading, not measured" instead of a marker.
 
 A sentence with a phrase and no marker of its kind is a problem, as is a marker whose rows say
-otherwise. A phrase in double quotes is quoted (a seed's claim), and one in `code` an example: neither is said. "Trials that did not move" (the CPU-rule pages' own per-trial truth) is not a cell's
-verdict and is not checked.
+otherwise. A phrase in double quotes is quoted (a seed's claim), and one in `code` an example:
+neither is said. "Trials that did not move" (the CPU-rule pages' own per-trial truth) is not a
+cell's verdict and is not checked.
 """
 
 from __future__ import annotations
@@ -110,11 +111,13 @@ def sentences(page: Path, text: str | None = None) -> list[Sentence]:
 
 
 def table_rows(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.lstrip().startswith("|") and not set(line.strip()) <= set("|-: ")]
+    return [line for line in text.splitlines()
+            if line.lstrip().startswith("|") and not set(line.strip()) <= set("|-: ")]
 
 
 def _within_margin(row: str) -> bool:
-    return ("equivalent" in row and "inconclusive" not in row) or bool(re.search(r"inside the ±[0-9.]+ ?%? margin", row))
+    return ("equivalent" in row and "inconclusive" not in row) or \
+        bool(re.search(r"inside the ±[0-9.]+ ?%? margin", row))
 
 
 def _differs(row: str) -> bool:
