@@ -134,3 +134,15 @@ def test_results_check_exits_1_naming_a_planted_sentence(tmp_path):
     bad = run_qb("results", "check", str(copy))
     assert bad.returncode == 1 and "falls" not in bad.stdout
     assert "default-hogs4.md" in bad.stderr and "not a difference beyond the margin" in bad.stderr
+
+
+def test_the_ratio_is_the_rows_last_interval(tmp_path):
+    # a variants table's row: both cells' means with their intervals, then the ratio
+    table = ("| condition | variant | condition [95 % CI] | variant [95 % CI] | variant / condition [95 % CI] | "
+             "verdict |\n|---|---|---|---|---|---|\n"
+             "| 25_1 | without reordering | 12.13 [11.81, 12.44] | 30.65 [27.64, 33.44] | 2.51 [2.28, 2.76] | "
+             "different |\n")
+    rose = 'h3 rose 151 % without reordering <!-- quicbench:says rose rows="without reordering" -->.'
+    assert problems(tmp_path, rose, table=table) == []
+    (p,) = problems(tmp_path, rose.replace("rose", "fell"), table=table)
+    assert "[2.28, 2.76] is not below 1" in p

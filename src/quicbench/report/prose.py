@@ -16,8 +16,8 @@ sentence is in (default: that page). What each kind needs of every row it cites:
 - ``same`` (did not move, is the same, unchanged): the row shows the cell within its margin
   ("equivalent", or "different, inside the ±X % margin");
 - ``fell`` / ``rose`` (fell by X %): the row's verdict is a difference ("different", "slower",
-  "faster") whose first ratio interval lies below 1 (fell) or above 1 (rose), and an X % the sentence
-  states lies within that interval's change (to the rounding of X);
+  "faster") whose ratio interval (the row's last ``x [lo, hi]``) lies below 1 (fell) or above 1
+  (rose), and an X % the sentence states lies within that interval's change (to the rounding of X);
 - ``measured`` (explains why): the rows that hold the measurement on the same cells (they must
   exist); a mechanism that is not measured says "our reading, not measured" instead of a marker.
 
@@ -134,9 +134,12 @@ def _check_row(kind: str, row: str, pct: str | None) -> str | None:
         return None if _within_margin(row) else "its verdict does not show the cell within its margin"
     if not _differs(row):
         return "its verdict is not a difference beyond the margin"
-    m = RATIO_CI_RE.search(row)
-    if m is None:
+    # the row's last "x [lo, hi]": the ratio (a variants table gives both cells' means with their
+    # intervals first, then the ratio)
+    found = list(RATIO_CI_RE.finditer(row))
+    if not found:
         return "it has no ratio [interval] to read the direction from"
+    m = found[-1]
     lo, hi = float(m["lo"]), float(m["hi"])
     if kind == "fell" and not hi < 1:
         return f"its interval [{m['lo']}, {m['hi']}] is not below 1"
