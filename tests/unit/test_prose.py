@@ -146,3 +146,22 @@ def test_the_ratio_is_the_rows_last_interval(tmp_path):
     assert problems(tmp_path, rose, table=table) == []
     (p,) = problems(tmp_path, rose.replace("rose", "fell"), table=table)
     assert "[2.28, 2.76] is not below 1" in p
+
+
+def test_a_quoted_ratio_must_be_the_cited_rows(tmp_path):
+    ok = 'LAN h3 is slower, ×0.904 [0.862, 0.949] <!-- quicbench:says shows rows="lan\\|h3" -->.'
+    assert problems(tmp_path, ok) == []
+    (p,) = problems(tmp_path, ok.replace("0.904", "0.85"))
+    assert "'0.85 [0.862, 0.949]', which no row it cites holds" in p
+
+
+def test_section_tells_alike_rows_apart(tmp_path):
+    two = f"## First run\n\n{TABLE}\n## Second run\n\n" + TABLE.replace("0.904 [0.862, 0.949]", "0.8 [0.7, 0.9]")
+    cite = 'LAN h3 ×0.8 [0.7, 0.9] <!-- quicbench:says shows rows="lan\\|h3"{} -->.'
+    (p,) = problems(tmp_path, cite.format(""), table=two)
+    assert "2 rows" in p and 'section="..."' in p
+    assert problems(tmp_path, cite.format(' section="Second run"'), table=two) == []
+    (p,) = problems(tmp_path, cite.format(' section="First run"'), table=two)
+    assert "which no row it cites holds" in p
+    (p,) = problems(tmp_path, cite.format(' colour="red"'), table=two)
+    assert "unknown attribute 'colour'; accepted: rows, page, section" in p

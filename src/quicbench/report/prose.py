@@ -11,7 +11,8 @@ its full stop (an HTML comment: invisible when the page is rendered)::
 
 ``rows``: one table row per ``;``, each given by text that all appears in one row of a Markdown
 table (``+`` joins several pieces); ``page``: the page that holds them, relative to the page the
-sentence is in (default: that page). What each kind needs of every row it cites:
+sentence is in (default: that page); ``section``: only the tables under the heading that starts
+with it (when two tables have rows alike). What each kind needs of every row it cites:
 
 - ``same`` (did not move, is the same, unchanged): the row shows the cell within its margin
   ("equivalent", or "different, inside the ±X % margin");
@@ -19,7 +20,10 @@ sentence is in (default: that page). What each kind needs of every row it cites:
   "faster") whose ratio interval (the row's last ``x [lo, hi]``) lies below 1 (fell) or above 1
   (rose), and an X % the sentence states lies within that interval's change (to the rounding of X);
 - ``measured`` (explains why): the rows that hold the measurement on the same cells (they must
-  exist); a mechanism that is not measured says "our reading, not measured" instead of a marker.
+  exist); a mechanism that is not measured says "our reading, not measured" instead of a marker;
+- ``shows`` (any sentence, e.g. a finding): every ratio with its interval the sentence quotes
+  ("×1.67 [1.60, 1.75]") is, as written, in one of the rows it cites; so a number quoted in prose
+  cannot drift from the table it comes from.
 
 A sentence with a phrase and no marker of its kind is a problem, as is a marker whose rows say
 otherwise. A phrase in double quotes is quoted (a seed's claim), and one in `code` an example:
@@ -33,9 +37,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-MARK_RE = re.compile(r'<!--\s*quicbench:says\s+(?P<kind>[a-z]+)(?:\s+rows="(?P<rows>[^"]*)")?'
-                     r'(?:\s+page="(?P<page>[^"]*)")?\s*-->', re.S)
-KINDS = ("same", "fell", "rose", "measured")
+MARK_RE = re.compile(r'<!--\s*quicbench:says\s+(?P<kind>[a-z]+)(?P<attrs>(?:\s+[a-z]+="[^"]*")*)\s*-->', re.S)
+ATTR_RE = re.compile(r'([a-z]+)="([^"]*)"')
+KINDS = ("same", "fell", "rose", "measured", "shows")
 _PCT = r"(?:by |about |some )?(?P<pct>[0-9]+(?:\.[0-9]+)?) ?%"
 # phrase -> the kind of marker that backs it
 PHRASES: list[tuple[re.Pattern[str], str]] = [
@@ -53,6 +57,42 @@ RATIO_CI_RE = re.compile(r"(?P<x>[0-9]+(?:\.[0-9]+)?) \[(?P<lo>[0-9]+(?:\.[0-9]+
 INLINE_CODE_RE = re.compile(r"`[^`]*`")
 QUOTED_RE = re.compile(r'"[^"\n]*"|“[^”]*”')
 SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z*(\[`\"“])")
+
+
+ATTRS = ("rows", "page", "section")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A quicbench:says marker: its kind and the rows it cites (on `page`, under `section`)."""
+    kind: str
+    rows: str = ""
+    page: str = ""
+    section: str = ""
+    bad_attrs: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, m: re.Match[str]) -> "Mark":
+        attrs = dict(ATTR_RE.findall(m["attrs"] or ""))
+        return cls(m["kind"], attrs.get("rows", ""), attrs.get("page", ""), attrs.get("section", ""),
+                   tuple(k for k in attrs if k not in ATTRS))
+
+
+def _section(text: str, heading: str) -> str | None:
+    """The lines under the first heading that starts with `heading`, up to the next heading of the
+    same or a higher level."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        h = re.match(r"^(#+) (.*)$", line)
+        if h and h[2].startswith(heading):
+            out = []
+            for nxt in lines[i + 1:]:
+                n = re.match(r"^(#+) ", nxt)
+                if n and len(n[1]) <= len(h[1]):
+                    break
+                out.append(nxt)
+            return "\n".join(out)
+    return None
 
 
 @dataclass(frozen=True)
@@ -165,16 +205,21 @@ def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
     for pat, kind in PHRASES:
         for m in pat.finditer(said):
             needs.append((kind, m.group(0), m["pct"] if "pct" in pat.groupindex else None))
-    marks = list(MARK_RE.finditer(text))
+    marks = [Mark.of(m) for m in MARK_RE.finditer(text)]
     problems = []
     where = f"{s.page}:{s.line}"
     for m in marks:
-        if m["kind"] not in KINDS:
-            problems.append(f"{where}: quicbench:says {m['kind']!r}: unknown kind; accepted: {', '.join(KINDS)}")
+        if m.kind not in KINDS:
+            problems.append(f"{where}: quicbench:says {m.kind!r}: unknown kind; accepted: {', '.join(KINDS)}")
+        elif m.bad_attrs:
+            problems.append(f"{where}: quicbench:says {m.kind}: unknown attribute {m.bad_attrs[0]!r}; accepted: "
+                            f"{', '.join(ATTRS)}")
+        elif m.kind == "shows":
+            problems += _check_shows(m, s, read, where, plain)
     for kind, phrase, pct in needs:
         if kind == "measured" and NOT_MEASURED in plain:
             continue
-        backing = [m for m in marks if m["kind"] == kind]
+        backing = [m for m in marks if m.kind == kind]
         if not backing:
             hint = f' (or say "{NOT_MEASURED}")' if kind == "measured" else ""
             problems.append(f"{where}: \"{phrase}\" cites no table row: add <!-- quicbench:says {kind} rows=\"...\" "
@@ -186,17 +231,26 @@ def check_sentence(s: Sentence, read: dict[Path, str]) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
-def _check_mark(m: re.Match[str], s: Sentence, read: dict[Path, str], where: str, pct: str | None) -> list[str]:
-    target = (s.page.parent / m["page"]).resolve() if m["page"] else s.page.resolve()
+def _cited_rows(m: Mark, s: Sentence, read: dict[Path, str], where: str
+                ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The (citation, table row) pairs a marker names, and the problems of those it cannot find
+    (no such row, or more than one)."""
+    target = (s.page.parent / m.page).resolve() if m.page else s.page.resolve()
     if target not in read:
         if not target.is_file():
-            return [f"{where}: quicbench:says {m['kind']}: page {m['page']!r} not found"]
+            return [], [f"{where}: quicbench:says {m.kind}: page {m.page!r} not found"]
         read[target] = target.read_text()
-    rows = table_rows(read[target])
-    cited = [r.strip() for r in (m["rows"] or "").split(";") if r.strip()]
+    text = read[target]
+    if m.section:
+        body = _section(text, m.section)
+        if body is None:
+            return [], [f"{where}: quicbench:says {m.kind}: no heading {m.section!r} in {target.name}"]
+        text = body
+    rows = table_rows(text)
+    cited = [r.strip() for r in m.rows.split(";") if r.strip()]
     if not cited:
-        return [f"{where}: quicbench:says {m['kind']}: no rows=\"...\" (the table rows that back the sentence)"]
-    problems = []
+        return [], [f"{where}: quicbench:says {m.kind}: no rows=\"...\" (the table rows that back the sentence)"]
+    found, problems = [], []
     for c in cited:
         pieces = [p.strip() for p in c.split("+") if p.strip()]
         hits = [r for r in rows if all(p in r for p in pieces)]
@@ -205,15 +259,34 @@ def _check_mark(m: re.Match[str], s: Sentence, read: dict[Path, str], where: str
             exact = [r for r in hits if {c.strip() for c in CELL_SEP_RE.split(r.strip().strip("|"))} & set(pieces)]
             hits = exact if len(exact) == 1 else hits
         if not hits:
-            problems.append(f"{where}: quicbench:says {m['kind']}: no table row of {target.name} holds {c!r}")
-            continue
-        if len(hits) > 1:
-            problems.append(f"{where}: quicbench:says {m['kind']}: {len(hits)} rows of {target.name} hold {c!r}; "
-                            f"name one (join more of its text with +)")
-            continue
-        why = _check_row(m["kind"], hits[0], pct)
+            problems.append(f"{where}: quicbench:says {m.kind}: no table row of {target.name} holds {c!r}")
+        elif len(hits) > 1:
+            problems.append(f"{where}: quicbench:says {m.kind}: {len(hits)} rows of {target.name} hold {c!r}; "
+                            f"name one (join more of its text with +, or give section=\"...\")")
+        else:
+            found.append((c, hits[0]))
+    return found, problems
+
+
+def _check_mark(m: Mark, s: Sentence, read: dict[Path, str], where: str, pct: str | None) -> list[str]:
+    found, problems = _cited_rows(m, s, read, where)
+    for c, row in found:
+        why = _check_row(m.kind, row, pct)
         if why:
-            problems.append(f"{where}: says \"{m['kind']}\" of {c!r}, but {why}: {_short(hits[0])}")
+            problems.append(f"{where}: says \"{m.kind}\" of {c!r}, but {why}: {_short(row)}")
+    return problems
+
+
+def _check_shows(m: Mark, s: Sentence, read: dict[Path, str], where: str, plain: str) -> list[str]:
+    """A `shows` marker: every "x [lo, hi]" the sentence quotes is, as written, in a row it cites."""
+    found, problems = _cited_rows(m, s, read, where)
+    if problems:
+        return problems
+    for q in RATIO_CI_RE.finditer(plain):
+        if not any(q.group(0) in row for _, row in found):
+            problems.append(f"{where}: quotes {q.group(0)!r}, which no row it cites holds (the tables say otherwise "
+                            f"now: 'quicbench results check' regenerated them from their data): "
+                            f"{'; '.join(_short(r, 80) for _, r in found)}")
     return problems
 
 

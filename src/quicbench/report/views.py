@@ -377,26 +377,33 @@ def _check_text(k: Check) -> str:
     return text
 
 
+def _decided_cells(cells: list[dict]) -> str:
+    """'25_1 page:10x1069168B: 0.12 [0.0976, 0.147]; ...' for the cells that agree or contradict."""
+    out = [f"{c['condition']} {c['workload_a']}: {ratio_ci(c.get('ratio'), c.get('ratio_low'), c.get('ratio_high'))}"
+           for c in cells if c["outcome"] in ("agrees", "contradicts")]
+    return "; ".join(out) or "–"
+
+
 def claims_tables(data: ReportData) -> list[tuple[dict, SimpleTable]]:
     """Each study's claims: per check, the cells where ours agrees, contradicts, is equivalent or
-    undecided, those not judged (CPU-bound or link-late), and the result."""
+    undecided, those not judged (CPU-bound or link-late), the result, and the decided cells' ratios."""
     out = []
     for sd in data.studies:
         for tbl in sd.tables:
             if "claims" not in tbl:
                 continue
             t = SimpleTable(["claim", "where", "check", "cells", "agrees", "contradicts", "equivalent", "undecided",
-                             "not judged ⚙ / ⌛", "result"])
+                             "not judged ⚙ / ⌛", "result", "decided cells: a/b [95 % CI]"])
             for c in tbl["claims"]:
                 claim = c["claim"]
                 if not c["checks"]:
                     t.rows.append([claim.text, claim.where, claim.note or "not checked", "–", "–", "–", "–", "–",
-                                   "–", "not checked"])
+                                   "–", "not checked", "–"])
                 for i, ck in enumerate(c["checks"]):
                     t.rows.append([claim.text if i == 0 else "″", claim.where if i == 0 else "″",
                                    _check_text(ck["check"]), str(len(ck["cells"])),
                                    *[str(ck[o]) for o in CLAIM_OUTCOMES], f"{ck['cpu_bound']} / {ck['link_late']}",
-                                   ck["result"]])
+                                   ck["result"], _decided_cells(ck["cells"])])
             out.append((tbl, t))
     return out
 
