@@ -452,36 +452,29 @@ CLAIM_OUTCOMES = ("agrees", "contradicts", "equivalent", "undecided", "cpu_bound
 def threshold_test(a, b, check: Check, method: Method) -> stats.TestResult:
     """a vs b against the claim's stated bound on the ratio a/b (check.ratio, on logs): the
     one-sided log-Welch test in the direction the estimate lies, as a TestResult whose p is that
-    test's, its effect the log of the ratio over the bound (different: the ratio is shown beyond the
-    bound on the side the effect's sign says). Without a ratio: the report's test, with the check's
-    margin when it states one."""
+    test's (different: the ratio is shown beyond the bound on the side its point estimate lies).
+    Without a ratio: the report's test, with the check's margin when it states one."""
     m = method if check.margin_pct is None else replace(method, margin=check.margin_pct / 100)
     r = m.compare(a, b, check.metric)
     if check.ratio is None or r.verdict == stats.N_TOO_SMALL:
         return r
-    if r.ratio is None or r.effect is None or r.effect_se is None:
+    if r.ratio is None:
         # no logarithm (a value <= 0): no ratio to hold against the bound
         return replace(r, p=None, p_raw=None, p_equiv=None, p_equiv_raw=None, verdict=stats.INCONCLUSIVE)
-    xa, xb = stats.clean(a), stats.clean(b)
-    lw = stats.log_welch(xa, xb)
-    d = lw.d - math.log(check.ratio)
-    if lw.se == 0:
-        p = 0.0 if d != 0 else 1.0
-    else:
-        p = float(t_dist.sf(abs(d) / lw.se, lw.df))
+    lw = stats.log_welch(stats.clean(a), stats.clean(b))
+    d = lw.d - math.log(check.ratio)           # the log of the ratio over the bound
+    p = (0.0 if d else 1.0) if lw.se == 0 else float(t_dist.sf(abs(d) / lw.se, lw.df))
     verdict = DIFFERENT if p < m.alpha_per_look else stats.INCONCLUSIVE
-    # effect: the log of the ratio over the bound (its sign says on which side the ratio lies)
-    return replace(r, p=p, p_raw=p, p_equiv=None, p_equiv_raw=None, verdict=verdict, effect=d, equiv_bound=None,
-                   reps_to_decide=None)
+    return replace(r, p=p, p_raw=p, p_equiv=None, p_equiv_raw=None, verdict=verdict, reps_to_decide=None)
 
 
 def _check_outcome(check: Check, r: stats.TestResult) -> str:
     """agrees / contradicts / equivalent / undecided for one cell's (adjusted) test."""
     if check.ratio is not None:
-        if r.verdict != DIFFERENT:
+        if r.verdict != DIFFERENT or r.ratio is None:
             return "undecided"
-        above = (r.effect or 0.0) > 0          # the ratio lies beyond the bound, in log units
-        return "agrees" if above == (check.expect == "higher") else "contradicts"
+        beyond = r.ratio > check.ratio          # the side of the bound the ratio lies on
+        return "agrees" if beyond == (check.expect == "higher") else "contradicts"
     if check.expect == "equivalent":
         if r.verdict == EQUIVALENT or r.inside_margin:
             return "agrees"
