@@ -92,7 +92,8 @@ def test_lab_up_serve_refuses_a_link_out_of_the_content(tmp_path, no_leftovers):
 
 @pytest.mark.parametrize("args,needle", [
     (["--serve", "apache"], "missing binary 'apache2'"),      # not installed (PATH without /usr/sbin)
-    (["--serve", "lighttpd"], "--serve 'lighttpd': unknown server, accepted: apache, apache-prefork, caddy, caddy-2.6, nginx"),
+    (["--serve", "lighttpd"], "--serve 'lighttpd': unknown server, accepted: aioquic, apache, apache-prefork, caddy, "
+                              "caddy-2.6, netty, nginx, ngtcp2, quiche, quinn, replay"),
     (["--serve", "caddy", "--sizes", "10QB"], "--sizes '10QB'"),
 ])
 def test_lab_up_serve_bad_input_exit_2_nothing_left(tmp_path, args, needle, no_leftovers):

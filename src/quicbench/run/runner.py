@@ -144,7 +144,7 @@ class Runner:
         n = min(self.jobs, len(units(todo)))
         sessions: list[LabSession] = []
         try:
-            with self._run_status():
+            with self._run_status(served):
                 open_sessions(ctx, todo, n, sessions)
                 described = sessions[0].describe()
                 was = self.store.read_meta().get("link")
@@ -177,10 +177,12 @@ class Runner:
         return self.store.rows()
 
     @contextlib.contextmanager
-    def _run_status(self):
+    def _run_status(self, served: Path | None = None):
         """meta.json says running, then complete; interrupted (resumable) with the hint to resume;
         or failed with the reason, when the run could not start or keep its configuration (a
         server that never listens, a link the kernel lacks): fix it, then resume."""
+        # served: the run's private copy of the content, given back when the disk is too full to
+        # record the end (it is removed at teardown anyway)
         stale = {k: None for k in ("failed_reason", "interrupted_by") if self.store.read_meta().get(k)}
         self.store.update_meta(status="running", resumed_at=time.time() if self.store.rows() else None, **stale)
         self.store.reserve_space()
@@ -191,14 +193,16 @@ class Runner:
         except (KeyboardInterrupt, SystemExit, QuicbenchError) as e:
             self.store.free_reserve()
             failed = isinstance(e, QuicbenchError) and not isinstance(e, EnvironmentFault)
-            try:
-                if failed:
-                    self.store.update_meta(status="failed", failed_reason=str(e), interrupted_at=time.time())
-                else:
-                    self.store.update_meta(status="interrupted", interrupted_by=type(e).__name__,
-                                           interrupted_at=time.time())
-            except EnvironmentFault:
-                pass   # no space even after the reserve: meta.json keeps 'running', which a resume treats alike
+            end = ({"status": "failed", "failed_reason": str(e)} if failed else
+                   {"status": "interrupted", "interrupted_by": type(e).__name__})
+            for attempt in range(2):
+                try:
+                    self.store.update_meta(**end, interrupted_at=time.time())
+                    break
+                except EnvironmentFault:
+                    if attempt or served is None:
+                        break   # no space even then: meta.json keeps 'running', which a resume treats alike
+                    shutil.rmtree(served, ignore_errors=True)
             if failed and self.created and not self.store.rows():
                 raise         # refused before a trial: start_run removes the new run's directory
             self.console.print(f"[yellow]{'failed' if failed else 'interrupted'}: resume with "
