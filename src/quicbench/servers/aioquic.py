@@ -6,7 +6,7 @@ The driver and the server program are this one file: ``argv()`` runs quicbench's
 setup-all``); nothing is built. It serves h3 only (one UDP listener, no TCP): every GET of a file under the content root
 answers 200 with the whole body and the no-cache headers the other servers send (a directory:
 its index.html), anything else 404; a path that leaves the root (``..``, a link out of it) is
-404 unless it lies in a live directory quicbench allowed (``--allow-dir``).
+404 unless it lies in an ``--allow-dir`` (the driver passes none: the copy it serves has no links).
 
 The sender is aioquic's: its congestion controller is the plan's ``quic_cc`` (aioquic 1.2+
 registers ``reno``, its default, and ``cubic``), and the server says per connection which one
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.errors import QuicbenchError
-from quicbench.servers.base import NO_CACHE_HEADERS, Server, cc_from_log, listen_address
+from quicbench.servers.base import NO_CACHE_HEADERS, Server, cc_from_log
 
 PACKAGE = "aioquic"
 MIN_VERSION = (1, 2)          # cubic came with aioquic 1.2.0
@@ -95,12 +95,7 @@ class AioquicServer(Server):
         return check_aioquic()
 
     def argv(self) -> list[str]:
-        argv = [self.executable(), "-c", CHILD, "--listen", listen_address(self.lab.address("server"), self.port),
-                "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--root", str(self.content.root),
-                "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
-        for d in self.content.live_dirs:      # quicbench's own live/<key> links point there
-            argv += ["--allow-dir", str(d)]
-        return argv
+        return [self.executable(), "-c", CHILD, *self.file_server_args()]
 
     def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
         """The congestion controller aioquic ran for the trial's connections: the server's log line

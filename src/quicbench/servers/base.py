@@ -161,6 +161,14 @@ class Server(ABC):
         self.qlog_dir.mkdir(parents=True, exist_ok=True)
         return True
 
+    def file_server_args(self) -> list[str]:
+        """The options of quicbench's own HTTP/3 file servers (quinn, quiche, aioquic): listen
+        address, certificate and key, content root (the run's private copy: live video is
+        published into it, so no link leaves it), controller and qlog."""
+        return ["--listen", listen_address(self.lab.address("server"), self.port), "--cert", str(self.tls.cert),
+                "--key", str(self.tls.key), "--root", str(self.content.root),
+                "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
+
     def qlog_args(self) -> list[str]:
         """The command-line option that asks for qlog (a driver with qlog_option adds it in argv())."""
         if self.qlog_dir is None or not self.qlog_option:
@@ -258,6 +266,42 @@ class BuiltServer(Server):
     def binary_facts(cls) -> dict[str, dict[str, Any]]:
         # root: it binds port 443
         return {cls.binary: {"package": None, "root": True, "version_args": list(cls.version_args), "own": True}}
+
+
+class RustServer(BuiltServer):
+    """A server of quicbench's Rust crates, whose ``--version`` says 'PROGRAM VERSION (crate version,
+    ...)': its rows name the program and every crate of its stack."""
+    version_args = ("--version",)
+    VERSION_LINE: ClassVar[re.Pattern[str]] = re.compile(r"^(\S+) (\S+) \((.*)\)\s*$")
+
+    @classmethod
+    def version_line(cls) -> str:
+        try:
+            cp = subprocess.run([cls.executable(), *cls.version_args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise QuicbenchError(f"{cls.binary} --version: {e}") from e
+        return cp.stdout.strip()
+
+    @classmethod
+    def version(cls) -> dict[str, str]:
+        """'quicbench-quiche-server 0.1.0 (quiche 0.30.0, boring-sys 5.4.0)' -> {quicbench_quiche_server:
+        0.1.0, quiche: 0.30.0, boring_sys: 5.4.0}; the line itself when it says otherwise."""
+        line = cls.version_line()
+        m = cls.VERSION_LINE.match(line)
+        if not m:
+            return {cls.name: line}
+        versions = {m.group(1).replace("-", "_"): m.group(2)}
+        for part in m.group(3).split(","):
+            crate, _, ver = part.strip().partition(" ")
+            if crate and ver:
+                versions[crate.replace("-", "_")] = ver
+        return versions
+
+    @classmethod
+    def version_text(cls) -> str:
+        line = cls.version_line()
+        m = cls.VERSION_LINE.match(line)
+        return m.group(2) if m else line
 
 
 def cc_from_log(log: Path, conns: set[str], line: re.Pattern[str], trial_dir: Path) -> str | None:

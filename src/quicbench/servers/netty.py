@@ -10,7 +10,7 @@ server`` here, ``quicbench-netty client`` for the client 'netty' (clients/netty.
 The server is full HTTP/3 (RFC 9114, ALPN ``h3`` only; Netty also knows the drafts' h3-29..32,
 not offered here), UDP only, no Retry. It answers GET and HEAD of the files under the content
 root (a directory: its index.html, never a listing; ``..`` refused; a symbolic link only into
-the root or an ``--allow-dir``: quicbench's live/<key> links), with quicbench's no-cache headers,
+the root or an ``--allow-dir``, which the driver never passes: the served copy has no links), with quicbench's no-cache headers,
 streaming each file as DATA frames as fast as its stream takes them. One event-loop thread,
 epoll with UDP GSO where the kernel has it. Its loss recovery and congestion control are
 quiche's (Rust), so the row's ``server_stack`` names quiche with its version beside Netty's and
@@ -30,7 +30,7 @@ from typing import Any
 
 from quicbench.errors import QuicbenchError
 from quicbench.paths import bin_dir
-from quicbench.servers.base import Server, listen_address
+from quicbench.servers.base import Server
 
 NETTY_BINARY = "quicbench-netty"
 NETTY_INSTALL_HINT = ("run 'make netty' (Java 17 and Maven, then stacks/netty/ built into build/bin; "
@@ -95,12 +95,7 @@ class NettyServer(Server):
         return netty_binary_facts(root=True)     # root: it binds port 443
 
     def argv(self) -> list[str]:
-        argv = [self.executable(), "server", "--listen", listen_address(self.lab.address("server"), self.port),
-                "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--root", str(self.content.root),
-                "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
-        for d in self.content.live_dirs:      # quicbench's own live/<key> links point there
-            argv += ["--allow-dir", str(d)]
-        return argv
+        return [self.executable(), "server", *self.file_server_args()]
 
     def start(self, timeout: float = 10.0) -> None:
         # a JVM takes a second or two to listen, more on a busy machine

@@ -24,13 +24,10 @@ cubic or reno by the backoff, and by the configuration where no congestion event
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
-from quicbench.errors import QuicbenchError
-from quicbench.servers.base import BuiltServer, listen_address
+from quicbench.servers.base import RustServer
 
-VERSION_RE = re.compile(r"^quicbench-quiche-server (\S+) \((.*)\)\s*$")
 # one line per connection in the server's log: the controller it configured for it
 CC_LINE = re.compile(r"^connection ([0-9a-f]+) from \S+: congestion control (\S+)$")
 LOSS_BASED = ("cubic", "reno")
@@ -89,20 +86,7 @@ def cc_family(states: set[str]) -> str | None:
     return "bbr2" if bbr else "loss-based"
 
 
-def parse_version_line(line: str, regex: re.Pattern[str], own_key: str) -> dict[str, str]:
-    """'NAME 0.1.0 (quiche 0.30.0, boring-sys 5.4.0)' -> {own_key: '0.1.0', 'quiche': ..., 'boring_sys': ...}."""
-    m = regex.match(line)
-    if not m:
-        return {}
-    versions = {own_key: m.group(1)}
-    for part in m.group(2).split(","):
-        crate, _, ver = part.strip().partition(" ")
-        if crate and ver:
-            versions[crate.replace("-", "_")] = ver
-    return versions
-
-
-class QuicheServer(BuiltServer):
+class QuicheServer(RustServer):
     name = "quiche"
     protocols = frozenset({"h3"})
     quic_stack = "quiche"
@@ -114,14 +98,8 @@ class QuicheServer(BuiltServer):
     install_hint = "run 'make quiche' (builds stacks/quiche/ into build/bin; minutes: BoringSSL)"
     provisions = ("quiche",)
 
-
     def argv(self) -> list[str]:
-        argv = [self.executable(), "--listen", listen_address(self.lab.address("server"), self.port),
-                "--cert", str(self.tls.cert), "--key", str(self.tls.key), "--root", str(self.content.root),
-                "--cc", self.sender_cc or self.quic_ccs[0], *self.qlog_args()]
-        for d in self.content.live_dirs:      # quicbench's own live/<key> links point there
-            argv += ["--allow-dir", str(d)]
-        return argv
+        return [self.executable(), *self.file_server_args()]
 
     def reported_cc(self, qlogs: list[Path], trial_dir: Path) -> str | None:
         """The congestion controller of the trial's connections as far as quiche says: each
@@ -153,23 +131,3 @@ class QuicheServer(BuiltServer):
                 seen.add(backoff_cc(backoffs) or (configured if configured in LOSS_BASED else "cubic/reno"))
         (trial_dir / "server-cc.log").write_text("".join(k + "\n" for k in kept))
         return ",".join(sorted(seen)) or None
-
-    @classmethod
-    def version(cls) -> dict[str, str]:
-        """The server's version and its stack's crates: 'quicbench-quiche-server 0.1.0 (quiche
-        0.30.0, boring-sys 5.4.0)'."""
-        line = cls._version_line()
-        return parse_version_line(line, VERSION_RE, "quicbench_quiche_server") or {cls.name: line}
-
-    @classmethod
-    def version_text(cls) -> str:
-        m = VERSION_RE.match(cls._version_line())
-        return m.group(1) if m else cls._version_line()
-
-    @classmethod
-    def _version_line(cls) -> str:
-        try:
-            cp = subprocess.run([cls.executable(), *cls.version_args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise QuicbenchError(f"{cls.binary} --version: {e}") from e
-        return cp.stdout.strip()
