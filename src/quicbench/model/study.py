@@ -186,6 +186,14 @@ class Way(_Strict):
         return v
 
 
+def _known_keys(v: dict, accepted, where: str, what: str) -> dict:
+    """v itself, or the error naming its first key that is not accepted, with the accepted ones."""
+    bad = [k for k in v if k not in accepted]
+    if bad:
+        raise ValueError(f"{where}: unknown {what} {bad[0]!r}; accepted: {', '.join(accepted)}")
+    return v
+
+
 class Check(_Strict):
     """One machine-checkable part of a claim: protocol a's metric is higher (or lower) than b's, or
     the two are equivalent. A magnitude word of the claim is a stated threshold: ``ratio`` (a/b at
@@ -220,27 +228,18 @@ class Check(_Strict):
     @field_validator("conditions")
     @classmethod
     def _conds(cls, v: dict) -> dict:
-        bad = [k for k in v if k not in CONDITION_PARAMS]
-        if bad:
-            raise ValueError(f"conditions: unknown parameter {bad[0]!r}; accepted: {', '.join(CONDITION_PARAMS)}")
-        return v
+        return _known_keys(v, CONDITION_PARAMS, "conditions", "parameter")
 
     @field_validator("workload")
     @classmethod
     def _attrs(cls, v: dict) -> dict:
-        bad = [k for k in v if k not in WORKLOAD_ATTRS]
-        if bad:
-            raise ValueError(f"workload: unknown attribute {bad[0]!r}; accepted: {', '.join(WORKLOAD_ATTRS)}")
-        return v
+        return _known_keys(v, WORKLOAD_ATTRS, "workload", "attribute")
 
     @field_validator("protocols")
     @classmethod
     def _proto_attrs(cls, v: dict) -> dict:
         for proto, attrs in v.items():
-            bad = [k for k in attrs if k not in WORKLOAD_ATTRS]
-            if bad:
-                raise ValueError(f"protocols.{proto}: unknown attribute {bad[0]!r}; accepted: "
-                                 f"{', '.join(WORKLOAD_ATTRS)}")
+            _known_keys(attrs, WORKLOAD_ATTRS, f"protocols.{proto}", "attribute")
         return v
 
     @model_validator(mode="after")
