@@ -35,6 +35,7 @@ class ReplayServer(BuiltServer):
     name = "replay"
     protocols = frozenset({"h1", "h2", "h3"})
     binary = "qb-replay"
+    quic_stack = "quic-go"         # its h3 is quic-go's http3
     version_args = ("--version",)
     quic_cc_builtin = "reno"       # quic-go's one sender (as Caddy's)
     install_hint = "run 'make replay' (builds loadclient/cmd/qb-replay into build/bin)"
