@@ -34,7 +34,7 @@ class LoadClient(Client):
         try:
             return json.loads(out)
         except json.JSONDecodeError:
-            return {"qb_load": out.strip()}
+            return {cls.name.replace("-", "_"): out.strip()}
 
     def argv(self, target: Target, protocol: str, workload, trial_dir: Path, timeout_s: float) -> list[str]:
         return self.fetch_argv(target, protocol, target.content.path_template(workload.size_bytes),
@@ -97,14 +97,6 @@ class LoadCompatibleClient(LoadClient):
         if local.is_file() and os.access(local, os.X_OK):
             return str(local)
         raise QuicbenchError(f"missing binary '{local}': {cls.install_hint}")
-
-    @classmethod
-    def version(cls) -> dict[str, str]:
-        out = subprocess.run([cls.executable(), "--version"], capture_output=True, text=True, timeout=10).stdout
-        try:
-            return json.loads(out)
-        except json.JSONDecodeError:
-            return {cls.name: out.strip()}
 
     def extra_args(self, req: FetchRequest) -> list[str]:
         if req.options is not None and req.options.qlog and req.protocol == "h3":

@@ -29,6 +29,7 @@ is never a lab interface: such an inventory is refused before anything changes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -520,9 +521,7 @@ class SshLab(Lab):
             local = find_binary(name, "")
         except QuicbenchError:
             return None
-        cp = subprocess.run(f"{q(local)} {self._version_cmd(name)} 2>&1 | head -n1", shell=True,
-                            capture_output=True, text=True, timeout=20)
-        return cp.stdout.rstrip("\n")
+        return _first_line_of(local, self._version_cmd(name))
 
     def provision_dir(self, node: str) -> str:
         """Where --provision puts quicbench's own binaries when the host has no bin_dir (kept
@@ -797,6 +796,15 @@ awk '/^cpu[0-9]/ {printf "percpu %s %s\n", $8, $9}' /proc/stat
 awk '/^cpu / {b=$2+$3+$4+$7+$8+$9; t=b+$5+$6} /^cpu[0-9]/ {n++} END {printf "machine %.0f %.0f %d\n", b, t, n}' /proc/stat
 for p in /proc/[0-9]*; do read -r c < $p/comm || continue; case $c in ksoftirqd/*) cat $p/schedstat;; esac; done 2>/dev/null | awk '{w+=$2; n++} END {if (n) printf "softirq %.0f\n", w}'
 """
+
+
+@functools.lru_cache(maxsize=None)
+def _first_line_of(binary: str, args: str) -> str:
+    """The first line a local binary prints (stderr too) when run with args: asked once per run of
+    quicbench, however many hosts and checks compare against it."""
+    cp = subprocess.run(f"{q(binary)} {args} 2>&1 | head -n1", shell=True, capture_output=True, text=True,
+                        timeout=20)
+    return cp.stdout.rstrip("\n")
 
 
 def cpu_script(pgfile: str | None) -> str:
