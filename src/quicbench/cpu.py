@@ -301,11 +301,11 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
-def group_sched_seconds(pgid: int) -> tuple[float, float] | None:
+def group_sched_seconds(pgid: int, members: list[int] | None = None) -> tuple[float, float] | None:
     """(on-CPU seconds, run-queue wait seconds) of a server: every live process of its group (nginx
-    and Apache do their work in forked workers); on-CPU time includes the children the leader
-    already reaped (their wait time is not kept by the kernel)."""
-    members = group_members(pgid)
+    and Apache do their work in forked workers; `members` when the caller has them already); on-CPU
+    time includes the children the leader already reaped (their wait time is not kept by the kernel)."""
+    members = group_members(pgid) if members is None else members
     if not members:
         return None
     run = wait = 0.0

@@ -222,8 +222,9 @@ class Lab(ABC):
         """The server's and the endpoint machines' CPU counters now. Here every node is on this
         machine: the server's group and /proc/stat are read locally (inside User-Mode Linux, its)."""
         softirq = softirq_thread_wait_seconds()
-        cpus = sorted({c for p in group_members(server_pid) for c in last_cpus(p)}) if server_pid else []
-        return CpuCounters(group_sched_seconds(server_pid) if server_pid else None, {"": machine_cpu_ticks()},
+        members = group_members(server_pid) if server_pid else []     # one scan of /proc per reading
+        cpus = sorted({c for p in members for c in last_cpus(p)})
+        return CpuCounters(group_sched_seconds(server_pid, members) if server_pid else None, {"": machine_cpu_ticks()},
                            {"": softirq} if softirq is not None else {}, {"": per_cpu_ticks()}, cpus)
 
     def initcwnd_option(self) -> str:
