@@ -199,3 +199,23 @@ def test_quiches_losses_are_counted_from_its_running_total(tmp_path):
     clean = tmp_path / "bb_server.sqlog"           # no loss: 0 lost, 0 spurious (known)
     clean.write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs[:12]))
     assert (quic_counts(clean)["lost"], quic_counts(clean)["spurious"]) == (0, 0)
+
+
+def test_a_receiver_that_counts_its_losses_by_total_still_gives_its_ack_ratio(tmp_path):
+    """A client qlog in quiche's style (a running loss total, no packet_lost events) still
+    counts the packets it acknowledged in, so its ACK ratio is there (it once had no acks_sent
+    at all, and the trial raised instead of recording its row)."""
+    from quicbench.run.recovery import quic_client_columns
+    recs = [{"qlog_version": "0.3", "title": "quicbench-quiche-client 0.1.0 (quiche 0.30.0)"}]
+    recs += [{"time": float(i), "name": "quic:packet_received",
+              "data": {"header": {"packet_type": "1RTT", "packet_number": i}}} for i in range(8)]
+    recs += [{"time": 8.0 + i, "name": "quic:packet_sent",
+              "data": {"header": {"packet_type": "1RTT", "packet_number": i}, "frames": [{"frame_type": "ack"}]}}
+             for i in range(2)]
+    recs += [{"time": 11.0, "name": "quic:recovery_metrics_updated", "data": {"cf_lost_packets": {"total": 1}}}]
+    qlog = tmp_path / "qlog"
+    qlog.mkdir()
+    (qlog / "cc_client.sqlog").write_bytes(b"".join(b"\x1e" + json.dumps(r).encode() + b"\n" for r in recs))
+    cols = quic_client_columns(qlog)
+    assert cols["quic_client_lost"] == 1 and cols["quic_client_acks_sent"] == 2
+    assert cols["quic_client_ack_ratio"] == 4.0

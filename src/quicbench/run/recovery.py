@@ -242,7 +242,7 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     if not lost and cf_lost:
         # quiche: how many, not which: neither the trigger nor whether they were spurious is known
         return {"sent": sent, "lost": cf_lost, "reordering": 0, "time": 0, "untriggered": cf_lost,
-                "spurious": None, "received": received, "out_of_order": out_of_order,
+                "spurious": None, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
                 "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
                 "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
     triggers = list(lost.values())
