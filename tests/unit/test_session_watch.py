@@ -25,3 +25,14 @@ def test_a_started_watch_ends_when_stopped():
     watch.start()
     watch.stop()
     assert not watch.thread.is_alive()
+
+
+def test_a_trials_internal_error_names_the_exception_and_where_it_was_raised():
+    """A bug while reading one trial's results fails that trial with this reason (the sweep goes on)."""
+    from quicbench.run.session import internal_error
+    try:
+        {}["acks_sent"]
+    except KeyError as e:
+        reason = internal_error(e)
+    assert reason.startswith("quicbench internal error at test_session_watch.py:")
+    assert "KeyError: 'acks_sent'" in reason and reason.endswith("(a bug: please report it)")

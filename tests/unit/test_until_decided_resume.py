@@ -62,3 +62,21 @@ def test_the_interrupt_hint_carries_every_flag_that_shapes_the_run(tmp_path):
                jobs=2)
     hint = r._testbed_flags()
     assert "--until-decided 8" in hint and "--reps 3" in hint and "--only protocol=h1" in hint and "--jobs 2" in hint
+
+
+def test_a_bug_outside_a_trial_leaves_the_run_failed_with_its_reason_not_running(tmp_path):
+    """An exception that is no QuicbenchError (a quicbench bug) still ends meta.json's 'running':
+    failed, with the exception named, and the resume hint printed; the exception propagates."""
+    import io
+
+    import pytest
+    plan = plan_from_dict(PLAN)
+    store = _store(tmp_path, plan)
+    out = io.StringIO()
+    r = Runner(plan, store, Console(file=out, width=300), Selection())
+    with pytest.raises(KeyError):
+        with r._run_status():
+            raise KeyError("acks_sent")
+    meta = store.read_meta()
+    assert meta["status"] == "failed" and meta["failed_reason"] == "quicbench internal error: KeyError: 'acks_sent'"
+    assert "--resume" in out.getvalue()

@@ -190,10 +190,13 @@ class Runner:
             yield
             self.store.free_reserve()
             self.store.update_meta(status="complete", finished_at=time.time())
-        except (KeyboardInterrupt, SystemExit, QuicbenchError) as e:
+        except BaseException as e:
             self.store.free_reserve()
-            failed = isinstance(e, QuicbenchError) and not isinstance(e, EnvironmentFault)
-            end = ({"status": "failed", "failed_reason": str(e)} if failed else
+            # a quicbench bug outside a trial (not an error it raised on purpose) fails the run too
+            bug = isinstance(e, Exception) and not isinstance(e, QuicbenchError)
+            failed = bug or (isinstance(e, QuicbenchError) and not isinstance(e, EnvironmentFault))
+            reason = f"quicbench internal error: {type(e).__name__}: {e}" if bug else str(e)
+            end = ({"status": "failed", "failed_reason": reason} if failed else
                    {"status": "interrupted", "interrupted_by": type(e).__name__})
             for attempt in range(2):
                 try:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import faulthandler
 import platform
-import signal
 import secrets
+import signal
 import threading
+import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,8 @@ class LabSession:
             if isinstance(e, EnvironmentFault):
                 raise
             row = {**base_row(spec, client.name), "status": "failed", "error": str(e)}
+        except Exception as e:   # noqa: BLE001 - a bug in reading one trial's results fails that trial, not the sweep
+            row = {**base_row(spec, client.name), "status": "failed", "error": internal_error(e)}
         finally:
             watch.stop()
         # both ends' stacks on every row, a failed one's too (a failure is the pair's as much as a result)
@@ -307,6 +310,13 @@ class LabSession:
                    tcp_initcwnd=lab.state.get("tcp_initcwnd"), hops=lab.spec.hops,
                    host=platform.node(), near_ceiling=ceiling_.near_ceiling(row, ctx.ceiling), **lab.row_hosts())
         return row
+
+
+def internal_error(e: BaseException) -> str:
+    """A trial's failure that is quicbench's own bug, with where it happened (the innermost frame)."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+    return f"quicbench internal error{where}: {type(e).__name__}: {e} (a bug: please report it)"
 
 
 def server_exit(srv: Any) -> str | None:
