@@ -47,7 +47,8 @@ def test_a_lost_packet_acknowledged_later_was_a_spurious_loss(tmp_path):
     with open(f, "ab") as out:
         out.write(b"\x1e{\"name\": \"transport:packet_se")     # torn by a writer still at it
     assert quic_counts(f) == {"sent": 10, "lost": 3, "reordering": 1, "time": 2, "untriggered": 0, "spurious": 1,
-                              "received": 1, "out_of_order": 0, "acks_sent": 0, "ss_exit_cwnd": None, "ss_exit_without_loss": None}
+                              "received": 1, "out_of_order": 0, "acks_sent": 0, "blocked_sent": None, "ss_exit_cwnd": None,
+                              "ss_exit_without_loss": None}
     g = tmp_path / "b_server.sqlog"
     write_sqlog(g, sent[:4])
     cols = quic_columns([f, g])
@@ -165,8 +166,8 @@ def test_quinn_triggers_are_recomputed_and_spurious_losses_come_from_the_client(
     write_sqlog(client / "abcd_client.sqlog", [_pkt(20.0 + n, "transport:packet_received", n)
                                                for n in range(10) if n not in (5, 8)])
     assert quic_counts(f) == {"sent": 10, "lost": 4, "reordering": 2, "time": 2, "untriggered": 0, "spurious": None,
-                              "received": 2, "out_of_order": 0, "acks_sent": 0, "ss_exit_cwnd": None,
-                              "ss_exit_without_loss": None}
+                              "received": 2, "out_of_order": 0, "acks_sent": 0, "blocked_sent": None,
+                              "ss_exit_cwnd": None, "ss_exit_without_loss": None}
     assert quic_counts(f, client / "abcd_client.sqlog")["spurious"] == 2      # 2 and 7 arrived
     cols = quic_columns([f], client)
     assert (cols["quic_lost"], cols["quic_lost_reordering"], cols["quic_lost_time"], cols["quic_lost_spurious"]) == \

@@ -135,6 +135,30 @@ def test_each_cell_is_judged_against_the_fastest_tcp_reference():
     assert g.anchor("caddy", "qb-load") == "mx-fast-1x20MB-p1-caddy-qb-load"
 
 
+def test_the_grid_keeps_every_tcp_cell_and_counts_its_cpu_bound_trials():
+    r = matrix_rows()
+    for x in r:
+        x["cpu_bound"] = x["protocol"] != "h1"
+    g = grids_from_rows(frame_from_rows(r), Method())[0]
+    assert list(g.tcp) == ["h1/cubic", "h2/bbr"]
+    assert g.tcp["h2/bbr"].mean == pytest.approx(200, rel=0.01) and g.tcp["h2/bbr"].n == 5
+    assert g.tcp["h1/cubic"].sender_cpu_s_per_gb == pytest.approx(10) and g.tcp["h1/cubic"].cpu_bound == 0
+    assert g.trials == 27 and g.cpu_bound == 22 and not g.all_cpu_bound
+    for x in r:
+        x["cpu_bound"] = True
+    assert grids_from_rows(frame_from_rows(r), Method())[0].all_cpu_bound
+
+
+def test_flow_control_blocked_frames_are_per_trial_where_the_sender_logs_them():
+    r = matrix_rows()
+    for x in r:
+        if x["server"] == "ngtcp2" and x["protocol"] == "h3":
+            x["quic_fc_blocked"] = 3 if x["rep"] % 2 else 5
+    g = grids_from_rows(frame_from_rows(r), Method())[0]
+    assert g.cells[("ngtcp2", "qb-load")].fc_blocked == pytest.approx((3 + 5 + 3 + 5 + 3) / 5)
+    assert g.cells[("caddy", "qb-load")].fc_blocked is None       # not written: unknown, not 0
+
+
 def test_a_sender_swept_over_its_controllers_is_one_row_per_controller():
     r = matrix_rows() + rows("h3", "ngtcp2", "qb-load", [300 * x for x in NOISE], quic_cc="bbr")
     g = grids_from_rows(frame_from_rows(r), Method())[0]
@@ -212,8 +236,19 @@ def test_the_report_draws_the_grid_coloured_and_linked_to_its_details(tmp_path: 
     anchor = data.matrix[0].anchor("caddy", "qb-load")
     assert 'id="matrix"' in html and '<a href="#matrix">Stack matrix</a>' in html and f'<td class="mx-faster"><a href="#{anchor}">' in html
     assert f'<tr id="{anchor}">' in html and 'class="mx-slower"' in html and 'class="mx-equivalent"' in html
+    assert 'class="matrix-tcp"' in html and "h2/bbr (reference)" in html
     md = render_markdown(data)
     assert "## Stack matrix" in md and "| caddy | 99.99 0.50× ▼ | 400 2.00× ▲ |" in md   # geometric means
+    assert "| h2/bbr (reference) | 200 [" in md and "were CPU-bound" not in md
+
+
+def test_a_grid_whose_every_trial_was_cpu_bound_says_cpu_per_gb_is_the_measurement():
+    from quicbench.report.matrix import cpu_note
+    r = matrix_rows()
+    for x in r:
+        x["cpu_bound"] = True
+    g = grids_from_rows(frame_from_rows(r), Method())[0]
+    assert cpu_note(g).startswith("All 27 trials of this grid were CPU-bound")
 
 
 def test_aioquic_losses_are_counted_from_its_qlog(tmp_path: Path):
@@ -230,3 +265,31 @@ def test_aioquic_losses_are_counted_from_its_qlog(tmp_path: Path):
     f.write_text(_json.dumps({"qlog_format": "JSON", "traces": [{"events": sent + lost + ack}]}))
     c = quic_counts(f)
     assert c["sent"] == 4 and c["lost"] == 2 and c["spurious"] == 1 and c["untriggered"] == 2
+
+
+def _qlog(path: Path, sent_frames: list[list[dict]]) -> Path:
+    import json as _json
+    events = [{"time": i, "name": "transport:packet_sent",
+               "data": {"header": {"packet_type": "1RTT", "packet_number": i}, "frames": frames}}
+              for i, frames in enumerate(sent_frames)]
+    path.write_text(_json.dumps({"traces": [{"events": events}]}))
+    return path
+
+
+def test_flow_control_blocked_frames_the_sender_sent_are_counted_from_its_qlog(tmp_path: Path):
+    from quicbench.run.recovery import quic_columns
+    stream = [{"frame_type": "stream", "stream_id": 0}]
+    a = _qlog(tmp_path / "a_server.qlog", [stream, stream + [{"frame_type": "stream_data_blocked"}],
+                                           [{"frame_type": "data_blocked"}, {"frame_type": "ack"}], stream])
+    b = _qlog(tmp_path / "b_server.qlog", [stream + [{"frame_type": "streams_blocked"}]])   # not flow control
+    assert quic_columns([a, b])["quic_fc_blocked"] == 2
+    assert quic_columns([a, b], blocked_frames=False)["quic_fc_blocked"] is None     # a stack that never sends them
+    bare = _qlog(tmp_path / "c_server.qlog", [[], []])          # no frames logged: cannot say
+    assert quic_columns([bare])["quic_fc_blocked"] is None and quic_columns([a, bare])["quic_fc_blocked"] is None
+
+
+def test_only_the_stacks_that_never_send_blocked_frames_say_so():
+    from quicbench.servers.caddy import CaddyServer
+    from quicbench.servers.quinn import QuinnServer
+    assert not QuinnServer.quic_blocked_frames and not AioquicServer.quic_blocked_frames
+    assert CaddyServer.quic_blocked_frames

@@ -10,7 +10,10 @@ The verdict is the report's (``Method.compare``: the ratio of geometric means wi
 different / equivalent / inconclusive), Holm-corrected over the grid's cells. A cell also carries
 what explains it: CPU seconds per GB at the sender and at the receiver, the share of the sender's
 loss declarations that were spurious (where its qlog says), the receiver's ACK frequency (packets
-received per ACK it sent, from its qlog), and its CPU-bound, link-late and failed trials.
+received per ACK it sent, from its qlog), the flow-control BLOCKED frames the sender sent per trial
+(its qlog), and its CPU-bound, link-late and failed trials. The grid also keeps every TCP cell
+(the reference among them) with the same facts, and how many of its trials were CPU-bound: where
+all were (a fast path on a small machine), CPU per GB at each end is the measurement.
 
     grids_from_rows(frame, method) -> list[MatrixGrid]     (frame: analysis.load's rows)
 """
@@ -49,6 +52,7 @@ class MatrixCell:
     receiver_cpu_s_per_gb: float | None = None
     spurious_share: float | None = None    # quic_lost_spurious / quic_lost over the cell's trials
     ack_ratio: float | None = None         # packets the receiver got per packet it sent with an ACK (its qlog)
+    fc_blocked: float | None = None        # DATA_BLOCKED + STREAM_DATA_BLOCKED frames the sender sent, per trial
     server_stack: str | None = None
     client_stack: str | None = None
     trials: tuple[int, ...] = ()           # the successful trials' seq (their directories: trials/<seq>)
@@ -74,6 +78,14 @@ class MatrixGrid:
     reference_mean: float | None = None
     reference_n: int = 0
     n_tests: int = 0
+    tcp: dict[str, MatrixCell] = field(default_factory=dict)   # every TCP cell by its label ('h2/bbr'), unjudged
+    trials: int = 0                        # successful trials of the grid, h3 and TCP
+    cpu_bound: int = 0                     # of those, CPU-bound
+
+    @property
+    def all_cpu_bound(self) -> bool:
+        """Every successful trial of the grid was CPU-bound: the ends' CPUs may have set every pace."""
+        return self.trials > 0 and self.cpu_bound == self.trials
 
     def anchor(self, sender: str, receiver: str) -> str:
         """The HTML id of a cell's details row."""
@@ -131,12 +143,11 @@ def has_matrix(frame: pd.DataFrame) -> bool:
     return h3["server"].nunique() > 1 and h3["client"].nunique() > 1
 
 
-def _reference(tcp: pd.DataFrame, metric: str, min_n: int) -> tuple[str, pd.Series] | None:
+def _reference(tcp: pd.DataFrame, labels: pd.Series, metric: str, min_n: int) -> tuple[str, pd.Series] | None:
     """The TCP cell the grid's verdicts are against: the highest geometric mean among the cells with at
-    least min_n trials (any cell when none has): its label and its values."""
+    least min_n trials (any cell when none has): its label and its values. labels: each row's cell."""
     if tcp.empty:
         return None
-    labels = _references(tcp)
     means = tcp.groupby(labels)[metric].apply(_mean).dropna()
     counts = tcp.groupby(labels)[metric].count().reindex(means.index)
     if (counts >= min_n).any():
@@ -145,6 +156,14 @@ def _reference(tcp: pd.DataFrame, metric: str, min_n: int) -> tuple[str, pd.Seri
         return None
     best = str(means.idxmax())
     return best, tcp.loc[labels == best, metric]
+
+
+def _per_trial(rows: pd.DataFrame, column: str) -> float | None:
+    """The mean of a count over the trials that have it (None where none does)."""
+    if column not in rows:
+        return None
+    v = pd.to_numeric(rows[column], errors="coerce").dropna()
+    return float(v.mean()) if v.size else None
 
 
 def _first_text(values: pd.Series) -> str | None:
@@ -165,6 +184,7 @@ def _cell_facts(sender: str, receiver: str, rows: pd.DataFrame, metric: str) -> 
                 receiver_cpu_s_per_gb=None if receiver_cpu is None else receiver_cpu * per_gb,
                 spurious_share=_ratio(ok, "quic_lost_spurious", "quic_lost"),
                 ack_ratio=_ratio(ok, "quic_client_received", "quic_client_acks_sent"),
+                fc_blocked=_per_trial(ok, "quic_fc_blocked"),
                 server_stack=_first_text(rows["server_stack"]), client_stack=_first_text(rows["client_stack"]),
                 trials=tuple(int(x) for x in ok["seq"].dropna()))
 
@@ -183,7 +203,15 @@ def grids_from_rows(frame: pd.DataFrame, method: Method = Method(), metric: str 
             continue
         h3["_sender"] = _senders(h3)
         grid = MatrixGrid(str(cond), str(wl), sorted(h3["_sender"].unique()), sorted(h3["client"].astype(str).unique()))
-        ref = _reference(g[g["_base"].isin(TCP) & g["used"]], metric, method.min_n)
+        tcp = g[g["_base"].isin(TCP)]
+        labels = _references(tcp) if not tcp.empty else pd.Series(dtype=object)
+        ref = _reference(tcp[tcp["used"]], labels[tcp["used"]] if not tcp.empty else labels, metric, method.min_n)
+        if not tcp.empty:
+            for label, rows in tcp.groupby(labels, sort=True):
+                receiver = _first_text(rows["client"].astype(str)) or "?"
+                grid.tcp[str(label)] = MatrixCell(**_cell_facts(str(label), receiver, rows, metric), verdict="")
+        used = g[g["used"]]
+        grid.trials, grid.cpu_bound = len(used), int(used["cpu_bound"].sum())
         ref_values = None
         if ref is not None:
             grid.reference, ref_values = ref

@@ -26,9 +26,13 @@ def intro(data: ReportData) -> str:
             f"{'Holm-corrected' if m.correction == 'holm' else 'uncorrected'} over the grid's cells "
             f"({m.short()}); · too few trials. A sender's result belongs to the pair: the receiver's "
             f"acknowledgements, "
-            f"flow-control windows and per-packet cost shape it as much. The details give CPU seconds per GB at "
+            f"flow-control windows and per-packet cost shape it as much. Under each grid, every TCP cell with the "
+            f"same facts, then each pair's details: goodput with its 95 % CI, the ratio to the reference with its "
+            f"interval at the verdict's level, CPU seconds per GB at "
             f"each end (where a machine is CPU-bound, that is the measurement), the spurious share of the sender's "
-            f"loss declarations and the receiver's ACK ratio, packets received per ACK it sent (both with qlog), "
+            f"loss declarations, the receiver's ACK ratio (packets received per ACK it sent) and the flow-control "
+            f"BLOCKED frames (DATA_BLOCKED and STREAM_DATA_BLOCKED) the sender sent per trial, all three from qlog "
+            f"(– where no qlog was written or the stack's qlog does not say), "
             f"and the CPU-bound (⚙) and link-late (⏱: the link emulator released packets late) trials.")
 
 
@@ -47,6 +51,30 @@ def grid_heading(data: ReportData, g: MatrixGrid) -> str:
     return f"{g.condition} — {data.workload_title(g.workload)}: {ref}"
 
 
+def cpu_note(g: MatrixGrid) -> str | None:
+    """A line under a grid whose every trial was CPU-bound."""
+    if not g.all_cpu_bound:
+        return None
+    return (f"All {g.trials} trials of this grid were CPU-bound (⚙): an end's CPU, not the path, may have set every "
+            f"goodput here, so the verdicts compare what each pair's stacks do with this machine's CPUs, and CPU "
+            f"seconds per GB at each end is the measurement.")
+
+
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
+
+
+def tcp_table(g: MatrixGrid) -> SimpleTable:
+    """Every TCP cell of the grid (h1/h2 over each congestion control), the reference marked."""
+    t = SimpleTable(["TCP cell", "goodput [95 % CI]", "n", "failed", "CPU s/GB sender", "CPU s/GB receiver", "⚙",
+                     "link-late", "stacks"])
+    for label, c in g.tcp.items():
+        t.rows.append([f"{label} (reference)" if label == g.reference else label, mean_ci(c.mean, c.ci_low, c.ci_high),
+                       str(c.n), str(c.failed), num(c.sender_cpu_s_per_gb), num(c.receiver_cpu_s_per_gb),
+                       str(c.cpu_bound), str(c.link_late), f"{c.server_stack or '?'} → {c.client_stack or c.receiver}"])
+    return t
+
+
 def grid_table(g: MatrixGrid) -> SimpleTable:
     t = SimpleTable(["sender \\ receiver", *g.receivers])
     for s in g.senders:
@@ -56,14 +84,15 @@ def grid_table(g: MatrixGrid) -> SimpleTable:
 
 def details_table(g: MatrixGrid) -> SimpleTable:
     t = SimpleTable(["sender → receiver", "goodput [95 % CI]", "vs reference [CI at the verdict's level]", "p (adj.)", "verdict", "n",
-                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio", "⚙",
+                     "failed", "CPU s/GB sender", "CPU s/GB receiver", "spurious losses", "ACK ratio",
+                     "BLOCKED frames per trial", "⚙",
                      "link-late", "stacks", "trials"])
     for (s, r), c in sorted(g.cells.items()):
         t.rows.append([f"{s} → {r}", mean_ci(c.mean, c.ci_low, c.ci_high),
                        ratio_ci(c.ratio, c.ratio_low, c.ratio_high), pval(c.p),
                        verdict_text(c.verdict, c.reps_to_decide), str(c.n), str(c.failed),
                        num(c.sender_cpu_s_per_gb), num(c.receiver_cpu_s_per_gb),
-                       "–" if c.spurious_share is None else f"{100 * c.spurious_share:.0f} %", num(c.ack_ratio, 3),
+                       _share(c.spurious_share), num(c.ack_ratio, 3), num(c.fc_blocked, 3),
                        str(c.cpu_bound), str(c.link_late),
                        f"{c.server_stack or s} → {c.client_stack or r}",
                        " ".join(f"{x:05d}" for x in c.trials[:10]) + (" …" if len(c.trials) > 10 else "")])
@@ -76,8 +105,11 @@ def markdown_lines(data: ReportData) -> list[str]:
         return []
     out = [f"## {TITLE}", "", intro(data), ""]
     for g in data.matrix:
-        out += [f"### {grid_heading(data, g)}", "", grid_table(g).markdown(), "",
-                details_table(g).markdown(), ""]
+        note = cpu_note(g)
+        out += [f"### {grid_heading(data, g)}", "", grid_table(g).markdown(), ""]
+        out += [note, ""] if note else []
+        out += [tcp_table(g).markdown(), ""] if g.tcp else []
+        out += [details_table(g).markdown(), ""]
     return out
 
 
@@ -90,5 +122,6 @@ def html_context(data: ReportData) -> dict[str, Any]:
         details = details_table(g)
         anchors = [g.anchor(s, r) for (s, r) in sorted(g.cells)]
         grids.append({"heading": grid_heading(data, g), "receivers": g.receivers, "rows": rows,
-                      "details": details, "anchors": anchors})
+                      "details": details, "anchors": anchors, "note": cpu_note(g),
+                      "tcp": tcp_table(g) if g.tcp else None})
     return {"title": TITLE, "intro": intro(data), "grids": grids, "legend": LEGEND}

@@ -20,6 +20,13 @@ are counted from that, with no trigger (those columns stay empty) and spurious l
 qlog costs the server CPU: it is off unless asked for, and the CPU rule judges those trials with
 it on.
 
+Flow control: a sender that has data but no credit from the receiver's windows says so with a
+DATA_BLOCKED (connection) or STREAM_DATA_BLOCKED (stream) frame; the server's qlog logs the frames
+of each packet it sent, and the count of those two is the trial's ``quic_fc_blocked``. It is a
+count of frames, not of time blocked (a stack sends one per window it ran into, not per packet).
+Some stacks never send them (quinn-proto 0.11, aioquic: the driver's ``quic_blocked_frames``) and
+a qlog that logs no frames of the packets sent cannot say: both leave the column empty, not 0.
+
 quinn's qlog (quinn-proto 0.11) says less than quic-go's, and the reader makes up for it from
 what it does log:
 - it logs no acknowledgements (its packet_received events carry no frames, and quinn-proto 0.11
@@ -113,6 +120,9 @@ def qlog_records(path: Path):
         yield from trace.get("events", [])
 
 
+# the frames a sender sends when the receiver's flow control stops it (RFC 9000 19.12, 19.13)
+BLOCKED_FRAMES = ("data_blocked", "stream_data_blocked")
+
 # congestion states a sender leaves slow start for (qlog's congestion_state_updated); quic-go also
 # logs application_limited, which pauses slow start without ending it
 SLOW_START_EXITS = ("congestion_avoidance", "recovery")
@@ -174,6 +184,9 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     # quiche logs no packet_lost events, only its running count (recovery_metrics_updated's
     # cf_lost_packets.total): losses counted, with no packet numbers and no trigger
     cf_lost: int | None = None
+    # flow control: BLOCKED frames sent, and whether the qlog logs the frames of what it sent at all
+    blocked_sent = 0
+    frames_sent_logged = False
 
     def settle() -> None:
         delay = max(QUINN_TIME_THRESHOLD * max(rtt["smoothed_rtt"], rtt["latest_rtt"]) * 1000, QUINN_GRANULARITY_MS)
@@ -196,7 +209,10 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
             settle()
         if name in ("transport:packet_sent", "quic:packet_sent"):
             sent += 1
-            acks_sent += any(f.get("frame_type") == "ack" for f in data.get("frames") or ())
+            frames = data.get("frames") or ()
+            frames_sent_logged = frames_sent_logged or bool(frames)
+            acks_sent += any(f.get("frame_type") == "ack" for f in frames)
+            blocked_sent += sum(1 for f in frames if f.get("frame_type") in BLOCKED_FRAMES)
             k = _space_pn(data)
             if quinn and k and isinstance(t, (int, float)):
                 sent_at[k] = float(t)
@@ -233,6 +249,7 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
                         if r:
                             acked.setdefault(space, []).append((int(r[0]), int(r[-1])))
     settle()
+    blocked = blocked_sent if frames_sent_logged else None
     spurious: int | None
     if quinn:
         got = received_packets(peer) if peer is not None and peer.is_file() else None
@@ -243,12 +260,14 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
         # quiche: how many, not which: neither the trigger nor whether they were spurious is known
         return {"sent": sent, "lost": cf_lost, "reordering": 0, "time": 0, "untriggered": cf_lost,
                 "spurious": None, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
+                "blocked_sent": blocked,
                 "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
                 "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
     triggers = list(lost.values())
     return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),
             "spurious": spurious, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
+            "blocked_sent": blocked,
             "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
             "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
 
@@ -268,10 +287,13 @@ def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dic
     return total
 
 
-def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict[str, Any]:
-    """The trial's QUIC loss-recovery columns, summed over its connections' server qlogs. The
-    client's qlogs (client_qlog_dir) tell a sender that logs no acknowledgements which of its
-    losses were spurious, matched by file name (``<odcid>_server`` / ``<odcid>_client``)."""
+def quic_columns(files: list[Path], client_qlog_dir: Path | None = None,
+                 blocked_frames: bool = True) -> dict[str, Any]:
+    """The trial's QUIC loss-recovery and flow-control columns, summed over its connections' server
+    qlogs. The client's qlogs (client_qlog_dir) tell a sender that logs no acknowledgements which of
+    its losses were spurious, matched by file name (``<odcid>_server`` / ``<odcid>_client``).
+    blocked_frames: the sender's stack sends DATA_BLOCKED / STREAM_DATA_BLOCKED frames (else its
+    count says nothing: empty)."""
     if not files:
         return {}
     peers = {}
@@ -287,6 +309,7 @@ def quic_columns(files: list[Path], client_qlog_dir: Path | None = None) -> dict
             "quic_lost_reordering": t["reordering"] if split else None,
             "quic_lost_time": t["time"] if split else None, "quic_lost_spurious": t["spurious"],
             "quic_qlog_connections": len(files),
+            "quic_fc_blocked": t.get("blocked_sent") if blocked_frames else None,
             "quic_ss_exit_cwnd": int(statistics.median(t["ss_exit_cwnd"])) if t["ss_exit_cwnd"] else None,
             "quic_ss_exit_without_loss": sum(t["ss_exit_without_loss"]) if t["ss_exit_without_loss"] else None}
 

@@ -84,7 +84,8 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
     if server_qlog_dir is not None:
         target.lab.collect("server", server_qlog_dir)    # from a server on another host
     server_qlogs = recovery.take_server_qlogs(server_qlog_dir, trial_dir)
-    row.update(recovery.quic_columns(server_qlogs, trial_dir / "qlog"))
+    row.update(recovery.quic_columns(server_qlogs, trial_dir / "qlog",
+                                     blocked_frames=getattr(sender, "quic_blocked_frames", True)))
     cc_error = None
     if sender is not None and spec.protocol == "h3":
         row["quic_cc"] = sender.sender_cc

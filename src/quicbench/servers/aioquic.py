@@ -74,6 +74,7 @@ class AioquicServer(Server):
     install_hint = INSTALL_HINT
     provisions = ("aioquic",)
     quic_stack = "aioquic"
+    quic_blocked_frames = False    # aioquic sends STREAMS_BLOCKED only, never (STREAM_)DATA_BLOCKED
     qlog_option = "--qlog-dir"
     quic_ccs = ("reno", "cubic")   # aioquic's registered controllers; reno its default
 

@@ -85,6 +85,9 @@ class Server(ABC):
     # the application protocol it speaks over QUIC: "h3", or a transport-only one ("hq-interop",
     # "perf") that only a receiver speaking the same can fetch; preflight refuses other pairs
     quic_app: ClassVar[str] = "h3"
+    # its QUIC sender sends DATA_BLOCKED / STREAM_DATA_BLOCKED when the receiver's flow control stops
+    # it (False: never, so its qlog cannot show flow control: quic_fc_blocked stays empty)
+    quic_blocked_frames: ClassVar[bool] = True
     # False for a driver that needs its plan's definition first (the command driver, unbound)
     configured: ClassVar[bool] = True
 

@@ -31,6 +31,7 @@ class QuinnServer(RustServer):
     version_args = ("--version",)
     qlog_option = "--qlog-dir"
     quic_stack = "quinn"
+    quic_blocked_frames = False    # quinn-proto 0.11 receives BLOCKED frames but never sends them
     # quinn-proto 0.11's controllers, cubic its default; 'reno' is its NewReno (as ngtcp2's and
     # quic-go's are named here)
     quic_ccs = ("cubic", "reno", "bbr")
