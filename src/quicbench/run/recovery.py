@@ -23,7 +23,7 @@ it on.
 Flow control: a sender that has data but no credit from the receiver's windows says so with a
 DATA_BLOCKED (connection) or STREAM_DATA_BLOCKED (stream) frame; the server's qlog logs the frames
 of each packet it sent, and the count of those two is the trial's ``quic_fc_blocked``. It is a
-count of frames, not of time blocked (a stack sends one per window it ran into, not per packet).
+count of frames, not of time blocked (how often a stack repeats one while blocked is its own).
 Some stacks never send them (quinn-proto 0.11, aioquic: the driver's ``quic_blocked_frames``) and
 a qlog that logs no frames of the packets sent cannot say: both leave the column empty, not 0.
 
