@@ -286,6 +286,8 @@ def test_flow_control_blocked_frames_the_sender_sent_are_counted_from_its_qlog(t
     assert quic_columns([a, b], blocked_frames=False)["quic_fc_blocked"] is None     # a stack that never sends them
     bare = _qlog(tmp_path / "c_server.qlog", [[], []])          # no frames logged: cannot say
     assert quic_columns([bare])["quic_fc_blocked"] is None and quic_columns([a, bare])["quic_fc_blocked"] is None
+    silent = _qlog(tmp_path / "d_server.qlog", [])              # a connection that sent no packet
+    assert quic_columns([a, silent])["quic_fc_blocked"] == 2
 
 
 def test_only_the_stacks_that_never_send_blocked_frames_say_so():

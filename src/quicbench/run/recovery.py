@@ -249,7 +249,8 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
                         if r:
                             acked.setdefault(space, []).append((int(r[0]), int(r[-1])))
     settle()
-    blocked = blocked_sent if frames_sent_logged else None
+    # a connection that sent nothing (a stray Initial answered by no packet) was blocked 0 times
+    blocked = blocked_sent if frames_sent_logged or not sent else None
     spurious: int | None
     if quinn:
         got = received_packets(peer) if peer is not None and peer.is_file() else None
