@@ -367,7 +367,8 @@ def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData],
 
 # what a page table and a video table show, each with a verdict of its own (the best protocol
 # against each other one, Holm over the metric's comparisons of the table): (metric, label)
-PAGE_METRICS = (("page_load_ms", "load (ms)"), ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
+PAGE_METRICS = (("page_load_ms", "load (ms)"), ("lcp_ms", "LCP (ms)"), ("speed_index_ms", "Speed Index (ms)"),
+                ("dom_content_loaded_ms", "DOMContentLoaded (ms)"),
                 ("page_ttfb_ms", "TTFB (ms)"), ("page_weight_bytes", "page weight (MB)"),
                 ("page_requests", "requests"))
 VIDEO_METRICS = (("startup_s", "startup (s)"), ("stall_total_s", "stalled (s)"),

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import t as t_dist
 
+from quicbench.analysis.explain import explained_table
 from quicbench.analysis.load import RunData
 from quicbench.analysis.measures import split_protocol
 from quicbench.analysis.tables import (Method, center, metric_scale, best_protocols, cell_verdict, higher_is_better,
@@ -679,8 +680,8 @@ def build_studies(run: RunData, summary: pd.DataFrame, method: Method, bests: Be
         sd.all_named = bool(run.condition_order) and rx is not None and all(rx.fullmatch(c)
                                                                            for c in run.condition_order)
         for t in study.tables:
-            if t.kind == "variants":
-                built = variants_table(run, t, method)
+            if t.kind in WITHIN_RUN:
+                built = WITHIN_RUN[t.kind](run, t, method)
                 if built:
                     sd.tables.append(built)
                 continue
@@ -696,7 +697,7 @@ def build_studies(run: RunData, summary: pd.DataFrame, method: Method, bests: Be
                 sd.claims = claims(run, study, refs, method)
                 sd.tables.append({"id": t.id, "title": t.title, "note": f"{t.note} {CLAIMS_NOTE}".strip(),
                                   "claims": sd.claims})
-        if refs.empty and not summary.empty and any(t.kind != "variants" for t in study.tables):
+        if refs.empty and not summary.empty and any(t.kind not in WITHIN_RUN for t in study.tables):
             notes.append(f"Study {study.name} ({study.title}) applies ({why}) but none of its reference values "
                          f"match this run's conditions and workloads.")
         out.append(sd)
@@ -737,6 +738,10 @@ def variants_table(run: RunData, table: Table, method: Method) -> dict[str, Any]
         row["test"] = r
     return {"id": table.id, "title": table.title, "note": table.note, "variants": rows,
             "metrics": list(table.metrics)}
+
+
+# table kinds that need no reference values: built from the run alone
+WITHIN_RUN = {"variants": variants_table, "explained": explained_table}
 
 
 def figure_views(studies: list[StudyData]) -> list[View]:

@@ -58,6 +58,8 @@ OPTIONAL_METRICS: dict[str, str] = {
     "page_requests": "page requests",
     "page_connections": "page connections",
     "page_html_download_ms": "page HTML content download (ms)",
+    "lcp_ms": "largest contentful paint (ms)",
+    "speed_index_ms": "Speed Index (ms)",
     "httpstat_connect_ms": "httpstat: connect, QUIC: handshake (ms)",
     "httpstat_tls_ms": "httpstat: TLS handshake (ms)",
     "httpstat_server_ms": "httpstat: server processing (ms)",

@@ -43,7 +43,7 @@ REFERENCE_FIELDS = ("protocol", "seed_protocol", "condition", *CONDITION_PARAMS,
 # derived per-trial metrics the analysis computes beside the row schema's columns
 DERIVED_METRICS = ("wait_ms", "cpu_s_per_gb", "client_cpu_s_per_gb", "server_cpu_s_per_gb")
 METRIC_NAMES = frozenset([c.name for c in COLUMNS if c.type in ("int", "float")] + list(DERIVED_METRICS))
-TABLE_KINDS = ("reference_columns", "reference_vs_ours", "claims")
+TABLE_KINDS = ("reference_columns", "reference_vs_ours", "claims", "variants", "explained")
 FIGURE_KINDS = ("metric_vs_condition", "relative_to_best", "metric_vs_parameter", "timeseries")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,47}$")
 
@@ -291,14 +291,38 @@ class Variant(_Strict):
         return v
 
 
+class Explanation(_Strict):
+    """A measurement on the same loads that can explain a decided difference of an explained
+    table's metrics: the row column, its words, which way of it makes a load faster (fewer
+    connections, a shorter handshake, less stalling: ``lower``; more coalescing: ``higher``), the
+    table metrics it can explain, and the mechanism in words. It explains a difference when its
+    own comparison of the same two protocols on the same cell is decided (different, Holm over
+    its own family) and points the same way: toward the protocol that was faster."""
+    metric: str
+    name: str
+    faster_when: Literal["lower", "higher"]
+    explains: list[str] = Field(min_length=1)
+    why: str = ""
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        if v not in METRIC_NAMES:
+            raise ValueError(f"unknown metric {v!r}: a numeric column of docs/data.md")
+        return v
+
+
 class Table(_Strict):
     """A table the study draws. reference_columns: the reference beside the report's own table of
     `metric` (Table 1 for goodput). reference_vs_ours: per group and row (condition or metric), the
     reference per protocol with its ranking beside ours per way, with our ranking and verdict.
     claims: each of the study's claims checked on the run's cells. variants: what one factor does
     (needs no reference values): each cell of a variant condition (base name + suffix) over the
-    same cell of its base condition, on each metric, with the ratio's CI and the verdict."""
-    kind: Literal["reference_columns", "reference_vs_ours", "claims", "variants"]
+    same cell of its base condition, on each metric, with the ratio's CI and the verdict.
+    explained (needs no reference values): per cell (condition x workload of `workload_kind`) and
+    pair of protocols, each metric's verdict, and for every decided difference the `explanations`
+    that explain it (Explanation), or "unexplained"."""
+    kind: Literal["reference_columns", "reference_vs_ours", "claims", "variants", "explained"]
     id: str = ""
     title: str = ""
     note: str = ""
@@ -312,6 +336,12 @@ class Table(_Strict):
     group_title: str = "{group}"
     ways: list[Way] = Field(default_factory=lambda: [Way(name="ours")])
     variants: list[Variant] = Field(default_factory=list)   # variants
+    # explained: the pairs compared, a vs b ([] : every pair of the run's protocols, the later in
+    # the run's order against the earlier), the workloads (of this kind; none: all), the
+    # measurements that may explain a difference
+    pairs: list[tuple[str, str]] = Field(default_factory=list)
+    workload_kind: str | None = None
+    explanations: list[Explanation] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check(self) -> "Table":
@@ -320,10 +350,22 @@ class Table(_Strict):
                 raise ValueError(f"unknown metric {m!r}: a numeric column of docs/data.md")
         if self.kind == "reference_columns" and not self.metric:
             raise ValueError("reference_columns needs metric = \"...\"")
-        if self.kind in ("reference_vs_ours", "variants") and not self.metrics:
+        if self.kind in ("reference_vs_ours", "variants", "explained") and not self.metrics:
             raise ValueError(f"{self.kind} needs metrics = [...]")
         if self.kind == "variants" and not self.variants:
             raise ValueError("variants needs variants = [{ suffix = \"_noreorder\", name = \"...\" }, ...]")
+        if self.kind == "explained":
+            if not self.explanations:
+                raise ValueError("explained needs explanations = [{ metric = \"page_connections\", name = \"...\", "
+                                 "faster_when = \"lower\", explains = [...] }, ...]")
+            for e in self.explanations:
+                bad = [m for m in e.explains if m not in self.metrics]
+                if bad:
+                    raise ValueError(f"explanation {e.metric}: explains {bad[0]!r}, not a metric of the table; "
+                                     f"accepted: {', '.join(self.metrics)}")
+            for pair in self.pairs:
+                if pair[0] == pair[1]:
+                    raise ValueError(f"pairs: {pair[0]} vs itself; a pair is two protocols")
         if self.kind != "reference_columns" and not NAME_RE.match(self.id or ""):
             raise ValueError(f"id {self.id!r}: 1-48 characters of a-z, 0-9, '-', '_', '.' (an HTML anchor)")
         return self

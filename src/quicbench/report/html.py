@@ -57,7 +57,8 @@ def render_report(data: ReportData, plots: dict[str, list[Plot]] | None = None) 
         "page_phases_table": views.page_phases_table(data), "page_phases_note": views.PAGE_PHASES_NOTE,
         "video_table": views.video_table(data), "recovery_table": views.recovery_table(data),
         "measures": measures_context(data), "matrix": matrix_context(data),
-        "claims_tables": views.claims_tables(data), "variants_tables": views.variants_tables(data), "page_verdicts": views.verdict_table(data, "page"),
+        "claims_tables": views.claims_tables(data), "variants_tables": views.variants_tables(data), "explained_tables": views.explained_tables(data),
+        "explained_note": views.EXPLAINED_NOTE, "explanations_text": views.explanations_text, "page_verdicts": views.verdict_table(data, "page"),
         "video_verdicts": views.verdict_table(data, "video"),
         "kind_tables": [(KINDS.get(k).title, k, views.kind_table(data, k), views.verdict_table(data, k))
                         for k in data.other_kinds],

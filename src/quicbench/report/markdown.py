@@ -59,6 +59,11 @@ def render_markdown(data: ReportData) -> str:
     for tbl, t in views.claims_tables(data):
         out += [f"## {tbl['title']}", "", " ".join(tbl["note"].split()) + f" ({data.method.short()})", "",
                 t.markdown(), ""]
+    for tbl, tally, parts in views.explained_tables(data):
+        out += [f"## {tbl['title']}", "", " ".join(f"{tbl['note']} {views.EXPLAINED_NOTE} {views.explanations_text(tbl)}".split())
+                + f" ({data.method.short()})", "", tally.markdown(), ""]
+        for title, t in parts:
+            out += [f"### {title}", "", t.markdown(), ""]
     for (a, b) in data.diffs:
         t = views.diff_table(data, a, b)
         if t:

@@ -30,6 +30,10 @@ from quicbench.stats import (DIFFERENT, EQUIVALENT, INCONCLUSIVE, LOG, N_TOO_SMA
 KIND_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
     k.name: [(m.name, m.header, m.digits, m.higher_is_better) for m in k.metrics] for k in KINDS}
 HEADLINE = {kind: metrics[0] for kind, metrics in KIND_METRICS.items()}
+# shown beside a kind's metrics where its cells measured them: what a person sees of a page
+# (largest contentful paint, Speed Index: docs/pages.md)
+SEEN_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
+    "page": [("lcp_ms", "LCP ms", 0, False), ("speed_index_ms", "SI ms", 0, False)]}
 WHAT = {m.name: m.what for k in KINDS for m in k.metrics if m.what}
 
 
@@ -102,6 +106,7 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
                "n_failed": int(r["n_failed"]), "n_cpu_bound": int(r["n_cpu_bound"]), "best": bool(r["is_best"])}
         for metric, *_ in KIND_METRICS[kind]:
             row[metric] = _mean(r, metric)
+        row.update({m: v for m, *_ in SEEN_METRICS.get(kind, []) if (v := _mean(r, m)) is not None})
         row["client_cpu_s"] = finite(r.get("client_cpu_s_mean"))
         row["server_cpu_s"] = finite(r.get("server_cpu_s_mean"))
         rows.append(row)
@@ -363,7 +368,7 @@ def _kind_table(cells: list[dict[str, Any]], kind: str, names: dict[str, dict[st
     """One kind's table. names: for condition, workload and protocol, how each name is shown
     (a mapping; a name it lacks is shown whole), or None to leave the column out (it is said
     above the table)."""
-    metrics = KIND_METRICS[kind]
+    metrics = KIND_METRICS[kind] + [m for m in SEEN_METRICS.get(kind, []) if any(m[0] in r for r in cells)]
     heads = {"condition": "C" if compact else "cond", "workload": "W" if compact else "workload",
              "protocol": "P" if compact else "proto"}
     shown = [f for f in ("condition", "workload", "protocol") if names.get(f, {}) is not None]
@@ -373,7 +378,7 @@ def _kind_table(cells: list[dict[str, Any]], kind: str, names: dict[str, dict[st
         vals = []
         for i, (m, _, digits, _) in enumerate(metrics):
             mark = "*" if i == 0 and r["best"] else ""
-            vals.append(_fmt(r[m], digits) + mark)
+            vals.append(_fmt(r.get(m), digits) + mark)
         cpu = f"{_fmt(r['client_cpu_s'], 2)}/{_fmt(r['server_cpu_s'], 2)}"
         rows.append([*((names.get(f) or {}).get(r[f], r[f]) for f in shown), f"{r['n']}/{r['n_trials']}", *vals,
                      cpu, str(r["n_cpu_bound"]) if r["n_cpu_bound"] else ""])

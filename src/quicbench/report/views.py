@@ -438,3 +438,79 @@ def table1_markdown(data: ReportData) -> list[tuple[str, SimpleTable]]:
             t.rows.append(row)
         out.append((blk["title"], t))
     return out
+
+
+# -- explained verdicts (a study's `explained` table: analysis/explain.py) ------------------------
+EXPLAINED_NOTE = (
+    "Per cell and pair of protocols a vs b: each metric's geometric means, the ratio a/b with its interval at the "
+    "verdict's level and the verdict, Holm over that metric's comparisons in this table. For every decided difference, "
+    "the measurements on the same loads that explain it: a measurement the study names as able to explain the metric "
+    "whose own comparison of the same two protocols in the same cell is decided different (Holm over that "
+    "measurement's comparisons) and points toward the faster protocol, with its ratio a/b; none: 'unexplained'. A "
+    "measurement decided the other way is listed as 'against'. ⚙k: k of the cell's loads CPU-bound, ⌛k: link-late.")
+
+
+def _change(test: stats.TestResult) -> str:
+    """'0.82 [0.75, 0.9]' (ratio a/b) or '-3.1 [-4, -2] (difference)' for a metric that can be 0."""
+    if test.ratio is None and test.difference is not None:
+        e, lo, hi = stats.estimate_digits(test.difference, test.diff_low, test.diff_high, null=0.0, signed=True)
+        return f"{e} [{lo}, {hi}] (difference)"
+    return ratio_ci(test.ratio, test.ratio_low, test.ratio_high)
+
+
+def _measured(x: dict) -> str:
+    """'connections opened 0.5 [0.45, 0.55]' (a/b), or with a value of 0 in the cells (no ratio)
+    'all streams idle 412 vs 0'."""
+    change = _change(x["test"])
+    return f"{x['explanation'].name} " + (change if change != "–" else f"{num(x['mean_a'])} vs {num(x['mean_b'])}")
+
+
+def explained_text(row: dict) -> str:
+    """What a row's difference is explained by: 'connections opened 0.5 [0.45, 0.55]; ...', or
+    'unexplained', each with the measurements decided the other way; '–' when nothing was decided."""
+    if not row["status"]:
+        return "–"
+    said = "; ".join(_measured(x) for x in row["by"]) or "unexplained"
+    if row["against"]:
+        said += " (against: " + "; ".join(_measured(x) for x in row["against"]) + ")"
+    return said
+
+
+def explanations_text(tbl: dict) -> str:
+    """The table's measurements in words: 'connections opened (fewer is faster: every new ...)'."""
+    return "The measurements, which way of each is faster, and why: " + "; ".join(
+        f"{e.name} ({e.faster_when} is faster"
+        + (f": {e.why}" if e.why else "") + ")" for e in tbl["explanations"]) + "."
+
+
+def explained_tables(data: ReportData) -> list[tuple[dict, SimpleTable, list[tuple[str, SimpleTable]]]]:
+    """Each study's explained tables: (the table, its tally per metric, [(metric label, rows)])."""
+    out = []
+    for sd in data.studies:
+        for tbl in sd.tables:
+            if "explained" not in tbl:
+                continue
+            tally = SimpleTable(["metric", "comparisons", "decided different", "explained", "unexplained"])
+            for m in tbl["metrics"]:
+                t = tbl["tally"][m]
+                if t["compared"]:
+                    tally.rows.append([METRIC_LABELS.get(m, m), str(t["compared"]), str(t["different"]),
+                                       str(t["explained"]), str(t["unexplained"])])
+            parts = []
+            for m in tbl["metrics"]:
+                t = SimpleTable(["condition", "workload", "a vs b", "a", "b", "a/b [CI at the verdict's level]",
+                                 "p (adj.)", "verdict", "explained by (the same loads)", "n"])
+                for r in tbl["explained"]:
+                    if r["metric"] != m:
+                        continue
+                    res = r["test"]
+                    marks = (f" ⚙{r['n_cpu_bound']}" if r["n_cpu_bound"] else "") + (
+                        f" ⌛{r['n_link_late']}" if r["n_link_late"] else "")
+                    t.rows.append([r["condition"], _wl(data, r["workload"]), f"{r['a']} vs {r['b']}",
+                                   num(r["mean_a"]), num(r["mean_b"]), _change(res), pval(res.p),
+                                   verdict_text(res.verdict, res.reps_to_decide, stats.margin_text(res)),
+                                   explained_text(r), f"{r['n_a']} / {r['n_b']}{marks}"])
+                if t.rows:
+                    parts.append((METRIC_LABELS.get(m, m), t))
+            out.append((tbl, tally, parts))
+    return out
