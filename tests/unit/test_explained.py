@@ -138,6 +138,11 @@ def test_the_report_shows_the_verdicts_and_their_explanations(tmp_path):
     ((_, tally, parts),) = explained_tables(data)
     assert [t for t, _ in parts][:2] == ["largest contentful paint (ms)", "Speed Index (ms)"]
     assert all(len(r) == len(tally.headers) for r in tally.rows)
+    from collections import defaultdict
+    from quicbench.report.html import render_report
+    html = render_report(data, plots=defaultdict(list))
+    assert '<h3 id="page-verdicts">Page verdicts and what explains them</h3>' in html
+    assert "<h4>Speed Index (ms)</h4>" in html and "unexplained (against: connections opened" in html
 
 
 def test_the_pages_study_and_bad_explained_tables(tmp_path):

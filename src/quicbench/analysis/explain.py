@@ -18,6 +18,7 @@ from typing import Any
 
 from quicbench import stats
 from quicbench.analysis.load import RunData
+from quicbench.analysis.measures import split_protocol
 from quicbench.analysis.tables import Method, center, higher_is_better, samples
 from quicbench.model.study import Explanation, Table
 from quicbench.stats import DIFFERENT
@@ -26,9 +27,18 @@ EXPLAINED = "explained"
 UNEXPLAINED = "unexplained"
 
 
+def _named(run: RunData, name: str) -> list[str]:
+    """The run's protocols a pair's name stands for: itself, else those of that base protocol
+    (h3 for h3@quinn/bbr when the run names its stacks)."""
+    if name in run.protocols:
+        return [name]
+    return [p for p in run.protocols if split_protocol(p)[0] == name]
+
+
 def _pairs(run: RunData, table: Table) -> list[tuple[str, str]]:
     if table.pairs:
-        return [(a, b) for a, b in table.pairs if a in run.protocols and b in run.protocols]
+        return list(dict.fromkeys((x, y) for a, b in table.pairs for x in _named(run, a) for y in _named(run, b)
+                                  if x != y))
     protos = list(run.protocols)
     return [(b, a) for i, a in enumerate(protos) for b in protos[i + 1:]]
 
