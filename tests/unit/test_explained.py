@@ -34,7 +34,7 @@ CELLS = {
 }
 
 
-def page_run(d: Path, reps: int = 8, study: str | None = "pages") -> Path:
+def page_run(d: Path, reps: int = 8, study: str | None = "pages", suffix: str = "") -> Path:
     rng = np.random.default_rng(11)
     rows = []
     for (c, p), (lcp, fcp, hs, conns, idle) in CELLS.items():
@@ -42,7 +42,7 @@ def page_run(d: Path, reps: int = 8, study: str | None = "pages") -> Path:
             def jit(x: float) -> float:
                 return x * float(rng.lognormal(0, 0.05))
             rows.append({"key": f"{c}|{PAGE}|{p}|r{rep}", "condition": c, "workload": PAGE, "kind": "page",
-                         "protocol": p, "rep": rep, "status": "ok", "lcp_ms": jit(lcp),
+                         "protocol": p + suffix, "rep": rep, "status": "ok", "lcp_ms": jit(lcp),
                          "speed_index_ms": jit(lcp * 0.8), "first_contentful_paint_ms": jit(fcp),
                          "page_load_ms": jit(lcp * 2), "handshake_ms": jit(hs), "page_connections": conns,
                          "all_streams_idle_ms": jit(idle) if idle else 0.0, "body_stall_ms_max": jit(50.0),
@@ -187,3 +187,12 @@ def test_the_terminal_shows_lcp_and_speed_index_where_loads_measured_them(tmp_pa
     (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     bare = summary_data(load_run(d))
     assert "lcp_ms" not in bare["cells"][0] and "LCP ms" not in render(bare, width=120)
+
+
+def test_pairs_name_base_protocols(tmp_path):
+    """A run whose protocols name their server (h3@replay) is compared as the pairs name them."""
+    tbl = table(page_run(tmp_path / "run", suffix="@replay"))
+    lcp = [r for r in tbl["explained"] if r["metric"] == "lcp_ms" and r["condition"] == "mobile"]
+    assert [(r["a"], r["b"]) for r in lcp] == [("h2@replay", "h1@replay"), ("h3@replay", "h1@replay"),
+                                               ("h3@replay", "h2@replay")]
+    assert next(r for r in lcp if r["a"] == "h2@replay")["status"] == "explained"
