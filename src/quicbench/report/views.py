@@ -447,7 +447,8 @@ EXPLAINED_NOTE = (
     "the measurements on the same loads that explain it: a measurement the study names as able to explain the metric "
     "whose own comparison of the same two protocols in the same cell is decided different (Holm over that "
     "measurement's comparisons) and points toward the faster protocol, with its ratio a/b; none: 'unexplained'. A "
-    "measurement decided the other way is listed as 'against'. ⚙k: k of the cell's loads CPU-bound, ⌛k: link-late.")
+    "measurement decided the other way is listed as 'against'. n: the two protocols' loads; ⚙k: k of them "
+    "CPU-bound, ⌛k: link-late.")
 
 
 def _change(test: stats.TestResult) -> str:
