@@ -34,6 +34,9 @@ def test_speed_index_is_the_area_above_the_curve():
     assert r == {"speed_index_ms": 200.0, "visually_complete_ms": 300.0, "first_visual_change_ms": 100.0}
     assert speed_index([(-20, 0), (50, 100)])["speed_index_ms"] == 50.0   # frames before the start count from 0
     assert speed_index([])["speed_index_ms"] is None
+    # only a frame from before the navigation: no progress curve, not a Speed Index of 0
+    assert speed_index([(-5, 100)]) == {"speed_index_ms": None, "visually_complete_ms": None,
+                                        "first_visual_change_ms": None}
 
 
 def jpeg(fill):
@@ -53,3 +56,4 @@ def test_visual_metrics_from_frames():
     # white until 200 ms, about half until 500 ms: 200 + ~0.5 x 300
     assert 330 <= m["speed_index_ms"] <= 370
     assert visual_metrics([], t0)["speed_index_ms"] is None
+    assert visual_metrics([(t0 / 1000 - 0.01, jpeg(0))], t0)["speed_index_ms"] is None

@@ -47,8 +47,9 @@ def frame_progress(hist: list[list[int]], start: list[list[int]], final: list[li
 
 def speed_index(progress: list[tuple[float, int]]) -> dict[str, Any]:
     """progress: (ms from navigation start, percent) of each frame in time order, the last at 100.
-    {speed_index_ms, visually_complete_ms, first_visual_change_ms}."""
-    if not progress:
+    {speed_index_ms, visually_complete_ms, first_visual_change_ms}; all None without a frame
+    after the navigation start (a screencast that caught only the page before it: no curve)."""
+    if not progress or max(t for t, _ in progress) <= 0:
         return {"speed_index_ms": None, "visually_complete_ms": None, "first_visual_change_ms": None}
     si, last_t, last_p = 0.0, 0.0, 0
     complete = first_change = None
