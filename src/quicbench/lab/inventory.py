@@ -157,6 +157,20 @@ class Inventory(BaseModel):
             raise QuicbenchError("inventory: router2: a plan with hops = 2 needs a [router2] host")
         return h
 
+    def lab_ifaces(self, node: str) -> dict[str, str]:
+        """field -> interface name of node's lab interfaces."""
+        h = self.host(node)
+        if isinstance(h, EndHost):
+            return {"iface": h.iface}
+        return {"if_client": h.if_client, "if_server": h.if_server}
+
+    def lab_addresses(self, node: str) -> dict[str, str]:
+        """interface -> lab address with prefix."""
+        h = self.host(node)
+        if isinstance(h, EndHost):
+            return {h.iface: h.address}
+        return {h.if_client: h.ip_client, h.if_server: h.ip_server}
+
     def setting(self, node: str, key: str) -> Any:
         """A host's own value, else [ssh]'s, else the built-in default."""
         v = getattr(self.host(node), key)
