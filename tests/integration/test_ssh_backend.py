@@ -16,6 +16,7 @@ import re
 import secrets
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,8 @@ pytestmark = [pytest.mark.integration, root_only,
               pytest.mark.skipif(not Path("/usr/sbin/sshd").exists(), reason="needs openssh-server")]
 
 HOSTS = ("client", "router", "server")
+# the controller's build of quicbench's own binaries: the hosts (sharing this disk) run it from there
+BIN = Path(os.environ.get("QUICBENCH_BIN", REPO / "build" / "bin"))
 LINE = {  # namespace-side interface names of the line client -- router -- server
     "client": ["eth1"], "router": ["c0", "s0"], "server": ["eth1"]}
 
@@ -146,16 +149,16 @@ class Hosts:
         last = len(self.names) - 2       # the segment between the last router and the server
         fields = {
             "client": {"host": self.mgmt["client"][1], "iface": "eth1", "address": "198.18.250.1/24",
-                       "bin_dir": str(REPO / "build" / "bin")},
+                       "bin_dir": str(BIN)},
             "router": {"host": self.mgmt["router"][1], "if_client": "c0", "if_server": "s0",
                        "ip_client": "198.18.250.2/24", "ip_server": "198.18.251.1/24",
-                       "bin_dir": str(REPO / "build" / "bin")},
+                       "bin_dir": str(BIN)},
             "router2": {"host": self.mgmt["router2"][1] if "router2" in self.mgmt else "", "if_client": "c0",
                         "if_server": "s0", "ip_client": "198.18.251.2/24", "ip_server": "198.18.252.1/24",
-                        "bin_dir": str(REPO / "build" / "bin")},
+                        "bin_dir": str(BIN)},
             # the server's host runs this checkout's Caddy (its PATH's is Debian's 2.6: refused)
             "server": {"host": self.mgmt["server"][1], "iface": "eth1", "address": f"198.18.{250 + last}.2/24",
-                       "bin_dir": str(REPO / "build" / "bin")},
+                       "bin_dir": str(BIN)},
         }
         lines = ["[ssh]", 'user = "root"', f'key = "{self.key}"', "deadman_s = 6", ""]
         for h in self.names:
@@ -525,7 +528,7 @@ protocols = ["h1", "h2", "h3"]
 repetitions = 1
 link = "linkem"
 [servers]
-h3 = ["caddy", "quinn"]
+h3 = {h3}
 [[conditions]]
 name = "lossy"
 delay_ms = 10
@@ -536,6 +539,8 @@ size = "200KB"
 count = 4
 parallel = 2
 """
+# every HTTP/3 server stack, each on its own host as on the namespace lab
+PARITY_H3 = ("caddy", "ngtcp2", "quinn", "aioquic", "netty", "quiche")
 
 
 def filled_columns(run: Path) -> dict[str, tuple[set[str], set[str]]]:
@@ -543,40 +548,66 @@ def filled_columns(run: Path) -> dict[str, tuple[set[str], set[str]]]:
     rows = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
     out: dict[str, tuple[set[str], set[str]]] = {}
     for r in rows:
-        assert r["status"] == "ok", r.get("error")
+        assert r["status"] == "ok", (r["protocol"], r["server"], r.get("error"))
         have = {k for k, v in r.items() if v is not None}
         every, some = out.get(f"{r['protocol']}@{r['server']}", (have, set()))
         out[f"{r['protocol']}@{r['server']}"] = (every & have, some | have)
     return out
 
 
-def test_the_namespace_lab_and_ssh_hosts_fill_the_same_columns(hosts, tmp_path, qb_env):
-    """One lossy plan of h1, h2 and h3 (two QUIC stacks) on both backends: a column filled in every
-    row of one is filled in some row of the other, unless the columns table says which backend
-    alone fills it (docs/hosts.md)."""
-    from quicbench.model.columns import backend_differences
-    plan = tmp_path / "p.toml"
-    plan.write_text(PARITY_PLAN)
-    cp = qb(qb_env, "run", str(plan), "--out", str(tmp_path / "netns"), "--no-report")
+def parity_stacks() -> list[str]:
+    from quicbench.servers import SERVERS
+    return [s for s in PARITY_H3 if SERVERS.get(s).available()[0]]
+
+
+@pytest.fixture(scope="module")
+def parity_runs(hosts, tmp_path_factory):
+    """One lossy plan of h1, h2 and h3 on every HTTP/3 server stack this machine has, run once on
+    the namespace lab and once over the SSH hosts (aioquic runs on the hosts' Python: here the
+    controller's, as the inventory's `python` names it)."""
+    d = tmp_path_factory.mktemp("parity")
+    env = dict(os.environ, QUICBENCH_STATE=str(d / "state"), COLUMNS="200")
+    stacks = parity_stacks()
+    plan = d / "p.toml"
+    plan.write_text(PARITY_PLAN.format(h3=json.dumps(stacks)))
+    t0 = time.monotonic()
+    cp = qb(env, "run", str(plan), "--out", str(d / "netns"), "--no-report")
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    inv = hosts.inventory(tmp_path / "hosts.toml")
-    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "ssh"),
+    t1 = time.monotonic()
+    python = {"python": sys.executable}
+    inv = hosts.inventory(d / "hosts.toml", client=python, server=python)
+    cp = qb(env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(d / "ssh"),
             "--no-report")
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    local, remote = filled_columns(only_run_dir(tmp_path / "netns")), filled_columns(only_run_dir(tmp_path / "ssh"))
-    assert set(local) == set(remote) == {"h1@caddy", "h2@caddy", "h3@caddy", "h3@quinn"}
+    t2 = time.monotonic()
+    print(f"\nparity: {len(stacks) + 2} trials a backend ({', '.join(stacks)}): namespace lab {t1 - t0:.1f}s, "
+          f"ssh hosts {t2 - t1:.1f}s")
+    local, remote = filled_columns(only_run_dir(d / "netns")), filled_columns(only_run_dir(d / "ssh"))
+    assert set(local) == set(remote) == {"h1@caddy", "h2@caddy", *(f"h3@{s}" for s in stacks)}
+    assert hosts.wait_clean() == {}
+    return local, remote
+
+
+@pytest.mark.parametrize("key", ["h1@caddy", "h2@caddy", *(f"h3@{s}" for s in PARITY_H3)])
+def test_the_namespace_lab_and_ssh_hosts_fill_the_same_columns(parity_runs, key):
+    """A column filled in every row of one backend is filled in some row of the other, unless the
+    columns table says which backend alone fills it (docs/hosts.md); each HTTP/3 server stack's
+    loss recovery comes from its qlogs on its host."""
+    from quicbench.model.columns import backend_differences
+    local, remote = parity_runs
+    if key not in local:
+        pytest.skip(f"{key.split('@')[1]} is not installed here (make setup-all)")
     excused = {c.name: set(c.backends) for c in backend_differences()}
     # filled only when a trial was judged CPU-bound: a verdict on this busy machine, not a
     # measurement one backend lacks
     verdicts = {"cpu_bound_by"}
-    for key in local:
-        local[key], remote[key] = ((e - verdicts, s - verdicts) for e, s in (local[key], remote[key]))
-        only_local = {c for c in local[key][0] - remote[key][1] if "ssh" in excused.get(c, {"ssh"})}
-        only_remote = {c for c in remote[key][0] - local[key][1] if "netns" in excused.get(c, {"netns"})}
-        assert not only_local and not only_remote, (key, only_local, only_remote)
-    # what the hosts added: the QUIC senders' loss recovery from their qlogs, on their host
-    for key in ("h3@caddy", "h3@quinn"):
-        assert {"quic_packets_sent", "quic_lost", "quic_qlog_connections"} <= remote[key][0], key
+    (le, ls), (re_, rs) = ((e - verdicts, s - verdicts) for e, s in (local[key], remote[key]))
+    only_local = {c for c in le - rs if "ssh" in excused.get(c, {"ssh"})}
+    only_remote = {c for c in re_ - ls if "netns" in excused.get(c, {"netns"})}
+    assert not only_local and not only_remote, (key, only_local, only_remote)
+    if key.startswith("h3@"):
+        # what the hosts added: the QUIC sender's loss recovery from its qlogs, on its host
+        assert {"quic_packets_sent", "quic_lost", "quic_qlog_connections"} <= re_, (key, sorted(re_))
 
 
 def test_a_host_with_another_build_of_a_quicbench_binary_is_refused(hosts, tmp_path, qb_env):

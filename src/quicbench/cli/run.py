@@ -284,10 +284,17 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
     from quicbench.lab.ssh import check_hosts
     from quicbench.model.plan import expand
     from quicbench.run.session import needed_binaries
+    from quicbench.servers import Server, server_class
     import secrets
+    trials = expand(p, reps=reps, only=only_map)
+    # what the plan asks of the server host that its h3 servers may not provide
+    h3 = {t.server: server_class(t.server, p.server_commands) for t in trials if t.protocol == "h3"}
+    can = {name: {"qlog": bool(cls.qlog_env or cls.qlog_option), "reports_cc": cls.reported_cc is not Server.reported_cc}
+           for name, cls in h3.items()}
     check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_ccs[0],
-                        inventory=str(inventory.resolve()),
-                        **needed_binaries(p, expand(p, reps=reps, only=only_map))), provision=provision)
+                        link=p.link, offload=p.offload, inventory=str(inventory.resolve()),
+                        **needed_binaries(p, trials)), provision=provision,
+                conditions=list(p.conditions), measurements=(p.qlog is True, p.verify_cc, can))
 
 
 def _report_not_written(run_dir: Path) -> None:

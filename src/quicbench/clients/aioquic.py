@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, run_measured
-from quicbench.servers.aioquic import INSTALL_HINT, check_aioquic, stack_versions
+from quicbench.servers.aioquic import INSTALL_HINT, check_aioquic, python_facts, stack_versions
 from quicbench.store import read_jsonl
 
 # the client program, run with quicbench's interpreter (python -m would import this module twice)
@@ -48,7 +48,7 @@ class AioquicClient(Client):
     provisions = ("aioquic",)
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
-    binaries = ()                 # quicbench's own interpreter with its packages
+    binaries = ("python3",)       # quicbench's own interpreter with its packages; on another host, its Python
 
     @classmethod
     def executable(cls) -> str:
@@ -57,7 +57,7 @@ class AioquicClient(Client):
 
     @classmethod
     def binary_facts(cls) -> dict[str, Any]:
-        return {}
+        return {"python3": python_facts("quicbench.clients.aioquic", root=False)}
 
     @classmethod
     def version(cls) -> dict[str, str]:

@@ -147,6 +147,11 @@ class Ngtcp2Client(Client):
         raise QuicbenchError(f"missing binary '{CLIENT_BINARY}': {INSTALL_HINT}")
 
     @classmethod
+    def binary_facts(cls) -> dict[str, Any]:
+        # bookworm's own ngtcp2 is 0.12: a host installs 1.11 from bookworm-backports, as this one does
+        return {b: {**f, "release": "bookworm-backports"} for b, f in super().binary_facts().items()}
+
+    @classmethod
     def version(cls) -> dict[str, str]:
         return ngtcp2_stack(PACKAGE)
 

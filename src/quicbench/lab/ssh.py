@@ -33,12 +33,12 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from quicbench.errors import QuicbenchError
 from quicbench.lab.base import CpuCounters, Lab, LabSpec, list_lab_states, owner_alive, owner_token, state_lock
 from quicbench.lab.inventory import Inventory, load_inventory
-from quicbench.lab.ssh_hosts import SshHosts, cpu_script, parse_cpu_script
+from quicbench.lab.ssh_hosts import SshHosts, cpu_script, measurement_problem, parse_cpu_script
 from quicbench.lab.ssh_transport import SshTransport, q
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, resolve_link
 from quicbench.link.netem import unsupported as netem_unsupported
@@ -109,7 +109,11 @@ class SshLab(Lab):
         self.check_node(node)
         argv = list(argv)
         name = os.path.basename(argv[0])
-        argv[0] = self._binary(node, argv[0])
+        if argv[0] == sys.executable:
+            # the controller's interpreter (aioquic, a command endpoint's {python}): the host's Python
+            name, argv[0] = "python3", self.hosts.python(node)
+        else:
+            argv[0] = self._binary(node, argv[0])
         sudo = self.ssh.sudo(node) if self.hosts.bins.needs_root(name) else []
         return self.ssh.command(node, argv, env, sudo)
 
@@ -193,31 +197,16 @@ class SshLab(Lab):
         return self.state.get("hosts")
 
     # -- link ------------------------------------------------------------------------------
+    def router_abilities(self, hosts: dict[str, dict[str, Any]]) -> dict[str, RouterAbility]:
+        """What each router host can shape with, from its doctor facts."""
+        return {n: RouterAbility(self.where(n), self.ssh.field(n, "bin_dir"), bool(hosts.get(n, {}).get("netem")),
+                                 "linkem" in hosts.get(n, {}).get("binaries", {}))
+                for n in self.nodes if n.startswith("router")}
+
     def link_class(self, conditions: list[Condition]) -> type[LinkEmulator]:
         """netem where every router's kernel has it, else linkem (where the routers have it)."""
-        hosts = self.state.get("hosts", {})
-        routers = [n for n in self.nodes if n.startswith("router")]
-        name = self.spec.link
-        no_netem = [n for n in routers if not hosts.get(n, {}).get("netem")]
-        no_linkem = [n for n in routers if "linkem" not in hosts.get(n, {}).get("binaries", {})]
-        if name == "auto":
-            netem, linkem = LINKS.get("netem"), LINKS.get("linkem")
-            # the SSH hosts' netem, as the impairment table grants it (model.impairments)
-            unsupported = next((w for c in conditions if (w := netem_unsupported(c, NETEM_SSH))), None)
-            why_not_netem = (f"{self.where(no_netem[0])} has no sch_netem in its kernel" if no_netem else
-                             unsupported or ("offload = true" if self.spec.offload else None))
-            if why_not_netem is None:
-                return netem
-            self.link_passed_over = {"netem": why_not_netem}
-            if not no_linkem:
-                return linkem
-            self.link_passed_over["linkem"] = f"no 'linkem' on {self.where(no_linkem[0])}"
-            return resolve_link("plain", conditions, self.spec.offload)
-        if name == "netem" and no_netem:
-            raise QuicbenchError(f"link netem: {self.where(no_netem[0])} has no sch_netem in its kernel: use link linkem")
-        if name == "linkem" and no_linkem:
-            raise QuicbenchError(f"{self.ssh.field(no_linkem[0], 'bin_dir')}: link linkem: no 'linkem' on "
-                                 f"{self.where(no_linkem[0])}")
+        name, self.link_passed_over = choose_link(self.spec.link, conditions, self.spec.offload,
+                                                  self.router_abilities(self.state.get("hosts", {})))
         if name not in LINKS:
             return resolve_link(name)      # raises the unknown-name error
         return LINKS.get(name)
@@ -380,14 +369,69 @@ def _pgfile(local_pid: int) -> str | None:
         return None
 
 
-def check_hosts(spec: LabSpec, provision: bool = False) -> dict[str, dict[str, Any]]:
+class RouterAbility(NamedTuple):
+    where: str            # how errors name the host
+    field: str            # its inventory field where linkem is looked up (bin_dir)
+    netem: bool           # its kernel has sch_netem
+    linkem: bool          # it has linkem
+
+
+def choose_link(name: str, conditions: list[Condition], offload: bool,
+                routers: dict[str, RouterAbility]) -> tuple[str, dict[str, str]]:
+    """The link driver the router hosts can apply the conditions with, and why `auto` passed over
+    the ones before it: netem where every router's kernel has it and it implements every
+    condition (the SSH hosts' netem, model.impairments), else linkem where every router has it,
+    else plain forwarding for conditions that impair nothing. A condition no router can apply is
+    refused naming the router host, its inventory field and the condition's field."""
+    no_netem = [r for r in routers.values() if not r.netem]
+    no_linkem = [r for r in routers.values() if not r.linkem]
+    unsupported = next(((c, w) for c in conditions if (w := netem_unsupported(c, NETEM_SSH))), None)
+    if name == "auto":
+        why_not_netem = (f"{no_netem[0].where} has no sch_netem in its kernel" if no_netem else
+                         unsupported[1] if unsupported else ("offload = true" if offload else None))
+        if why_not_netem is None:
+            return "netem", {}
+        passed = {"netem": why_not_netem}
+        if not no_linkem:
+            return "linkem", passed
+        passed["linkem"] = f"no 'linkem' on {no_linkem[0].where}"
+        plain = LINKS.get("plain")
+        impairing = next(((c, w) for c in conditions if (w := plain.supports(c))), None)
+        if impairing:
+            # the condition netem cannot do where the routers have netem, else the first that impairs
+            cond = unsupported[0] if unsupported and not no_netem else impairing[0]
+            r = no_linkem[0]
+            raise QuicbenchError(f"{r.field}: condition '{cond.name}' cannot be applied on {r.where}: not "
+                                 f"with netem ({why_not_netem}) and it has no 'linkem'; put linkem in bin_dir or "
+                                 f"run with --provision")
+        return "plain", passed
+    if name == "netem" and no_netem:
+        raise QuicbenchError(f"link netem: {no_netem[0].where} has no sch_netem in its kernel: use link linkem")
+    if name == "netem" and unsupported and routers:
+        raise QuicbenchError(f"link netem: condition '{unsupported[0].name}' on "
+                             f"{next(iter(routers.values())).where}: {unsupported[1]}")
+    if name == "linkem" and no_linkem:
+        raise QuicbenchError(f"{no_linkem[0].field}: link linkem: no 'linkem' on {no_linkem[0].where}")
+    return name, {}
+
+
+def check_hosts(spec: LabSpec, provision: bool = False, conditions: list[Condition] | None = None,
+                measurements: tuple[bool, bool, dict[str, dict[str, bool]]] | None = None) -> dict[str, dict[str, Any]]:
     """The doctor of an ssh lab without creating it: every host reachable, its interfaces and
-    binaries in place (raises a QuicbenchError naming the host and the field). With provision,
-    what the hosts miss is installed first."""
+    binaries in place, a link driver the routers can apply the conditions with, and what the plan
+    asks of the server host (measurements: qlog, verify_cc and what its h3 servers can, as
+    ssh_hosts.measurement_problem takes them) in reach; else a QuicbenchError naming the host and
+    the field. With provision, what the hosts miss is installed first."""
     lab = SshLab(spec)
     try:
+        if measurements is not None:
+            problem = measurement_problem(*measurements)
+            if problem:
+                raise QuicbenchError(f"{lab.ssh.field('server', 'host')}: {lab.where('server')}: {problem[1]}")
         if provision:
             lab.provision()
-        return lab.doctor()
+        facts = lab.doctor()
+        choose_link(spec.link, conditions or [spec.condition], spec.offload, lab.router_abilities(facts))
+        return facts
     finally:
         lab.ssh.close(lab.nodes)

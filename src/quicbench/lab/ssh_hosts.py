@@ -14,6 +14,7 @@ What a binary is comes from the lab's own tools below, else from what its driver
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import shlex
@@ -62,11 +63,39 @@ class BinaryFacts:
         return TOOL_PACKAGES.get(name) or self.facts.get(name, {}).get("package")
 
     def version_cmd(self, name: str) -> str | None:
+        """The arguments that make the binary print its version; None: it has none (a jar)."""
         args = TOOL_VERSION_ARGS.get(name)
         facts = self.facts.get(name)
         if facts is not None:
             args = " ".join(q(a) for a in facts.get("version_args") or ())
-        return args
+        return args or None
+
+    def release(self, name: str) -> str | None:
+        """The Debian release its package comes from when not the host's own (bookworm-backports)."""
+        return self.facts.get(name, {}).get("release")
+
+    def driver_package(self, name: str) -> str | None:
+        """The Debian package of an endpoint's binary (a driver's, not the lab's own tools): a
+        host must have the controller's version of it, whose stack the rows name."""
+        f = self.facts.get(name, {})
+        return None if f.get("own") or f.get("python") else f.get("package")
+
+    def python_packages(self, name: str) -> dict[str, str] | None:
+        """For a driver run by the controller's Python (aioquic): the packages (name -> this
+        controller's version) the host's Python must have; None for other binaries."""
+        return self.facts.get(name, {}).get("python")
+
+    def own_digest(self, name: str) -> str | None:
+        """sha256 of this controller's build of one of quicbench's own files that prints no
+        version (the netty jar); None for other binaries or when this controller has none."""
+        if not self.own(name) or self.version_cmd(name) is not None:
+            return None
+        from quicbench.paths import find_binary
+        try:
+            local = find_binary(name, "")
+        except QuicbenchError:
+            return None
+        return _sha256_of(local)
 
     def own_version(self, name: str) -> str | None:
         """What this controller's build of one of quicbench's own binaries (linkem, qb-load, a
@@ -83,12 +112,66 @@ class BinaryFacts:
 
 
 @functools.lru_cache(maxsize=None)
+def _sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def local_package_version(package: str) -> str | None:
+    """The version of a Debian package installed on this controller (None: not installed)."""
+    try:
+        cp = subprocess.run(["dpkg-query", "-W", "-f", "${Status} ${Version}", package], capture_output=True,
+                            text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    status, _, version = cp.stdout.rpartition(" ")
+    return version if cp.returncode == 0 and status.endswith("installed") and "not-installed" not in status else None
+
+
+@functools.lru_cache(maxsize=None)
 def _first_line_of(binary: str, args: str) -> str:
     """The first line a local binary prints (stderr too) when run with args: asked once per run of
     quicbench, however many hosts and checks compare against it."""
     cp = subprocess.run(f"{q(binary)} {args} 2>&1 | head -n1", shell=True, capture_output=True, text=True,
                         timeout=20)
     return cp.stdout.rstrip("\n")
+
+
+def package_problem(package: str, here: str | None, there: str | None) -> str | None:
+    """Why a host's Debian package cannot stand for the controller's (whose version the rows
+    name): another version. None when they match, or when either side does not know it."""
+    if here is None or there is None or here == there:
+        return None
+    return (f"Debian's {package} is {there} there, {here} on this controller (rows name this controller's stack): "
+            f"install {package}={here} there or run with --provision")
+
+
+def python_problem(line: str, packages: dict[str, str]) -> tuple[str | None, dict[str, str]]:
+    """From the last line of the host's Python probe ('aioquic=1.2.0 ...' or the error it raised):
+    (why it cannot stand for the controller's, else None; the versions it has)."""
+    there = dict(kv.split("=", 1) for kv in line.split() if "=" in kv and kv.split("=", 1)[0] in packages)
+    if set(there) != set(packages):
+        return (line or "no answer"), there
+    other = [f"{p} {there[p]} (this controller: {v})" for p, v in packages.items() if there[p] != v]
+    return ("it has " + ", ".join(other) if other else None), there
+
+
+def measurement_problem(qlog: bool, verify_cc: bool, servers: dict[str, dict[str, bool]]) -> tuple[str, str] | None:
+    """(the plan's field, why) for the first measurement the plan asks of its server host that the
+    h3 servers it runs there cannot provide, else None. servers: name -> {"qlog": writes a qlog
+    per connection, "reports_cc": reports the congestion controller it runs}."""
+    for name, can in sorted(servers.items()):
+        if qlog and not can.get("qlog"):
+            return "qlog", (f"qlog = true: server {name} writes no qlog (its loss recovery would be missing from "
+                            f"the rows); drop qlog or run a server that writes one")
+        if verify_cc and not can.get("reports_cc"):
+            return "verify_cc", (f"verify_cc = true: server {name} reports no congestion controller (quic_cc_seen "
+                                 f"would stay empty); drop verify_cc or run a server that reports one")
+    return None
 
 
 class SshHosts:
@@ -126,6 +209,9 @@ class SshHosts:
         ifaces = self.inv.lab_ifaces(node)
         bin_dir = self.inv.setting(node, "bin_dir") or ""
         want = list(dict.fromkeys(want + lab_tools(node)))
+        # a stack run by the controller's Python runs on the host's (the inventory's `python`)
+        pythons = {b: pk for b in want if (pk := self.bins.python_packages(b)) is not None}
+        want = [b for b in want if b not in pythons]
         # looked up, not required: the link driver is chosen from what the routers have
         optional = [b for b in (["linkem"] if node.startswith("router") else ["ping", "iperf3"]) if b not in want]
         script = "\n".join([
@@ -137,10 +223,13 @@ class SshHosts:
             "echo \"route=$(ip -o route get \"${SSH_CONNECTION%% *}\" 2>&1 | head -n1)\"",
             "echo \"links=$(ip -j addr show 2>/dev/null | tr -d '\\n')\"",
             "echo \"systemd=$([ -d /run/systemd/system ] && echo yes || echo no)\"",
-            *[f"p={q(bin_dir + '/' + b)}; w={q(self.provision_dir(node) + '/' + b)}; "
-              f"if [ -n {q(bin_dir)} ] && [ -x \"$p\" ]; then echo \"bin.{b}=$p\"; "
-              f"elif [ -x \"$w\" ]; then echo \"bin.{b}=$w\"; "
-              f"else echo \"bin.{b}=$(command -v {q(b)} || PATH=$PATH:/usr/sbin:/sbin command -v {q(b)})\"; fi"
+            # quicbench's own binaries from bin_dir (else where --provision puts them), else PATH;
+            # a Debian package's from PATH (bin_dir's caddy is quicbench's, never Debian's 2.6)
+            *[(f"p={q(bin_dir + '/' + b)}; w={q(self.provision_dir(node) + '/' + b)}; "
+               f"if [ -n {q(bin_dir)} ] && [ -x \"$p\" ]; then echo \"bin.{b}=$p\"; "
+               f"elif [ -x \"$w\" ]; then echo \"bin.{b}=$w\"; else " if self.bins.own(b) else "")
+              + f"echo \"bin.{b}=$(command -v {q(b)} || PATH=$PATH:/usr/sbin:/sbin command -v {q(b)})\""
+              + ("; fi" if self.bins.own(b) else "")
               for b in want + optional],
             *[f"echo \"offload.{i}=$(ethtool -k {q(i)} 2>/dev/null | grep -E '^[[:space:]]*(tcp-segmentation-offload|"
               f"generic-segmentation-offload|generic-receive-offload|tx-udp-segmentation):' | tr -d ' \\t' | tr '\\n' ',')\""
@@ -196,6 +285,7 @@ class SshHosts:
         if node.startswith("router"):
             facts["netem"] = self.probe_netem(node)
         facts["versions"] = self.versions(node, facts["binaries"])
+        facts["digests"] = self.digests(node, facts["binaries"])
         for b, path in facts["binaries"].items():
             here = self.bins.own_version(b)
             if here is not None and b in facts["versions"] and facts["versions"][b] != here:
@@ -203,7 +293,68 @@ class SshHosts:
                                      f"controller's build: it says {facts['versions'][b]!r}, this one "
                                      f"{here!r} (rows would name a stack the host did not run); put the same "
                                      f"build in bin_dir or run with --provision")
+            here = self.bins.own_digest(b)
+            if here is not None and facts["digests"].get(b) != here:
+                raise QuicbenchError(f"{ssh.field(node, 'bin_dir')}: '{b}' on {ssh.where(node)} ({path}) is not this "
+                                     f"controller's build (its sha256 differs); put the same build in bin_dir or "
+                                     f"run with --provision")
+        packages = {b: pkg for b in want if (pkg := self.bins.driver_package(b))}
+        facts["packages"] = self.package_versions(node, sorted(set(packages.values())))
+        for b, pkg in packages.items():
+            problem = package_problem(pkg, local_package_version(pkg), facts["packages"].get(pkg))
+            if problem:
+                raise QuicbenchError(f"{ssh.field(node, 'host')}: '{b}' on {ssh.where(node)}: {problem}")
+        for b, pkgs in pythons.items():
+            facts.setdefault("python_packages", {}).update(self.check_python(node, b, pkgs))
         return facts
+
+    def python(self, node: str) -> str:
+        """The host's Python for stacks quicbench runs with its own interpreter (aioquic)."""
+        return self.inv.setting(node, "python") or "python3"
+
+    def check_python(self, node: str, name: str, packages: dict[str, str]) -> dict[str, str]:
+        """The host's Python runs quicbench's module for the stack (name) with the controller's
+        versions of its packages, or the run is refused naming the host's `python` and the fix."""
+        module = self.bins.facts.get(name, {}).get("module", "quicbench")
+        probe = (f"import sys, importlib, importlib.metadata as m; importlib.import_module({module!r}); "
+                 f"print(' '.join(p + '=' + m.version(p) for p in sys.argv[1:]))")
+        py = self.python(node)
+        cp = self.ssh.sh(node, f"{q(py)} -c {q(probe)} {' '.join(q(p) for p in packages)} 2>&1 | tail -n1",
+                         check=False)
+        problem, there = python_problem(cp.stdout.strip(), packages)
+        if problem:
+            venv = f"{self.inv.setting(node, 'workdir').rstrip('/')}/venv"
+            pins = " ".join(q(f"{p}=={v}") for p, v in packages.items() if p != "quicbench")
+            raise QuicbenchError(
+                f"{self.ssh.field(node, 'python')}: {self.ssh.where(node)}: its Python ({py}) cannot run {module} "
+                f"as this controller does: {problem}; make one there (python3 -m venv {venv} && {venv}/bin/pip "
+                f"install {pins} <this quicbench checkout>) and set {node}.python = \"{venv}/bin/python\" "
+                f"(--provision installs no Python packages)")
+        return there
+
+    def digests(self, node: str, bins: dict[str, str]) -> dict[str, str]:
+        """sha256 of quicbench's own files that print no version (the netty jar) on the host."""
+        want = {b: p for b, p in bins.items() if self.bins.own(b) and self.bins.version_cmd(b) is None}
+        if not want:
+            return {}
+        out = self.ssh.sh(node, "\n".join(f"echo \"d.{b}=$(sha256sum {q(p)} 2>/dev/null | cut -d' ' -f1)\""
+                                          for b, p in want.items()), check=False).stdout
+        return {k[2:]: v for k, v in (l.split("=", 1) for l in out.splitlines() if l.startswith("d.")) if v}
+
+    def package_versions(self, node: str, packages: list[str]) -> dict[str, str]:
+        """Debian package -> the version installed on the host (missing: not installed, or no dpkg)."""
+        if not packages:
+            return {}
+        out = self.ssh.sh(node, "\n".join(f"echo \"k.{p}=$(dpkg-query -W -f '${{Status}} ${{Version}}' {q(p)} "
+                                          f"2>/dev/null)\"" for p in packages), check=False).stdout
+        found = {}
+        for line in out.splitlines():
+            if line.startswith("k.") and "=" in line:
+                pkg, _, st = line[2:].partition("=")
+                status, _, version = st.rpartition(" ")
+                if status.endswith("installed") and "not-installed" not in status:
+                    found[pkg] = version
+        return found
 
     def probe_netem(self, node: str) -> bool:
         """netem in the host's kernel, tried in a throwaway network namespace (nothing of the
@@ -224,8 +375,9 @@ class SshHosts:
 
     # -- --provision -----------------------------------------------------------------------------
     def provision(self, binaries: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
-        """Install what the hosts miss: Debian packages with apt-get, quicbench's own binaries
-        (qb-load, linkem) copied from this controller. Returns what was installed per node."""
+        """Install what the hosts miss: Debian packages with apt-get (at the controller's version
+        where a stack's package is there in another), quicbench's own binaries copied from this
+        controller. Returns what was installed per node."""
         from quicbench.paths import find_binary
         ssh = self.ssh
         binaries = binaries if binaries is not None else self.spec.binaries
@@ -235,29 +387,65 @@ class SshHosts:
                                                    else ["ip", "ethtool", "ping", "iperf3"])
             if node == "client":
                 want.append("qb-load")
-            want = list(dict.fromkeys(want))
+            want = [b for b in dict.fromkeys(want) if self.bins.python_packages(b) is None]
             bin_dir = self.inv.setting(node, "bin_dir") or ""
-            probe = "; ".join(f"[ -x {q(bin_dir + '/' + b)} ] || [ -x {q(self.provision_dir(node) + '/' + b)} ] || "
-                              f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
+            probe = "; ".join((f"[ -x {q(bin_dir + '/' + b)} ] || [ -x {q(self.provision_dir(node) + '/' + b)} ] || "
+                               if self.bins.own(b) else "")
+                              + f"PATH=$PATH:/usr/sbin:/sbin command -v {q(b)} >/dev/null || echo {q(b)}" for b in want)
             missing = ssh.sh(node, probe).stdout.split()
             # quicbench's own binaries that the host has in another build are replaced too
             for b in want:
-                here = self.bins.own_version(b) if b not in missing else None
-                if here is not None:
-                    found = (f"p={q(bin_dir + '/' + b)}; [ -x \"$p\" ] || p={q(self.provision_dir(node) + '/' + b)}; "
-                             f"[ -x \"$p\" ] || p=$(command -v {q(b)}); \"$p\" {self.bins.version_cmd(b)} 2>&1 | head -n1")
-                    if ssh.sh(node, found, check=False).stdout.rstrip("\n") != here:
-                        missing.append(b)
-            sudo = " ".join(ssh.sudo(node))
-            pkgs = sorted({p for b in missing if (p := self.bins.package(b))})
+                if b in missing or not self.bins.own(b):
+                    continue
+                found = (f"p={q(bin_dir + '/' + b)}; [ -x \"$p\" ] || p={q(self.provision_dir(node) + '/' + b)}; "
+                         f"[ -x \"$p\" ] || p=$(command -v {q(b)}); ")
+                if (here := self.bins.own_version(b)) is not None:
+                    there = ssh.sh(node, found + f"\"$p\" {self.bins.version_cmd(b)} 2>&1 | head -n1", check=False)
+                elif (here := self.bins.own_digest(b)) is not None:
+                    there = ssh.sh(node, found + "sha256sum \"$p\" | cut -d' ' -f1", check=False)
+                else:
+                    continue
+                if there.stdout.rstrip("\n") != here:
+                    missing.append(b)
+            # a stack's Debian package in another version than the controller's: the controller's
+            packages = {b: pkg for b in want if b not in missing and (pkg := self.bins.driver_package(b))}
+            there = self.package_versions(node, sorted(set(packages.values())))
+            pins = {pkg: here for pkg in packages.values()
+                    if package_problem(pkg, here := local_package_version(pkg), there.get(pkg))}
+            pkgs = sorted({p for b in missing if (p := self.bins.package(b))} | set(pins))
             if pkgs:
-                ssh.sh(node, f"export DEBIAN_FRONTEND=noninteractive; {sudo} apt-get update -qq && "
-                             f"{sudo} apt-get install -y -qq --no-install-recommends {' '.join(pkgs)}", timeout=900)
+                self.apt_install(node, {p: pins.get(p) for p in pkgs},
+                                 {p: r for b in [*missing, *packages] if (p := self.bins.package(b))
+                                  and (r := self.bins.release(b))})
             for b in (b for b in missing if self.bins.own(b)):
                 ssh.install(node, f"{self.provision_dir(node)}/{b}",
                             Path(find_binary(b, "run 'make setup-all' on the controller")).read_bytes())
             done[node] = pkgs + [b for b in missing if self.bins.own(b)]
         return done
+
+    def apt_install(self, node: str, packages: dict[str, str | None], releases: dict[str, str]) -> None:
+        """apt-get install on the host: packages (-> the version to install, None: the newest),
+        each from its Debian release where it names one (bookworm-backports: its apt source added
+        as scripts/install-deps.sh adds it, services kept from starting as there)."""
+        sudo = " ".join(self.ssh.sudo(node))
+        script = [f": apt-get install {' '.join(sorted(packages))}", "set -e", "export DEBIAN_FRONTEND=noninteractive",
+                  # the packages' services (nginx, apache2) must not start: quicbench starts its own
+                  f"if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\\nexit 101\\n' | {sudo} tee "
+                  f"/usr/sbin/policy-rc.d >/dev/null && {sudo} chmod +x /usr/sbin/policy-rc.d && "
+                  f"trap '{sudo} rm -f /usr/sbin/policy-rc.d' EXIT; fi"]
+        for release in sorted(set(releases.values())):
+            src = f"/etc/apt/sources.list.d/{release}.sources"
+            body = (f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {release}\nComponents: main\n"
+                    f"Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+            script.append(f"grep -rqs {q(release)} /etc/apt/sources.list /etc/apt/sources.list.d/ || "
+                          f"printf %s {q(body)} | {sudo} tee {q(src)} >/dev/null")
+        script.append(f"{sudo} apt-get update -qq")
+        for release in [None, *sorted(set(releases.values()))]:
+            group = [p + (f"={v}" if v else "") for p, v in sorted(packages.items()) if releases.get(p) == release]
+            if group:
+                script.append(f"{sudo} apt-get install -y -qq --no-install-recommends "
+                              f"{'-t ' + q(release) + ' ' if release else ''}{' '.join(q(g) for g in group)}")
+        self.ssh.sh(node, "\n".join(script), timeout=900)
 
 
 # One reading on a host: "group RUN_NS WAIT_NS CHILD_TICKS CLK_TCK" for the process group whose

@@ -53,6 +53,13 @@ def stack_versions() -> dict[str, str]:
     return out
 
 
+def python_facts(module: str, root: bool) -> dict[str, Any]:
+    """What a host's Python must hold to run the module as quicbench's does: the controller's
+    versions of the stack's packages (a lab on other hosts checks them there)."""
+    return {"package": None, "root": root, "version_args": [], "own": False, "module": module,
+            "python": {k: v for k, v in stack_versions().items() if k != "python"}}
+
+
 def check_aioquic(hint: str = INSTALL_HINT) -> str:
     """aioquic's version if it is installed and new enough, else a QuicbenchError with the fix."""
     try:
@@ -70,7 +77,8 @@ class AioquicServer(Server):
     name = "aioquic"
     protocols = frozenset({"h3"})
     binary = "python3"
-    binaries = ()                  # quicbench's own interpreter with its packages: nothing to install apart
+    # quicbench's own interpreter with its packages; on another host that host's Python (docs/hosts.md)
+    binaries = ("python3",)
     install_hint = INSTALL_HINT
     provisions = ("aioquic",)
     quic_stack = "aioquic"
@@ -85,7 +93,7 @@ class AioquicServer(Server):
 
     @classmethod
     def binary_facts(cls) -> dict[str, dict[str, Any]]:
-        return {}
+        return {"python3": python_facts("quicbench.servers.aioquic", root=True)}   # root: it binds port 443
 
     @classmethod
     def version(cls) -> dict[str, str]:

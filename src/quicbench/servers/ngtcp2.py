@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from quicbench.debian import ngtcp2_stack
 from quicbench.errors import QuicbenchError
@@ -66,6 +67,11 @@ class Ngtcp2Server(Server):
         if found:
             return found
         raise QuicbenchError(f"missing binary '{SERVER_BINARY}': {cls.install_hint}")
+
+    @classmethod
+    def binary_facts(cls) -> dict[str, Any]:
+        # bookworm's own ngtcp2 is 0.12: a host installs 1.11 from bookworm-backports, as this one does
+        return {b: {**f, "release": "bookworm-backports"} for b, f in super().binary_facts().items()}
 
     @classmethod
     def version(cls) -> dict[str, str]:
