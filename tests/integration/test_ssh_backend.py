@@ -401,6 +401,33 @@ def test_bad_inventory_is_refused_naming_host_and_field(hosts, tmp_path, qb_env,
     assert hosts.wait_clean(timeout=10) == {}
 
 
+@pytest.mark.parametrize("case", ["codel_without_linkem", "verify_cc_unreported"])
+def test_a_measurement_no_host_can_provide_is_refused_before_the_run(hosts, tmp_path, qb_env, case):
+    """CoDel is linkem's alone: a router host without linkem (and this kernel has no netem either)
+    cannot apply it; Caddy reports no congestion controller, so verify_cc cannot be checked on its
+    host. Both are one line naming the host and the field, exit 2, before any run directory."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    if case == "codel_without_linkem":
+        plan_text = PLAN.format(reps=1, extra="").replace('name = "d20"\ndelay_ms = 20', 'name = "aqm"\ndelay_ms = 10\n'
+                                                           'rate_mbit = 10\nqueue_discipline = "codel"')
+        override, needles = {"router": {"bin_dir": str(empty)}}, ("router.bin_dir", "'aqm'", "queue_discipline")
+    else:
+        plan_text = PLAN.format(reps=1, extra="verify_cc = true")
+        override, needles = {}, ("server.host", "verify_cc", "caddy")
+    plan = tmp_path / "p.toml"
+    plan.write_text(plan_text)
+    inv = hosts.inventory(tmp_path / "hosts.toml", **override)
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            timeout=120)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    msg = cp.stderr.strip()
+    assert len(msg.splitlines()) == 1 and all(n in msg for n in needles), msg
+    assert hosts.mgmt["server" if case != "codel_without_linkem" else "router"][1] in msg, msg
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert hosts.wait_clean(timeout=10) == {}
+
+
 def test_doctor_reports_each_host(hosts, tmp_path, qb_env):
     inv = hosts.inventory(tmp_path / "hosts.toml")
     cp = qb(qb_env, "doctor", "--backend", "ssh", "--inventory", str(inv), "--json")
@@ -608,6 +635,51 @@ def test_the_namespace_lab_and_ssh_hosts_fill_the_same_columns(parity_runs, key)
     if key.startswith("h3@"):
         # what the hosts added: the QUIC sender's loss recovery from its qlogs, on its host
         assert {"quic_packets_sent", "quic_lost", "quic_qlog_connections"} <= re_, (key, sorted(re_))
+
+
+CLIENTS_PLAN = """
+name = "ssh-clients"
+protocols = ["h3"]
+repetitions = 1
+link = "linkem"
+client = {clients}
+[[conditions]]
+name = "d5"
+delay_ms = 5
+[[workloads]]
+size = "50KB"
+count = 2
+parallel = 2
+"""
+PARITY_H3_CLIENTS = ("ngtcp2", "aioquic", "quinn", "quiche", "netty")
+
+
+def test_every_h3_client_fetches_from_its_host(hosts, tmp_path, qb_env):
+    """The HTTP/3 clients besides qb-load run on the client host: their downloads, records and
+    qlogs written there come back (the aioquic client's paths travel inside its JSON argument)."""
+    from quicbench.clients import CLIENTS
+    clients = [c for c in PARITY_H3_CLIENTS if CLIENTS.get(c).available()[0]]
+    if not clients:
+        pytest.skip("no HTTP/3 client besides qb-load is installed here (make setup-all)")
+    plan = tmp_path / "p.toml"
+    plan.write_text(CLIENTS_PLAN.format(clients=json.dumps(clients)).replace('link = "linkem"',
+                                                                            'link = "linkem"\nqlog = true'))
+    python = {"python": sys.executable}
+    inv = hosts.inventory(tmp_path / "hosts.toml", client=python, server=python)
+    t0 = time.monotonic()
+    cp = qb(qb_env, "run", str(plan), "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "runs"),
+            "--no-report")
+    took = time.monotonic() - t0
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    run = only_run_dir(tmp_path / "runs")
+    rows = [json.loads(l) for l in (run / "trials.jsonl").read_text().splitlines()]
+    assert sorted(r["client"] for r in rows) == sorted(clients), rows
+    for r in rows:
+        assert r["status"] == "ok", (r["client"], r["error"])
+        assert r["bytes"] == 2 * 50_000 and r["client_stack"], r
+        assert list((run / "trials" / f"{r['seq']:05d}").glob("qlog/*")), r["client"]     # the client's qlog
+    assert hosts.wait_clean() == {}
+    print(f"\nssh clients: {', '.join(clients)} in {took:.1f}s")
 
 
 def test_a_host_with_another_build_of_a_quicbench_binary_is_refused(hosts, tmp_path, qb_env):

@@ -101,3 +101,20 @@ def test_what_a_binary_is():
     assert bins.driver_package("tc") is None and bins.package("tc") == "iproute2"     # the lab's own tools
     assert bins.python_packages("python3") == {"aioquic": "1.2.0"} and bins.driver_package("python3") is None
     assert bins.needs_root("gtlsserver") and bins.needs_root("tc") and not bins.needs_root("quicbench-netty.jar")
+
+
+def test_the_local_paths_an_argument_or_config_names():
+    from quicbench.lab.ssh_transport import path_refs
+    roots = ["/var/lib/qb/runs/r1", "/root/.cache/quicbench"]
+    arg = '{"ca": "/var/lib/qb/runs/r1/tls/ca.pem", "paths": ["/obj/1"], "qlog_dir": "/var/lib/qb/runs/r1/t/qlog/"}'
+    assert path_refs(arg, roots) == ["/var/lib/qb/runs/r1/tls/ca.pem", "/var/lib/qb/runs/r1/t/qlog"]
+    assert path_refs("root /root/.cache/quicbench/c/x;", roots) == ["/root/.cache/quicbench/c/x"]
+    assert path_refs("/var/lib/qb/runs/r10/x", roots) == []        # another directory, not under a root
+    assert path_refs('{"paths": ["/obj/1"]}', roots) == []
+
+
+def test_a_router_with_neither_emulator_names_the_condition_netem_lacks_and_why():
+    with pytest.raises(QuicbenchError) as e:
+        choose_link("auto", [CODEL], False, router(netem=False, linkem=False))
+    msg = str(e.value)
+    assert "'aqm'" in msg and "sch_netem" in msg and "queue_discipline 'codel'" in msg

@@ -396,14 +396,18 @@ def choose_link(name: str, conditions: list[Condition], offload: bool,
             return "linkem", passed
         passed["linkem"] = f"no 'linkem' on {no_linkem[0].where}"
         plain = LINKS.get("plain")
-        impairing = next(((c, w) for c in conditions if (w := plain.supports(c))), None)
-        if impairing:
-            # the condition netem cannot do where the routers have netem, else the first that impairs
-            cond = unsupported[0] if unsupported and not no_netem else impairing[0]
+
+        def netem_cannot(c: Condition) -> str:
+            return "; ".join(w for w in (no_netem and f"{no_netem[0].where} has no sch_netem in its kernel",
+                                         netem_unsupported(c, NETEM_SSH), offload and "offload = true") if w)
+        # the first condition that impairs and netem cannot apply, else the first that impairs
+        impairing = [c for c in conditions if plain.supports(c)]
+        cond = next((c for c in impairing if netem_cannot(c)), impairing[0] if impairing else None)
+        if cond is not None:
             r = no_linkem[0]
             raise QuicbenchError(f"{r.field}: condition '{cond.name}' cannot be applied on {r.where}: not "
-                                 f"with netem ({why_not_netem}) and it has no 'linkem'; put linkem in bin_dir or "
-                                 f"run with --provision")
+                                 f"with netem ({netem_cannot(cond) or why_not_netem}) and it has no 'linkem'; put "
+                                 f"linkem in bin_dir or run with --provision")
         return "plain", passed
     if name == "netem" and no_netem:
         raise QuicbenchError(f"link netem: {no_netem[0].where} has no sch_netem in its kernel: use link linkem")

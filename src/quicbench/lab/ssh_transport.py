@@ -39,6 +39,17 @@ def q(s: str) -> str:
     return shlex.quote(str(s))
 
 
+def path_refs(text: str, roots: list[str]) -> list[str]:
+    """The local paths under roots that a text (a config file, a JSON argument) names, longest
+    first (a path ends at white space, a quote or , ; : < >)."""
+    if not any(r in text for r in roots):
+        return []
+    pattern = "|".join(re.escape(r) for r in roots)
+    # a root ends where the path does or at a '/': /runs/r1 is not a root of /runs/r10
+    found = {m.rstrip("/.") for m in re.findall(rf"(?:{pattern})(?![^/\s\"',;:<>])(?:/[^\s\"',;:<>]*)?", text)}
+    return sorted(found, key=len, reverse=True)
+
+
 class SshTransport:
     """The SSH connections of one lab (named ``lab``) to the inventory's hosts; ``roots`` says
     which local directories are mirrored on the hosts (longest first)."""
@@ -174,19 +185,36 @@ class SshTransport:
         pulls: list[str] = []
         mkdirs: set[str] = set()
         out = [argv[0]]
-        for a in argv[1:]:
-            key, sep, val = a.partition("=") if a.startswith("-") and "=" in a else ("", "", a)
-            local = self.local_path(val)
-            if local is None:
-                out.append(a)
-                continue
-            if os.path.exists(local):
+        roots = self.roots()
+
+        def mirror(local: str) -> None:
+            if os.path.isdir(local) and not os.listdir(local):
+                # an empty directory is where the command writes (a client's downloads): made
+                # on the host, and what it holds copied back when the command ends
+                mkdirs.add(root + local)
+                pulls.append(local)
+            elif os.path.exists(local):
                 self.push(node, Path(local))
             elif local.endswith(".sock"):
                 mkdirs.add(os.path.dirname(self.remote_path(node, local)))
             else:
                 pulls.append(local)
                 mkdirs.add(os.path.dirname(root + local))
+
+        for a in argv[1:]:
+            key, sep, val = a.partition("=") if a.startswith("-") and "=" in a else ("", "", a)
+            local = self.local_path(val)
+            if local is None:
+                # an argument that names local paths inside it (aioquic's --args-json): each is
+                # mirrored, and the argument names the mirrors
+                refs = path_refs(a, roots)
+                for ref in refs:
+                    mirror(ref)
+                for r in roots if refs else ():
+                    a = a.replace(r, root + r)
+                out.append(a)
+                continue
+            mirror(local)
             out.append(key + sep + self.remote_path(node, local))
         extra = []
         for k, v in (env or {}).items():
@@ -236,11 +264,10 @@ class SshTransport:
                 text = path.read_text()
             except (UnicodeDecodeError, OSError):
                 text = None
-            if text is not None and any(r in text for r in roots):
+            refs = path_refs(text, roots) if text is not None else []
+            if text is not None and refs:
                 # a config that names local paths: those are mirrored too, and the copy names the mirrors
-                pattern = "|".join(re.escape(r) for r in roots)
-                for m in sorted(set(re.findall(rf"(?:{pattern})(?:/[^\s\"',;:<>]*)?", text)), key=len, reverse=True):
-                    ref = m.rstrip("/.")
+                for ref in refs:
                     if ref == str(path):
                         continue
                     if os.path.exists(ref):
