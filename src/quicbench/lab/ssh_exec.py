@@ -70,10 +70,12 @@ def run(spec: dict) -> int:
 
 
 def pull(ssh: list[str], remote_root: str, paths: list[str]) -> None:
-    """Copy remote_root + p back to p for every local path p that exists on the host."""
+    """Move remote_root + p back to p for every local path p that exists on the host (removed
+    there once sent: a client's downloads do not pile up on its host over a run)."""
     rel = [p.lstrip("/") for p in paths]
     script = (f"cd {_q(remote_root)} 2>/dev/null || exit 0; set --; for p in {' '.join(_q(r) for r in rel)}; "
-              f"do [ -e \"$p\" ] && set -- \"$@\" \"$p\"; done; [ $# -gt 0 ] && tar -cf - \"$@\" 2>/dev/null; true")
+              f"do [ -e \"$p\" ] && set -- \"$@\" \"$p\"; done; [ $# -gt 0 ] && tar -cf - \"$@\" 2>/dev/null "
+              f"&& rm -rf \"$@\" 2>/dev/null; true")
     get = subprocess.Popen([*ssh, script], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL)
     put = subprocess.run(["tar", "-C", "/", "-xf", "-", "--no-same-owner", "--warning=no-timestamp"],

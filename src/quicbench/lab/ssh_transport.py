@@ -10,8 +10,10 @@ Files. Each local path under the lab's roots (the lab's state directory, the run
 the content cache) is mirrored on the host at ``<workdir>/<lab>/<node>/root/<local path>``:
 ``push`` copies a file or directory there (a text file that names other such paths is
 rewritten to name their mirrors, and those are copied too), ``pull_closed`` brings back what a
-long-running process closed in a mirrored directory; ssh_exec.py copies a command's outputs
-back when it ends. ``forward_socket`` makes a host's unix socket reachable at its local path.
+long-running process closed in a mirrored directory; ssh_exec.py moves a command's outputs
+back when it ends (a path that names nothing yet, an empty directory, or one named inside an
+argument such as a JSON one). ``forward_socket`` makes a host's unix socket reachable at its
+local path.
 """
 
 from __future__ import annotations
