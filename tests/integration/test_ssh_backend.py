@@ -285,7 +285,8 @@ def test_plan_runs_h1_h2_h3_through_a_shaped_router_host(hosts, tmp_path, qb_env
     meta = json.loads((run / "meta.json").read_text())
     facts = meta["lab"]["hosts"]
     assert set(facts) == set(HOSTS) and facts["router"]["netem"] is False
-    assert "qb-load" in facts["client"]["binaries"] and abs(facts["client"]["clock_offset_s"]) < 1
+    assert "qb-load" in facts["client"]["binaries"]
+    assert abs(facts["client"]["clock_offset_s"]) <= facts["client"]["clock_offset_uncertainty_s"] + 0.5
     assert meta["lab"]["backend"] == "ssh"
     assert hosts.wait_clean() == {}
     assert controller_leftovers(hosts) == []
@@ -436,7 +437,8 @@ def test_doctor_reports_each_host(hosts, tmp_path, qb_env):
     assert set(facts) == set(HOSTS)
     assert facts["router"]["netem"] is False and "linkem" in facts["router"]["binaries"]
     assert facts["client"]["ssh_iface"] == "mgmt0" and facts["server"]["binaries"]["caddy"]
-    assert all(abs(f["clock_offset_s"]) < 1 for f in facts.values())
+    # one clock: the offset is within its measurement's uncertainty (half the round trip, long on a busy machine)
+    assert all(abs(f["clock_offset_s"]) <= f["clock_offset_uncertainty_s"] + 0.5 for f in facts.values()), facts
     assert hosts.wait_clean(timeout=15) == {}
 
 
