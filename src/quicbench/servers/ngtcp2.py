@@ -29,7 +29,7 @@ import re
 import shutil
 from pathlib import Path
 
-from quicbench.debian import ngtcp2_stack
+from quicbench.endpoints.debian import ngtcp2_stack
 from quicbench.errors import QuicbenchError
 from quicbench.servers.base import Server
 
