@@ -58,6 +58,7 @@ class ChildPage(ABC):
 
 
 def descendants(root: int) -> list[int]:
+    """The live descendants of process root (from the parent pids in /proc)."""
     children: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
