@@ -170,7 +170,7 @@ def test_h3_with_quic_blocked_is_never_reported_as_h3(served):
 def test_killed_quicbench_leaves_no_firefox(served, tmp_path):
     """SIGKILL of the process that runs the load: the child sees its parent die and takes the
     bridge, Firefox and the profile with it."""
-    from quicbench.clients.browser.recorder import _descendants
+    from quicbench.clients.browser.child import descendants
     lab, server, target, wd = served
     script = tmp_path / "load.py"
     script.write_text(
@@ -185,7 +185,7 @@ def test_killed_quicbench_leaves_no_firefox(served, tmp_path):
     profile = None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and profile is None:     # Firefox started by this load
-        for pid in _descendants(proc.pid):
+        for pid in descendants(proc.pid):
             try:
                 argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
             except OSError:

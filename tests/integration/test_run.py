@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import QB, lab_namespaces, root_only, run_qb
-from quicbench.kernel import probe
+from quicbench.kernels.features import probe
 
 pytestmark = [pytest.mark.integration, root_only]
 

@@ -10,7 +10,7 @@ import pytest
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.model.shard import Shard, select
-from quicbench.run.merge import merge_runs
+from quicbench.fleet.merge import merge_runs
 from quicbench.run.runner import plan_fingerprint
 
 PLAN = {"name": "merge-test", "protocols": ["h1", "h2", "h3"], "repetitions": 3, "warmup": 1,

@@ -12,7 +12,8 @@ from quicbench.model.plan import Workload
 from quicbench.provision import PROVISIONS
 from quicbench.registry import stack_text
 from quicbench.servers import SERVERS
-from quicbench.servers.netty import NettyServer, netty_executable, parse_versions
+from quicbench.endpoints.netty import netty_executable, parse_versions
+from quicbench.servers.netty import NettyServer
 from quicbench.tls import make_tls
 
 

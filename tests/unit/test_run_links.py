@@ -5,7 +5,7 @@ import os
 import pytest
 
 from quicbench.errors import QuicbenchError
-from quicbench.run.merge import merge_runs
+from quicbench.fleet.merge import merge_runs
 from test_merge import shards
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import plan_from_dict
-from quicbench.run import batch
+from quicbench.fleet import batch
 
 
 @pytest.mark.parametrize("name", ["x\ntouch /tmp/p #", "ünïcode", "", "-x", "a b", "a;b", "a'b", "x" * 65, "a\x7f"])

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from quicbench.analysis.load import RunData, frame_from_rows
-from quicbench.clients.command import expand_command
+from quicbench.endpoints.command import expand_command
 from quicbench.errors import QuicbenchError
 from quicbench.model.plan import expand, plan_from_dict
 from quicbench.report.terminal import render, summary_data

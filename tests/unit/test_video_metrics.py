@@ -386,7 +386,7 @@ def test_player_cpu_rule():
 
 
 def test_sched_delta_per_process_kind_and_thread():
-    from quicbench.clients.browser.video import sched_delta
+    from quicbench.clients.browser.child import sched_delta
     before = {(10, 10): ("renderer", "main", 1.0, 0.5), (10, 11): ("renderer", "Media", 2.0, 0.1),
               (20, 21): ("gpu-process", "VizCompositorTh", 0.5, 0.5), (30, 30): ("utility:NetworkService", "main", 1, 1)}
     after = {(10, 10): ("renderer", "main", 1.5, 1.5), (10, 11): ("renderer", "Media", 4.0, 0.2),

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from quicbench.kernel import probe
+from quicbench.kernels.features import probe
 from quicbench.paths import bin_dir
 import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 

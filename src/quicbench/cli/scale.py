@@ -21,7 +21,7 @@ def merge_cmd(
 ) -> None:
     """Merge shard runs of one plan into one run that report and compare read (exit 1 if trials are
     missing, a row is torn or an input's run did not end)."""
-    from quicbench.run.merge import merge_runs
+    from quicbench.fleet.merge import merge_runs
     res = merge_runs(run_dirs, out, force=force)
     print_merge(res)
     if res.problems:
@@ -85,8 +85,8 @@ def slurm_cmd(
     """Write an sbatch array script that runs the plan as N shards (and with --submit: run, wait, merge)."""
     import time as _time
 
-    from quicbench.run import batch
-    from quicbench.run.merge import merge_runs
+    from quicbench.fleet import batch
+    from quicbench.fleet.merge import merge_runs
     from quicbench.run.preflight import check_plan
     p = _plan_for_cluster(plan, shards, reps, only)
     check_plan(p, str(plan) if plan else "default plan")
@@ -145,7 +145,7 @@ def k8s_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the manifest here (default: stdout)."),
 ) -> None:
     """Write a Kubernetes Indexed Job manifest (JSON, which is YAML) that runs the plan as N shards."""
-    from quicbench.run import batch
+    from quicbench.fleet import batch
     p = _plan_for_cluster(plan, shards, reps, only)
     batch.check_name(image, "--image")
     batch.check_name(pvc, "--pvc")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, run_measured
-from quicbench.servers.aioquic import INSTALL_HINT, check_aioquic, python_facts, stack_versions
+from quicbench.endpoints.aioquic import INSTALL_HINT, check_aioquic, python_facts, stack_versions
 from quicbench.store import read_jsonl
 
 # the client program, run with quicbench's interpreter (python -m would import this module twice)

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, Target, run_summary_client
-from quicbench.servers.netty import (NETTY_BINARY, NETTY_PROVISIONS, netty_binary_facts, netty_executable,
-                                     netty_versions)
+from quicbench.endpoints.netty import (NETTY_BINARY, NETTY_PROVISIONS, netty_binary_facts, netty_executable,
+                                       netty_versions)
 
 MAX_PARALLEL = 1000       # connections or streams in flight (the server's stream limit: 1000)
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from quicbench.clients.base import Client, ClientResult, FetchRequest, run_measured
-from quicbench.debian import ngtcp2_stack
+from quicbench.endpoints.debian import ngtcp2_stack
 from quicbench.errors import QuicbenchError
 
 CLIENT_BINARY = "/usr/bin/gtlsclient"

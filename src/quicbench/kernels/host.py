@@ -15,7 +15,7 @@ class HostKernel(Kernel):
         return True, f"this machine's kernel {os.uname().release}"
 
     def version(self) -> dict[str, Any]:
-        from quicbench.kernel import probe
+        from quicbench.kernels.features import probe
         k = probe()
         return {"kernel": "host", "version": os.uname().release,
                 "qdiscs": sorted(q for q in ("netem", "tbf", "htb") if k.get(q))}

@@ -42,7 +42,7 @@ import subprocess
 from quicbench.model.conditions import Condition, Direction, default_queue_packets
 from quicbench.model.impairments import NETEM_HOST, NETEM_UML, emulator_problem
 from quicbench.errors import QuicbenchError
-from quicbench.kernel import probe
+from quicbench.kernels.features import probe
 from quicbench.proc import process_alive, run, wait_ended
 from quicbench.link.base import LinkEmulator, per_router
 

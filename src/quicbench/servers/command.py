@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from quicbench.clients.command import expand_command, program, run_version
+from quicbench.endpoints.command import expand_command, program, run_version
 from quicbench.servers.base import Server, listen_address
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from quicbench.debian import ngtcp2_stack
+from quicbench.endpoints.debian import ngtcp2_stack
 from quicbench.errors import QuicbenchError
 from quicbench.servers.base import Server
 

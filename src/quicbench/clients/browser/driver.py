@@ -142,7 +142,7 @@ class BrowserClient(Client):
     load_label: ClassVar[str] = "browser load"
 
     def summary_facts(self, page: dict[str, Any]) -> dict[str, Any]:
-        """What summary.json records of the browser that loaded the page."""
+        """What summary.json records of the browser that loaded the page (or played the video)."""
         return {"chromium": page.get("browser_version"), "flags": page.get("flags")}
 
     def page_error(self, error: str | None, page: dict[str, Any]) -> str | None:

@@ -20,9 +20,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from quicbench.clients.base import ClientResult, FetchRequest, Target
-from quicbench.clients.browser.driver import BrowserClient, run_browser_child
-from quicbench.clients.browser.video import VideoClient, player_url, workload_video_key
+from quicbench.clients.base import FetchRequest, Target
+from quicbench.clients.browser.driver import BrowserClient
+from quicbench.clients.browser.video import VideoClient, interpret_video, player_url
 from quicbench.errors import QuicbenchError
 from quicbench.paths import REPO_ROOT
 
@@ -218,29 +218,20 @@ class FirefoxVideoClient(VideoClient):
         out["libavcodec"] = libavcodec() or "missing"
         return out
 
-    def fetch(self, req: FetchRequest) -> ClientResult:
-        from quicbench.clients.browser.video import interpret_video
-        target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
-        vinfo = (target.content.manifest.get("videos") or {}).get(workload_video_key(workload))
-        if vinfo is None:
-            return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
-                                error=f"video {workload.label}: not in the content set (generate it with the plan)")
+    playback_script = VIDEO_CHILD
+    playback_label = "firefox video playback"
+    playback_files = ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json", "page.har")
+    summary_facts = FirefoxClient.summary_facts
 
-        def make_args(profile: Path) -> dict[str, Any]:
-            return {"url": player_url(target, workload), **firefox_target(target, protocol),
-                    "trial_dir": str(trial_dir), "profile": str(profile), "timeout_s": req.timeout_s,
-                    "executable": self.executable(), "codec": workload.codec,
-                    "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
-                    "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0"}
+    def playback_args(self, req: FetchRequest, profile: Path) -> dict[str, Any]:
+        workload = req.workload
+        return {"url": player_url(req.target, workload), **firefox_target(req.target, req.protocol),
+                "trial_dir": str(req.trial_dir), "profile": str(profile), "timeout_s": req.timeout_s,
+                "executable": self.executable(), "codec": workload.codec,
+                "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
+                "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0"}
 
-        run = run_browser_child(req, VIDEO_CHILD, "video.json", "firefox video playback",
-                                ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json", "page.har"),
-                                make_args)
-        if isinstance(run, ClientResult):
-            return run
-        def interpret(out: dict, protocol: str, vinfo: dict, workload) -> tuple[list[dict], dict[str, Any], str | None]:
-            requests, extra, error = interpret_video(out, protocol, vinfo, workload)
-            return requests, extra, with_disagreements(error, out)
-
-        return VideoClient.result_of(run, trial_dir, protocol, vinfo, workload, interpret,
-                                     {"firefox": run.out.get("browser_version"), "prefs": run.out.get("prefs")})
+    def interpret_playback(self, out: dict, protocol: str, vinfo: dict,
+                           workload) -> tuple[list[dict], dict[str, Any], str | None]:
+        requests, extra, error = interpret_video(out, protocol, vinfo, workload)
+        return requests, extra, with_disagreements(error, out)

@@ -15,7 +15,7 @@ namespace. It
 
 Every process of the load (node, Firefox and its content, socket, decoder processes) descends
 from this child and carries TMPDIR=<profile>/tmp: the parent's kill finds them by it
-(driver.browser_pids), also after a SIGKILL of quicbench (recorder._die_with_parent).
+(driver.browser_pids), also after a SIGKILL of quicbench (child._die_with_parent).
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from quicbench.clients.browser.child import (ChildPage, child_main, plays_h264, read_timing, settle, timed_load,
+                                             timed_playback)
 from quicbench.clients.browser.firefox import BRIDGE_DIR, firefox_prefs
 from quicbench.clients.browser.page_metrics import norm_proto, page_metrics
-from quicbench.clients.browser.recorder import _settle, child_main, tree_cpu
 
 VIEWPORT = {"width": 1366, "height": 768}
 LAUNCH_TIMEOUT_S = 60.0
@@ -141,9 +142,9 @@ class Bridge:
             self.proc.wait(5)
 
 
-class BidiPage:
-    """The page as recorder._settle and video.play use it (Playwright's evaluate and
-    wait_for_timeout): js is the source of a function without arguments that returns JSON data."""
+class BidiPage(ChildPage):
+    """The page as the child skeleton (child.py) drives it, through the bridge."""
+    Error = BridgeError
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
@@ -438,10 +439,6 @@ def keep_qlogs(a: dict[str, Any]) -> None:
             shutil.move(str(p), dest / p.name)
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
-
-
 def run_load(a: dict[str, Any]) -> dict[str, Any]:
     """Load the page once in a fresh Firefox and return page.json's content."""
     trial_dir = Path(a["trial_dir"])
@@ -451,28 +448,9 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
     bridge = start(a, rec, out, [])
     try:
         page = BidiPage(bridge)
-        if a.get("settle", True):
-            out["settle_s"] = _settle(page)
-        cpu0 = tree_cpu()
-        t0 = time.time()
-        try:
-            page.goto(a["url"], a["timeout_s"])
-        except BridgeError as e:
-            out["error"] = _first_line(e)
-        # BiDi events can trail the load event by a few ms: wait until every request has ended
-        deadline = time.time() + 5
-        while rec.pending() and time.time() < deadline:
-            time.sleep(0.025)
-        out["load_wall_s"] = time.time() - t0
-        cpu1 = tree_cpu()
-        out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
-        out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
-        timing: dict[str, Any] = {}
-        if out["error"] is None:
-            try:
-                timing = page.evaluate(_TIMING_JS) or {}
-            except BridgeError as e:
-                out["timing_error"] = _first_line(e)
+        settle(page, a, out)
+        timed_load(page, a, out, rec.pending)
+        timing = read_timing(page, _TIMING_JS, out)
         out["navigation"] = timing.get("nav")
         out["paint"] = timing.get("paint") or {}
         out["resources"] = timing.get("res") or []
@@ -496,8 +474,7 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_video(a: dict[str, Any]) -> dict[str, Any]:
-    """Play the video in a fresh Firefox (video.py's play loop) and return video.json's content."""
-    from quicbench.clients.browser.video import MSE_TYPE, play, sched_delta, sched_snapshot
+    """Play the video in a fresh Firefox (child.py's play loop) and return video.json's content."""
     trial_dir = Path(a["trial_dir"])
     out: dict[str, Any] = {"url": a["url"], "protocol": a["protocol"], "host": a["host"], "port": a["port"],
                            "error": None, "browser": "firefox"}
@@ -505,42 +482,17 @@ def run_video(a: dict[str, Any]) -> dict[str, Any]:
     bridge = start(a, rec, out, [RT_BUFFER_JS])
     try:
         page = BidiPage(bridge)
-        supported = page.evaluate(f"() => window.MediaSource ? MediaSource.isTypeSupported('{MSE_TYPE}') : null")
-        out["mse_h264"] = supported
-        if not supported:
-            out["error"] = (f"this Firefox ({a['executable']}) cannot play H.264 in MediaSource "
-                            f"(isTypeSupported('{MSE_TYPE}') is {supported}): Firefox decodes H.264 with "
-                            "FFmpeg's libavcodec, apt-get install ffmpeg")
+        if not plays_h264(page, a, out, "Firefox",
+                          "Firefox decodes H.264 with FFmpeg's libavcodec, apt-get install ffmpeg"):
             return out
-        if a.get("settle", True):
-            out["settle_s"] = _settle(page)
-        cpu0 = tree_cpu()
-        sched0 = sched_snapshot()
-        at_playing: dict = {}
-        t0 = time.time()
-        try:
-            page.goto(a["url"], a["timeout_s"])
-            play(page, a, out, at_playing)
-        except BridgeError as e:
-            out["error"] = f"video page over {a['protocol']} failed: {_first_line(e)}"
-        out["t_end_ms"] = time.time() * 1000
-        out["play_wall_s"] = time.time() - t0
-        cpu1 = tree_cpu()
-        sched1 = sched_snapshot()
-        out["sched"] = sched_delta(sched0, sched1)
-        if at_playing:
-            out["sched_startup"] = {"wall_s": round(at_playing["t"] - t0, 3),
-                                    **sched_delta(sched0, at_playing["threads"])}
-            out["sched_playback"] = {"wall_s": round(time.time() - at_playing["t"], 3),
-                                     **sched_delta(at_playing["threads"], sched1)}
-        out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
-        out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
+        settle(page, a, out)
+        timed_playback(page, a, out)
         resources: list[dict] = []
         try:
             out["qblog"] = page.evaluate("() => window.qbLog || null")
             resources = (page.evaluate(_TIMING_JS) or {}).get("res") or []
-        except BridgeError as e:
-            out["qblog_error"] = _first_line(e)
+        except page.Error as e:
+            out["qblog_error"] = page.error_line(e)
         reqs = rec.snapshot()
         out["requests"] = records(reqs, resources)
         out["protocol_disagreements"] = protocol_disagreements(out["requests"])

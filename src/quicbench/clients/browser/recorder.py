@@ -6,63 +6,37 @@ and page.har into the trial directory and exits. See docs/browser.md.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from quicbench.clients.browser.child import ChildPage, child_main, read_timing, settle, timed_load
 from quicbench.clients.browser.driver import chromium_flags
 from quicbench.clients.browser.page_metrics import norm_proto, page_metrics
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in children.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
 
+class PlaywrightPage(ChildPage):
+    """A Playwright page as the child skeleton drives it."""
 
-def tree_cpu() -> tuple[float, float, float]:
-    """User CPU, system CPU and run-queue wait seconds of this process and every live descendant
-    (driver, browser).
+    def __init__(self, page) -> None:
+        from playwright.sync_api import Error as PlaywrightError
+        self.page = page
+        self.Error = PlaywrightError
 
-    CPU is the scheduler's nanosecond run time (cpu.process_sched_seconds), split into user and
-    system in the proportion of the processes' clock-tick counters; wait is the time they were
-    runnable but waited for a CPU.
-    """
-    from quicbench.cpu import process_sched_seconds
-    tick = os.sysconf("SC_CLK_TCK")
-    user = sys_ = total = wait = 0.0
-    for pid in [os.getpid(), *_descendants(os.getpid())]:
-        try:
-            f = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        user += int(f[11]) / tick
-        sys_ += int(f[12]) / tick
-        run, waited = process_sched_seconds(pid) or (0.0, 0.0)
-        total, wait = total + run, wait + waited
-    ticks = user + sys_
-    if ticks > 0 and total > 0:
-        return total * user / ticks, total * sys_ / ticks, wait
-    return user, sys_, wait
+    def goto(self, url: str, timeout_s: float) -> None:
+        self.page.goto(url, wait_until="load", timeout=timeout_s * 1000)
+
+    def evaluate(self, js: str) -> Any:
+        return self.page.evaluate(js)
+
+    def wait_for_timeout(self, ms: float) -> None:
+        self.page.wait_for_timeout(ms)
+
+    def error_line(self, e: BaseException) -> str:
+        return str(e).splitlines()[0].removeprefix("Page.goto: ")
 
 
 MAX_DATA_EVENTS = 100_000     # per request: a 1 GB body in 10 KB chunks
@@ -258,25 +232,6 @@ def start_screencast(cdp, frames: list) -> None:
     cdp.send("Page.startScreencast", {"format": "jpeg", "quality": 50, "maxWidth": 683, "maxHeight": 384})
 
 
-SETTLE_IDLE = 0.05      # the browser is settled when it uses less than 5 % of a core ...
-SETTLE_WINDOW = 0.2     # ... over this many seconds
-SETTLE_MAX = 5.0        # give up waiting after this long (the load still runs)
-
-
-def _settle(page) -> float:
-    """Wait until the freshly started browser is idle, so that its start-up work (processes,
-    profile, component set-up) does not compete with the measured load for the CPU."""
-    t0 = time.monotonic()
-    last = sum(tree_cpu()[:2])
-    while time.monotonic() - t0 < SETTLE_MAX:
-        page.wait_for_timeout(SETTLE_WINDOW * 1000)
-        now = sum(tree_cpu()[:2])
-        if now - last < SETTLE_IDLE * SETTLE_WINDOW:
-            break
-        last = now
-    return round(time.monotonic() - t0, 3)
-
-
 # Profile preferences of every load: no speculative preconnect or prefetch (Chromium otherwise
 # opens connections to the page's origin before the navigation request, which would hide the
 # connect and TLS times and hand HTTP/1.1 spare connections), no password or translate prompts.
@@ -307,7 +262,6 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
                            "error": None}
     _write_prefs(Path(a["profile"]))
     rec = _Recorder()
-    timeout_ms = a["timeout_s"] * 1000
     with sync_playwright() as pw:
         ctx = pw.chromium.launch_persistent_context(
             a["profile"], executable_path=a["executable"], headless=True, args=flags,
@@ -315,34 +269,16 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
             viewport={"width": 1366, "height": 768}, timeout=60_000)
         try:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
-            page = ctx.pages[0] if ctx.pages else ctx.new_page()
-            cdp = record_network(ctx, page, rec)
+            pw_page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            page = PlaywrightPage(pw_page)
+            cdp = record_network(ctx, pw_page, rec)
             ctx.add_init_script(VITALS_INIT_JS)
-            if a.get("settle", True):
-                out["settle_s"] = _settle(page)
+            settle(page, a, out)
             frames: list = []
             if a.get("screencast"):
                 start_screencast(cdp, frames)
-            cpu0 = tree_cpu()
-            t0 = time.time()
-            try:
-                page.goto(a["url"], wait_until="load", timeout=timeout_ms)
-            except PlaywrightError as e:
-                out["error"] = str(e).splitlines()[0].removeprefix("Page.goto: ")
-            # CDP events can trail the load event by a few ms: wait until every request has ended
-            deadline = time.time() + 5
-            while rec.pending() and time.time() < deadline:
-                page.wait_for_timeout(25)
-            out["load_wall_s"] = time.time() - t0
-            cpu1 = tree_cpu()
-            out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
-            out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
-            timing: dict[str, Any] = {}
-            if out["error"] is None:
-                try:
-                    timing = page.evaluate(_TIMING_JS)
-                except PlaywrightError as e:
-                    out["timing_error"] = str(e).splitlines()[0]
+            timed_load(page, a, out, rec.pending)
+            timing = read_timing(page, _TIMING_JS, out)
             out["navigation"] = timing.get("nav")
             out["paint"] = timing.get("paint") or {}
             out["resources"] = timing.get("res") or []
@@ -374,53 +310,6 @@ def run_load(a: dict[str, Any]) -> dict[str, Any]:
         out["har_entries"] = None
         out["har_error"] = str(e)
     return out
-
-
-def _die_with_parent(profile: Path) -> None:
-    """If quicbench dies (even by SIGKILL), this load and its browser die too: the kernel sends
-    SIGTERM on the parent's death (PR_SET_PDEATHSIG), and the handler kills the load's processes."""
-    import ctypes
-    import shutil
-    import signal
-
-    from quicbench.clients.browser.driver import _kill_load, browser_pids
-
-    def on_parent_death(signum: int, frame: object) -> None:
-        _kill_load(None, profile)             # the browser (its own process group), found by its profile
-        deadline = time.monotonic() + 3       # its processes end, then nothing writes the profile any more
-        while browser_pids(profile) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        shutil.rmtree(profile, ignore_errors=True)   # the parent that would have removed it is gone
-        os.killpg(os.getpgrp(), signal.SIGKILL)   # then our group (Playwright's driver and us)
-
-    signal.signal(signal.SIGTERM, on_parent_death)
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() == 1:                     # the parent died before the call
-        on_parent_death(signal.SIGTERM, None)
-
-
-def child_main(argv: list[str] | None, description: str, run: Callable[[dict[str, Any]], dict[str, Any]],
-               out_name: str, echo: tuple[str, ...], empty: dict[str, Any], indent: int | None = None) -> int:
-    """A browser child's whole life: parse --args-json, die with the parent, run, and write
-    out_name atomically — on a crash of the browser or driver too, with the error, the echo keys
-    of the arguments and the empty fields the parent expects."""
-    ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--args-json", required=True)
-    a = json.loads(ap.parse_args(argv).args_json)
-    trial_dir = Path(a["trial_dir"])
-    _die_with_parent(Path(a["profile"]))
-    try:
-        out = run(a)
-    except Exception as e:  # noqa: BLE001 - a crash of the browser or driver, reported in the result file
-        out = {**{k: a.get(k) for k in echo},
-               "error": f"browser failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-               **empty}
-        print(out["error"], file=sys.stderr)
-    tmp = trial_dir / (out_name + ".tmp")
-    tmp.write_text(json.dumps(out, indent=indent))
-    os.replace(tmp, trial_dir / out_name)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

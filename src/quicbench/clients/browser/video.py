@@ -17,23 +17,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 from quicbench.clients.base import ClientResult, FetchRequest, Target
+from quicbench.clients.browser.child import child_main, plays_h264, settle, timed_playback
 from quicbench.clients.browser.driver import (BrowserClient, ChildRun, chromium_flags, run_browser_child,
                                              write_requests_and_summary)
-from quicbench.clients.browser.recorder import (_descendants, _Recorder, _settle, _write_prefs, child_main,
-                                                record_network, tree_cpu)
-from quicbench.clients.browser.video_metrics import (END_SLACK_S, compute, frames_presented, player_cpu,
-                                                     player_cpu_bound)
+from quicbench.clients.browser.recorder import PlaywrightPage, _Recorder, _write_prefs, record_network
+from quicbench.clients.browser.video_metrics import compute, frames_presented, player_cpu, player_cpu_bound
 
 CHILD = "import sys; from quicbench.clients.browser.video import main; sys.exit(main())"
-MSE_TYPE = 'video/mp4; codecs="avc1.64001f"'
-STARTUP_LIMIT_S = 30.0        # no first frame after this long: the trial fails
-STALL_LIMIT_S = 20.0          # a stall longer than this "never ends": the trial fails
 # a download the player cancelled itself: Chromium's net::ERR_ABORTED, Firefox's NS_BINDING_ABORTED
 ABORTED = ("ERR_ABORTED", "NS_BINDING_ABORTED")
 
@@ -76,28 +71,40 @@ class VideoClient(BrowserClient):
             out["ffmpeg"] = f"unknown ({e})"
         return out
 
+    # the playback child's script, how its errors name it, and the files a retried trial starts without
+    playback_script: ClassVar[str] = CHILD
+    playback_label: ClassVar[str] = "video playback"
+    playback_files: ClassVar[tuple[str, ...]] = ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json")
+
+    def playback_args(self, req: FetchRequest, profile: Path) -> dict[str, Any]:
+        """The playback child's arguments."""
+        target, workload = req.target, req.workload
+        return {"url": player_url(target, workload), "protocol": req.protocol, "host": target.hostname,
+                "port": target.port, "address": target.address, "spki": target.tls.spki_sha256_b64,
+                "trial_dir": str(req.trial_dir), "profile": str(profile), "timeout_s": req.timeout_s,
+                "executable": self.executable(),
+                "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
+                "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
+                "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split()}
+
+    def interpret_playback(self, out: dict, protocol: str, vinfo: dict,
+                           workload) -> tuple[list[dict], dict[str, Any], str | None]:
+        """video.json -> (per-request records, row columns, error or None): interpret_video, with
+        what this browser's own readings add (nothing for Chromium)."""
+        return interpret_video(out, protocol, vinfo, workload)
+
     def fetch(self, req: FetchRequest) -> ClientResult:
         target, protocol, workload, trial_dir = req.target, req.protocol, req.workload, req.trial_dir
         vinfo = (target.content.manifest.get("videos") or {}).get(workload_video_key(workload))
         if vinfo is None:
             return ClientResult(requests=[], summary={}, process_cpu_s=None, wall_s=0.0, returncode=-1,
                                 error=f"video {workload.label}: not in the content set (generate it with the plan)")
-
-        def make_args(profile: Path) -> dict[str, Any]:
-            return {"url": player_url(target, workload), "protocol": protocol, "host": target.hostname,
-                    "port": target.port, "address": target.address, "spki": target.tls.spki_sha256_b64,
-                    "trial_dir": str(trial_dir), "profile": str(profile), "timeout_s": req.timeout_s,
-                    "executable": self.executable(),
-                    "play_s": workload.video_spec().duration_s if workload.mode == "vod" else workload.duration_s,
-                    "vod": workload.mode == "vod", "settle": os.environ.get("QUICBENCH_BROWSER_SETTLE", "1") != "0",
-                    "extra_flags": os.environ.get("QUICBENCH_CHROMIUM_FLAGS", "").split()}
-
-        run = run_browser_child(req, CHILD, "video.json", "video playback",
-                                ("video.json", "requests.jsonl", "video_metrics.json", "p1203.json"), make_args)
+        run = run_browser_child(req, self.playback_script, "video.json", self.playback_label, self.playback_files,
+                                lambda profile: self.playback_args(req, profile))
         if isinstance(run, ClientResult):
             return run
-        return self.result_of(run, trial_dir, protocol, vinfo, workload, interpret_video,
-                              {"chromium": run.out.get("browser_version"), "flags": run.out.get("flags")})
+        return self.result_of(run, trial_dir, protocol, vinfo, workload, self.interpret_playback,
+                              self.summary_facts(run.out))
 
     @staticmethod
     def result_of(run: ChildRun, trial_dir: Path, protocol: str, vinfo: dict, workload, interpret,
@@ -197,122 +204,7 @@ def interpret_video(out: dict, protocol: str, vinfo: dict, workload) -> tuple[li
 # The child: runs inside the client namespace, plays the video in Chromium.
 # ---------------------------------------------------------------------------------------------
 
-_STATE_JS = """() => { const l = window.qbLog; if (!l) return null;
-  const ev = l.events, v = document.getElementById('v');
-  return {n: ev.length, playing: ev.some(e => e.type === 'playing'), ended: ev.some(e => e.type === 'ended'),
-          last: ev.length ? ev[ev.length - 1].type : null, t_last: ev.length ? ev[ev.length - 1].t : null,
-          fatal: l.errors.filter(e => e.fatal).length, pos: v ? v.currentTime : null,
-          waiting_since: (() => { for (let i = ev.length - 1; i >= 0; i--) {
-            if (ev[i].type === 'playing') return null; if (ev[i].type === 'waiting') return ev[i].t; }
-            return null; })(),
-          now: performance.timeOrigin + performance.now()}; }"""
-
-
-# Firefox's process types as the CPU columns name Chromium's: the content process ("tab") runs the
-# page (the player's JavaScript, MSE) as Chromium's renderer does; Firefox decodes video in its
-# RDD process ("firefox:rdd"), which Chromium does in the renderer (docs/video.md, Firefox)
-FIREFOX_KINDS = {"tab": "renderer", "gpu": "gpu-process"}
-
-
-def process_kind(pid: int) -> str | None:
-    """What a process of the browser's tree is: Chromium's `--type` (renderer, gpu-process,
-    utility:<sub-type>, zygote, ...), Firefox's `-contentproc` type (FIREFOX_KINDS), `browser` for
-    the browser's main process, `driver` for the rest (this child, Playwright's driver, the
-    Firefox bridge); None when it is gone."""
-    try:     # Chromium rewrites its helpers' command lines into one string: split at spaces too
-        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").split()
-    except OSError:
-        return None
-    if b"-contentproc" in argv:     # Firefox's child processes end their command line with their type
-        ptype = argv[-1].decode(errors="replace")
-        return FIREFOX_KINDS.get(ptype, f"firefox:{ptype}")
-    kind = next((a[7:].decode() for a in argv if a.startswith(b"--type=")), None)
-    if kind == "utility":
-        sub = next((a.split(b"=", 1)[1].decode() for a in argv if a.startswith(b"--utility-sub-type=")), "")
-        return f"utility:{sub.rsplit('.', 1)[-1] or '?'}"
-    if kind:
-        return kind
-    name = Path(argv[0].decode(errors="replace")).name if argv else ""
-    return "browser" if "chrom" in name or "firefox" in name else "driver"
-
-
-def sched_snapshot() -> dict[tuple[int, int], tuple[str, str, float, float]]:
-    """(pid, tid) -> (process kind, thread name, on-CPU s, run-queue wait s) of every thread of
-    this child's tree (the scheduler's nanosecond counters, /proc/PID/task/TID/schedstat); a
-    process's main thread is named `main` (a renderer's runs the page's JavaScript)."""
-    out = {}
-    for pid in [os.getpid(), *_descendants(os.getpid())]:
-        kind = process_kind(pid)
-        if kind is None:
-            continue
-        try:
-            tasks = list((Path("/proc") / str(pid) / "task").iterdir())
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                run, wait = (t / "schedstat").read_text().split()[:2]
-                name = (t / "comm").read_text().strip()
-            except (OSError, ValueError):
-                continue
-            tid = int(t.name)
-            out[(pid, tid)] = (kind, "main" if tid == pid else name, int(run) / 1e9, int(wait) / 1e9)
-    return out
-
-
-def sched_delta(before: dict, after: dict) -> dict[str, dict[str, list[float]]]:
-    """On-CPU and wait seconds between two snapshots, per process kind and per (kind, thread
-    name): {"by_process": {kind: [cpu, wait]}, "by_thread": {"kind/thread": [cpu, wait]}}. A thread
-    born between the snapshots counts from zero; one that ended is not counted."""
-    by_process: dict[str, list[float]] = {}
-    by_thread: dict[str, list[float]] = {}
-    for key, (kind, name, run, wait) in after.items():
-        _, _, run0, wait0 = before.get(key, (kind, name, 0.0, 0.0))
-        d_run, d_wait = max(0.0, run - run0), max(0.0, wait - wait0)
-        for table, k in ((by_process, kind), (by_thread, f"{kind}/{name}")):
-            acc = table.setdefault(k, [0.0, 0.0])
-            acc[0] += d_run
-            acc[1] += d_wait
-    rnd = lambda t: {k: [round(v[0], 3), round(v[1], 3)] for k, v in sorted(t.items())}  # noqa: E731
-    return {"by_process": rnd(by_process), "by_thread": rnd(by_thread)}
-
-
-def play(page, a: dict, out: dict, at_playing: dict) -> None:
-    """Wait while the player plays: until the watched time is reached (VOD: or its end), a fatal
-    player error, a stall longer than STALL_LIMIT_S, or no start within STARTUP_LIMIT_S. At the
-    first `playing`, at_playing gets the time and the threads' scheduler counters (sched_snapshot)."""
-    t0 = time.time()
-    deadline = t0 + a["timeout_s"]
-    t_play = None
-    while True:
-        page.wait_for_timeout(250)
-        s = page.evaluate(_STATE_JS) or {}
-        now = time.time()
-        if s.get("fatal"):
-            out["stop_reason"] = "player error"
-            return
-        if s.get("playing") and t_play is None:
-            t_play = now
-            at_playing.update(t=time.time(), threads=sched_snapshot())   # splits start-up and playback
-        if t_play is None and now - t0 > STARTUP_LIMIT_S:
-            out["stop_reason"] = f"no playback after {STARTUP_LIMIT_S:.0f} s"
-            return
-        if s.get("waiting_since") and t_play is not None and (s["now"] - s["waiting_since"]) / 1000 > STALL_LIMIT_S:
-            out["stop_reason"] = f"stalled for more than {STALL_LIMIT_S:.0f} s"
-            return
-        if s.get("ended") or (a.get("vod") and (s.get("pos") or 0) >= a["play_s"] - END_SLACK_S):
-            out["stop_reason"] = "ended"
-            return
-        if t_play is not None and now - t_play >= a["play_s"] + (2.0 if a.get("vod") else 0.0):
-            out["stop_reason"] = "duration reached"
-            return
-        if now > deadline:
-            out["stop_reason"] = "trial timeout"
-            return
-
-
 def run_video(a: dict[str, Any]) -> dict[str, Any]:
-    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     flags = chromium_flags(a["protocol"], a["host"], a["port"], a["address"], a["spki"])
@@ -332,43 +224,18 @@ def run_video(a: dict[str, Any]) -> dict[str, Any]:
             viewport={"width": 1366, "height": 768}, timeout=60_000)
         try:
             out["browser_version"] = ctx.browser.version if ctx.browser else None
-            page = ctx.pages[0] if ctx.pages else ctx.new_page()
-            supported = page.evaluate(f"() => window.MediaSource ? MediaSource.isTypeSupported('{MSE_TYPE}') : null")
-            out["mse_h264"] = supported
-            if not supported:
-                out["error"] = (f"this Chromium ({a['executable']}) cannot play H.264 in MediaSource "
-                                f"(isTypeSupported('{MSE_TYPE}') is {supported}): install Debian's chromium, "
-                                "which is built with the proprietary codecs")
+            pw_page = ctx.pages[0] if ctx.pages else ctx.new_page()
+            page = PlaywrightPage(pw_page)
+            if not plays_h264(page, a, out, "Chromium",
+                              "install Debian's chromium, which is built with the proprietary codecs"):
                 return out
-            record_network(ctx, page, rec)
-            if a.get("settle", True):
-                out["settle_s"] = _settle(page)
-            cpu0 = tree_cpu()
-            sched0 = sched_snapshot()
-            at_playing: dict = {}
-            t0 = time.time()
-            try:
-                page.goto(a["url"], wait_until="load", timeout=a["timeout_s"] * 1000)
-                play(page, a, out, at_playing)
-            except PlaywrightError as e:
-                out["error"] = f"video page over {a['protocol']} failed: " + \
-                    str(e).splitlines()[0].removeprefix("Page.goto: ")
-            out["t_end_ms"] = time.time() * 1000
-            out["play_wall_s"] = time.time() - t0
-            cpu1 = tree_cpu()
-            sched1 = sched_snapshot()
-            out["sched"] = sched_delta(sched0, sched1)
-            if at_playing:       # load start -> first frame, first frame -> stop
-                out["sched_startup"] = {"wall_s": round(at_playing["t"] - t0, 3),
-                                        **sched_delta(sched0, at_playing["threads"])}
-                out["sched_playback"] = {"wall_s": round(time.time() - at_playing["t"], 3),
-                                         **sched_delta(at_playing["threads"], sched1)}
-            out["cpu_user_s"], out["cpu_sys_s"] = max(0.0, cpu1[0] - cpu0[0]), max(0.0, cpu1[1] - cpu0[1])
-            out["cpu_wait_s"] = max(0.0, cpu1[2] - cpu0[2])
+            record_network(ctx, pw_page, rec)
+            settle(page, a, out)
+            timed_playback(page, a, out)
             try:
                 out["qblog"] = page.evaluate("() => window.qbLog || null")
-            except PlaywrightError as e:
-                out["qblog_error"] = str(e).splitlines()[0]
+            except page.Error as e:
+                out["qblog_error"] = page.error_line(e)
             out["requests"] = rec.records({})
         finally:
             ctx.close()

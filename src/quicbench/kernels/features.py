@@ -1,4 +1,5 @@
-"""Probing this kernel's features in a throwaway namespace (qdiscs, veth, TUN)."""
+"""Which of this kernel's features work here (netns, veth, the qdiscs netem, tbf and htb, TUN), probed
+in a throwaway namespace."""
 
 from __future__ import annotations
 
