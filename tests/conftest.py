@@ -76,8 +76,9 @@ def no_leftovers():
     assert left == set(), f"namespaces left behind: {sorted(left)}"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cache(tmp_path_factory):
+    """One content cache for the session: what two tests generate alike (a video ladder) is made once."""
     return tmp_path_factory.getbasetemp() / "cache"
 
 

@@ -27,15 +27,19 @@ def crosscheck_temp_dirs() -> set[Path]:
 def test_crosscheck_jitter_and_loss():
     before, temp_before = crosscheck_namespaces(), crosscheck_temp_dirs()
     # a rate with reordering jitter: netem cannot do both, the rate is left out and said so (on
-    # stderr: with --json stdout is the JSON alone)
+    # stderr: with --json stdout is the JSON alone). 1000 datagrams at 1000/s: the sample the
+    # loss bounds below are computed for, in half the default rate's time (UML's netem probe keeps
+    # 1000/s too: tests/integration/uml_netem_probe.py)
     cp = run_qb("link", "crosscheck", "--delay", "20", "--jitter", "5", "--loss", "2", "--rate", "1000",
                 "--up", "reorder=true",
-                "--down", "reorder=true", "--count", "1000", "--goodput-reps", "1", "--json", timeout=600)
+                "--down", "reorder=true", "--count", "1000", "--pps", "1000", "--goodput-reps", "1", "--json",
+                timeout=600)
     assert cp.returncode in (0, 1), cp.stderr
     res = json.loads(cp.stdout)
     assert "rate left out" in cp.stderr and res["condition"]["note"].startswith("rate left out")
     assert res["linkem"]["link"]["name"] == "linkem" and res["netem"]["link"]["name"] == "netem"
     assert res["netem"]["kernel"] == UmlKernel().version()["version"]
+    assert res["probe"] == {"count": 1000, "pps": 1000, "size": 64}
     for d in ("up", "down"):
         v = res["verdicts"][d]
         # the same condition through both: loss agrees, both reorder, medians close (a busy

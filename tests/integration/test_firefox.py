@@ -208,7 +208,7 @@ def test_killed_quicbench_leaves_no_firefox(served, tmp_path):
 @root_only
 @needs_firefox
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs ffmpeg: apt-get install ffmpeg")
-def test_hls_vod_over_h3(tmp_path):
+def test_hls_vod_over_h3(tmp_path, cache):
     """Firefox plays the lab's H.264 ladder in MSE (hls.js), every segment over h3, the QoE
     columns computed as for Chromium."""
     from quicbench.clients import Target
@@ -220,7 +220,8 @@ def test_hls_vod_over_h3(tmp_path):
     from quicbench.servers import CaddyServer
     from quicbench.tls import make_tls
     vod = Workload(kind="video", player="hls", mode="vod", duration_s=8, segment_s=2)
-    content = generate({}, seed=1, cache=tmp_path / "cache", videos=[vod.video_spec()])
+    # the session's cache: test_video plays the same ladder (one encode)
+    content = generate({}, seed=1, cache=cache, videos=[vod.video_spec()])
     rate = Condition(name="r10", rate_mbit=10, delay_ms=5)
     with make_lab(LabSpec(name="t-ff-video", condition=rate)) as lab:
         lab.set_condition(rate)
