@@ -180,10 +180,11 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
             if plan.hops == 2 and inv.router2 is None:
                 raise QuicbenchError(f"inventory {inventory}: router2: the plan has hops = 2 but the inventory "
                                      f"has no [router2] host")
-            odd = sorted({w.kind for w in plan.workloads if w.kind != "objects"})
+            kinds = BACKENDS.get(backend).workload_kinds
+            odd = sorted({w.kind for w in plan.workloads if kinds is not None and w.kind not in kinds})
             if odd:
-                raise QuicbenchError(f"workloads: kind {', '.join(odd)} is not supported by the ssh backend yet; "
-                                     f"accepted: objects")
+                raise QuicbenchError(f"workloads: kind {', '.join(odd)} is not supported by the {backend} backend "
+                                     f"yet; accepted: {', '.join(kinds or ())}")
     elif inventory is not None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
 

@@ -150,6 +150,8 @@ class Lab(ABC):
     remote: ClassVar[bool] = False
     # several labs of this backend can run at once (quicbench run --jobs N); else why not
     concurrent_labs: ClassVar[str | None] = None
+    # the workload kinds its nodes can run (model/workload_kinds.py); None: every kind
+    workload_kinds: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, spec: LabSpec):
         self.spec = spec

@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from quicbench.model.capabilities import client_capabilities
 from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
-from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
+from quicbench.model.video import DEFAULT_LADDER, VideoSpec
 from quicbench.model.workload_kinds import KINDS, WorkloadKind
 
 PROTOCOLS = ("h1", "h2", "h3")
@@ -82,11 +83,6 @@ def _check_scalar(key: str, value: Any, annotation: Any) -> None:
         want = [{int: "an integer", float: "a number", bool: "true or false"}[t] for t in scalars]
         want += [repr(a) for a in literals]
         raise ValueError(f"{key}: {' or '.join(want)} is expected, got {value!r} ({type(value).__name__})")
-
-
-# client driver name -> the protocols it fetches, filled by quicbench.clients from its registry
-# (the model layer does not import the drivers); a name not in it is a command client or unknown
-DRIVER_PROTOCOLS: dict[str, frozenset[str]] = {}
 
 
 class Workload(_Strict):
@@ -155,15 +151,12 @@ class Workload(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _har(self) -> "Workload":
-        if self.har is not None:
-            if self.kind != "page":
-                raise ValueError(f"har: a page archive is loaded by kind = \"page\" workloads, got kind = {self.kind!r}")
-            from quicbench.model.har import read_archive
-            try:
-                read_archive(self.har)
-            except QuicbenchError as e:
-                raise ValueError(str(e)) from None
+    def _kind_rules(self) -> "Workload":
+        """A field only other kinds read is refused (har), then the kind checks its parameters."""
+        if self.har is not None and "har" not in self.workload_kind.params:
+            readers = " or ".join(f'kind = "{k.name}"' for k in KINDS if "har" in k.params)
+            raise ValueError(f"har: a page archive is loaded by {readers} workloads, got kind = {self.kind!r}")
+        self.workload_kind.check(self)
         return self
 
     def archive(self):
@@ -183,15 +176,6 @@ class Workload(_Strict):
     segment_s: float = Field(4.0, gt=0, le=20)
     ladder: list[tuple[int, int]] | None = None
     codec: str = "h264"
-
-    @model_validator(mode="after")
-    def _video(self) -> "Workload":
-        if self.kind == "video":
-            try:
-                validate(self.video_spec(), where="workloads")
-            except QuicbenchError as e:
-                raise ValueError(str(e)) from None
-        return self
 
     def video_spec(self):
         """The encoded ladder a video workload plays (VOD and live of equal parameters share it)."""
@@ -521,9 +505,10 @@ class Plan(_Strict):
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
         if "h2" in self.protocols:
             for w in self.workloads:
-                if w.kind == "objects" and w.parallelism > H2_MAX_STREAMS:
+                in_flight = w.workload_kind.requests_in_flight(w)
+                if in_flight is not None and in_flight > H2_MAX_STREAMS:
                     raise ValueError(
-                        f"workloads: {w.label} puts {w.parallelism} requests in flight, but the load client's "
+                        f"workloads: {w.label} puts {in_flight} requests in flight, but the load client's "
                         f"h2 stalls beyond the servers' {H2_MAX_STREAMS} streams per connection "
                         f"(Go issue golang/go#70809): set parallel <= {H2_MAX_STREAMS}")
         archives = [w.archive() for w in self.workloads if w.har is not None]
@@ -592,28 +577,29 @@ class Plan(_Strict):
         return len(self.client_names) > 1 or len(self.browser_names) > 1
 
     def client_protocols(self, name: str) -> frozenset[str] | None:
-        """The protocols a client fetches: a client command's ``protocols``, a driver's own
-        (None: a name no driver has; preflight refuses it)."""
+        """The protocols a client fetches: a client command's ``protocols``, a driver's declared ones
+        (model/capabilities.py; None: a name no driver has; preflight refuses it)."""
         cmd = self.client_commands.get(name)
         if cmd:
             return frozenset(cmd.protocols)
-        # a driver that fetches h3 only gets h3 trials; the drivers sit a layer above the plan
-        # model and tell it their protocols when their registry is built (quicbench.clients)
-        return DRIVER_PROTOCOLS.get(name)
+        caps = client_capabilities(name)
+        return caps.protocols if caps is not None else None
 
     def video_specs(self) -> list:
         """The distinct ladders the plan's video workloads play."""
         specs = {}
         for w in self.workloads:
-            if w.kind == "video":
-                specs.setdefault(w.video_spec().key, w.video_spec())
+            spec = w.workload_kind.video(w)
+            if spec is not None:
+                specs.setdefault(spec.key, spec)
         return list(specs.values())
 
     def live_videos(self) -> list:
         specs = {}
         for w in self.workloads:
-            if w.kind == "video" and w.mode == "live":
-                specs.setdefault(w.video_spec().key, w.video_spec())
+            spec = w.workload_kind.live_video(w)
+            if spec is not None:
+                specs.setdefault(spec.key, spec)
         return list(specs.values())
 
     def content_objects(self) -> dict[int, int]:
@@ -632,7 +618,7 @@ class Plan(_Strict):
 
     @property
     def needs_realistic_page(self) -> bool:
-        return any(w.kind == "page" and w.page == "realistic" for w in self.workloads)
+        return any(w.workload_kind.realistic_page(w) for w in self.workloads)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,13 @@ class WorkloadKind:
     browser_managed: ClassVar[bool] = False   # the browser manages connections and sessions
     metrics: ClassVar[tuple[Metric, ...]]     # the first is the headline: it decides "best"
     lead_word: ClassVar[str] = "fastest"      # "h3 was fastest" / "h3 was best"
+    # its parameters: the plan's workload fields it reads (model.plan.Workload); a field of another
+    # kind's that only it can honour (har) is refused for the others
+    params: ClassVar[frozenset[str]] = frozenset({"size", "count", "parallel"})
+    # the client opens the trial's connections and holds its sessions: the workload's connection
+    # policy and resumption are the client's to honour, and a NAT rebinding has one connection to
+    # rebind (False: a browser's, or the kind's own)
+    client_connections: ClassVar[bool] = False
 
     @classmethod
     def headline(cls) -> Metric:
@@ -63,6 +70,39 @@ class WorkloadKind:
     def content_objects(cls, w: Workload) -> dict[int, int]:
         """Generated objects it needs: size in bytes -> copies."""
         return {}
+
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        """The kind's rules for its parameters beyond their types: raise ValueError naming the field."""
+
+    @classmethod
+    def requests_in_flight(cls, w: Workload) -> int | None:
+        """Requests the client keeps in flight on one connection at most (None: the browser's choice)."""
+        return None
+
+    @classmethod
+    def video(cls, w: Workload) -> Any:
+        """The encoded ladder it plays (model/video.py's VideoSpec), None if it plays none."""
+        return None
+
+    @classmethod
+    def live_video(cls, w: Workload) -> Any:
+        """The ladder a live publisher must loop for it, None if it watches no live stream."""
+        return None
+
+    @classmethod
+    def realistic_page(cls, w: Workload) -> bool:
+        """It loads the generated realistic page (content/pagegen.py)."""
+        return False
+
+    @classmethod
+    def codec(cls, w: Workload) -> str | None:
+        """The codec its client must be able to play on this host, None if it plays nothing."""
+        return None
+
+    @classmethod
+    def finish_row(cls, row: dict[str, Any]) -> None:
+        """The kind's last word on a measured trial's row, before it is verified (its own CPU rule)."""
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -90,6 +130,8 @@ class Objects(WorkloadKind):
     title = "Object downloads: geometric mean over successful trials; * = best in its cell"
     metrics = (Metric("goodput_mbps", "Mbit/s", 1, True, "goodput"),
                Metric("total_time_s", "time s", 3, False, "time"))
+    params = frozenset({"size", "count", "parallel", "connections", "resumption"})
+    client_connections = True
 
     TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
 
@@ -129,6 +171,10 @@ class Objects(WorkloadKind):
     def content_objects(cls, w: Workload) -> dict[int, int]:
         return {w.size_bytes: w.count}
 
+    @classmethod
+    def requests_in_flight(cls, w: Workload) -> int | None:
+        return w.parallelism
+
 
 class Page(WorkloadKind):
     """A page load in a browser: Go-Quick's gallery (`count` images of `size`), DNCS's realistic page,
@@ -141,6 +187,7 @@ class Page(WorkloadKind):
     metrics = (Metric("page_load_ms", "load ms", 0, False, "page load time"),
                Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
                Metric("dom_content_loaded_ms", "DCL ms", 0, False, "DOMContentLoaded"))
+    params = frozenset({"size", "count", "page", "har"})
 
     OVERHEAD_S = 3.0              # browser start, settle and close per page load (measured: docs/browser.md)
     REALISTIC_PAGE_BYTES = 10_200_000
@@ -182,6 +229,20 @@ class Page(WorkloadKind):
     def content_objects(cls, w: Workload) -> dict[int, int]:
         return {} if w.page == "realistic" or w.har is not None else {w.size_bytes: w.count}
 
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        if w.har is not None:
+            from quicbench.errors import QuicbenchError
+            from quicbench.model.har import read_archive
+            try:
+                read_archive(w.har)
+            except QuicbenchError as e:
+                raise ValueError(str(e)) from None
+
+    @classmethod
+    def realistic_page(cls, w: Workload) -> bool:
+        return w.page == "realistic"
+
 
 # a replayed page whose requests missed the archive more than this is not the recorded page
 MAX_MISSED_SHARE = 0.01
@@ -201,6 +262,7 @@ class Video(WorkloadKind):
                Metric("stall_total_s", "stall s", 2, False, "stall time"),
                Metric("mean_bitrate_kbps", "kbit/s", 0, True, "played bitrate"),
                Metric("live_latency_s_mean", "live s", 1, False, "live latency"))
+    params = frozenset({"player", "mode", "duration_s", "segment_s", "ladder", "codec"})
 
     # browser start, settle and close, then the start-up and what is watched. Measured: a 20 s VOD
     # on a LAN link took 27.0 s with a 0.55 s start-up; plans/dncs-video.toml's 60 s plays at
@@ -224,6 +286,36 @@ class Video(WorkloadKind):
         # a playback lasts as long as what is watched, whatever the link
         startup = cls.STARTUP_CPU_S + cls.STARTUP_BYTES * 8 / (rate_mbit * 1e6) + 10 * rtt_s
         return cls.OVERHEAD_S + startup + (w.video_spec().duration_s if w.mode == "vod" else w.duration_s)
+
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        from quicbench.errors import QuicbenchError
+        from quicbench.model.video import validate
+        try:
+            validate(w.video_spec(), where="workloads")
+        except QuicbenchError as e:
+            raise ValueError(str(e)) from None
+
+    @classmethod
+    def video(cls, w: Workload) -> Any:
+        return w.video_spec()
+
+    @classmethod
+    def live_video(cls, w: Workload) -> Any:
+        return w.video_spec() if w.mode == "live" else None
+
+    @classmethod
+    def codec(cls, w: Workload) -> str | None:
+        return w.codec
+
+    @classmethod
+    def finish_row(cls, row: dict[str, Any]) -> None:
+        # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
+        # the download rule's client figures flag every playback on a small machine
+        bound_by = [b for b in (row["cpu_bound_by"] or "").split(",") if b in ("server", "link")]
+        bound_by += ["player"] if row.get("player_cpu_bound") else []
+        row["cpu_bound"] = bool(bound_by)
+        row["cpu_bound_by"] = ",".join(bound_by) or None
 
 
 def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | None:

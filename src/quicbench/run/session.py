@@ -360,8 +360,8 @@ def server_ports(trials: list[TrialSpec]) -> dict[str, int]:
 
 
 def live_video_keys(trials: list[TrialSpec]) -> set[str]:
-    return {t.workload.video_spec().key for t in trials
-            if t.workload.kind == "video" and t.workload.mode == "live"}
+    lives = (t.workload.workload_kind.live_video(t.workload) for t in trials)
+    return {spec.key for spec in lives if spec is not None}
 
 
 def needed_binaries(plan: Plan, trials: list[TrialSpec]) -> dict[str, Any]:
