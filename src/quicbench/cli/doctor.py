@@ -150,7 +150,8 @@ def remote_doctor(inventory: Path, provision: bool, as_json: bool) -> None:
     inv = load_inventory(inventory)
     default = plan_from_dict(DEFAULT_PLAN, source="default plan")     # its drivers: what `make run` needs
     facts = check_hosts(LabSpec(name=f"d{secrets.token_hex(3)}", backend="ssh", inventory=str(inventory.resolve()),
-                                hops=2 if inv.router2 else 1, **needed_binaries(default, expand(default))),
+                                hops=2 if inv.router2 else 1, **needed_binaries(expand(default), default.client_commands,
+                                                                 default.server_commands)),
                         provision=provision)
     if as_json:
         print(json.dumps(facts, indent=2))

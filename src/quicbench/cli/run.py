@@ -124,7 +124,7 @@ def run_cmd(
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "", backend=backend,
                           inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs,
-                          until_decided=_until_decided(until_decided, out_console) if until_decided else None)
+                          until_decided=_bound(_until_decided(until_decided, out_console), p) if until_decided else None)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -279,6 +279,11 @@ def _until_decided(max_reps: int, out_console):
     return factory
 
 
+def _bound(factory, plan):
+    """The runner's until_decided hook (store, selection) with the plan its looks expand."""
+    return lambda store, selection: factory(store, plan, selection)
+
+
 def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:
     """Every host reachable, its interfaces and binaries in place, before a run directory exists."""
     from quicbench.lab import LabSpec
@@ -294,7 +299,7 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
            for name, cls in h3.items()}
     check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_ccs[0],
                         link=p.link, offload=p.offload, inventory=str(inventory.resolve()),
-                        **needed_binaries(p, trials)), provision=provision,
+                        **needed_binaries(trials, p.client_commands, p.server_commands)), provision=provision,
                 conditions=list(p.conditions), measurements=(p.qlog is True, p.verify_cc, can))
 
 

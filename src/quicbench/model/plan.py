@@ -7,12 +7,12 @@ The plan model is pydantic; errors name the file, the field and what is accepted
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 import shlex
 import string
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from quicbench.model.capabilities import client_capabilities
 from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
+from quicbench.model.specs import TrialOptions, TrialSpec
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 from quicbench.model.video import DEFAULT_LADDER, VideoSpec
@@ -621,15 +622,18 @@ class Plan(_Strict):
         return any(w.workload_kind.realistic_page(w) for w in self.workloads)
 
 
-@dataclass(frozen=True)
-class TrialOptions:
-    """What is recorded besides the metrics: captures, qlog, TLS keys."""
-    capture: bool = False
-    capture_keep: str = "compressed"
-    capture_router: bool = False
-    qlog: bool = False
-    keylog: bool = False
-    tcp_cc: str = "cubic"       # background TCP flows without a cc of their own use the plan's
+def plan_fingerprint(plan: Plan) -> str:
+    """What the trials measure: the plan without the studies its report is set beside (naming one
+    later does not make a run's directory another plan's)."""
+    return hashlib.sha256(plan.model_dump_json(exclude={"study"}).encode()).hexdigest()[:16]
+
+
+def condition_headlines(plan: Plan) -> dict[str, dict[str, Any]]:
+    """Each condition's headline values (delay, loss, rate, jitter, RTT), for meta.json."""
+    def number(v: Any) -> Any:
+        return None if isinstance(v, float) and math.isnan(v) else v
+    return {c.name: {k: number(v) for k, v in c.headline().items()} | {"desc": c.short()}
+            for c in plan.conditions}
 
 
 def _cc_names(v: Any, field: str) -> None:
@@ -643,46 +647,6 @@ def _cc_names(v: Any, field: str) -> None:
                              f"and '_', e.g. cubic, reno, bbr)")
     if len(set(names)) != len(names):
         raise ValueError(f"{where}listed twice in {names}")
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    seq: int
-    condition: Condition
-    workload: Workload
-    protocol: str
-    server: str
-    rep: int
-    warmup: bool = False
-    client: str = "qb-load"
-    compares_clients: bool = False    # the plan runs a protocol with several clients
-    # the QUIC sender's congestion controller asked of the server (h3; None: its default): the
-    # server runs as an instance of its own, ``server_instance``
-    quic_cc: str | None = None
-    # the TCP congestion control of the trial (h1/h2; None: the plan's one tcp_cc); named in the
-    # key when the plan sweeps it
-    tcp_cc: str | None = None
-    sweeps_tcp_cc: bool = False
-
-    @property
-    def server_instance(self) -> str:
-        """The running server this trial uses: the server, or server/quic_cc (ngtcp2/bbr)."""
-        return f"{self.server}/{self.quic_cc}" if self.quic_cc else self.server
-
-    def link_seed(self, plan_seed: int) -> int:
-        """The seed of the link's random draws for this trial (Plan.link_seed): the same for every
-        protocol, server and client of a repetition, and in every run of the plan."""
-        tag = "warmup" if self.warmup else f"r{self.rep}"
-        text = f"{plan_seed}|{self.condition.name}|{self.workload.label}|{tag}"
-        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
-
-    @property
-    def key(self) -> str:
-        tag = "warmup" if self.warmup else f"r{self.rep}"
-        swept = self.sweeps_tcp_cc and self.tcp_cc and self.protocol != "h3"
-        proto = f"{self.protocol}/{self.tcp_cc}" if swept else self.protocol
-        proto = f"{proto}~{self.client}" if self.compares_clients else proto
-        return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server_instance}|{tag}"
 
 
 def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | None = None) -> list[TrialSpec]:

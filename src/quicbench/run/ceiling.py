@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from quicbench.model.conditions import Condition
-from quicbench.model.plan import TrialSpec
+from quicbench.model.specs import TrialSpec
 
 NEAR = 0.8     # a trial at >= 80 % of its protocol's ceiling is flagged
 REPS = 2       # fetches per protocol; the best counts (the ceiling is a maximum)

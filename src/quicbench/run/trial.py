@@ -19,7 +19,7 @@ from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, ticks_ms, t
 from quicbench.link.fidelity import LinkReading, LinkWindow, link_late, link_window
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
-from quicbench.model.plan import TrialOptions, TrialSpec
+from quicbench.model.specs import TrialOptions, TrialSpec
 
 
 def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
