@@ -43,6 +43,9 @@ class WorkloadKind:
     # its parameters: the plan's workload fields it reads (model.plan.Workload); a field of another
     # kind's that only it can honour (har) is refused for the others
     params: ClassVar[frozenset[str]] = frozenset({"size", "count", "parallel"})
+    # in the terminal summary, metrics compared each on its own beside the headline (a viewer's
+    # experience beside a video's QoE)
+    beside_headline: ClassVar[tuple[str, ...]] = ()
     # the client opens the trial's connections and holds its sessions: the workload's connection
     # policy and resumption are the client's to honour, and a NAT rebinding has one connection to
     # rebind (False: a browser's, or the kind's own)
@@ -51,6 +54,22 @@ class WorkloadKind:
     @classmethod
     def headline(cls) -> Metric:
         return cls.metrics[0]
+
+    @classmethod
+    def measures(cls, metric: str) -> bool:
+        """The kind declares the metric: the analyses and views of that metric apply to its workloads."""
+        return any(m.name == metric for m in cls.metrics)
+
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        """A trial of a workload with `count` fetches several objects at once (head-of-line measures)."""
+        return False
+
+    @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        """What a study matches this workload by (model/study.py's WORKLOAD_ATTRS), beyond its kind,
+        count and connections: updates to ``attrs``, the attributes read from its rows."""
+        return {"size_bytes": w.size_bytes} if attrs.get("size_bytes") is None else {}
 
     @classmethod
     def label(cls, w: Workload) -> str:
@@ -175,6 +194,10 @@ class Objects(WorkloadKind):
     def requests_in_flight(cls, w: Workload) -> int | None:
         return w.parallelism
 
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        return count is not None and count >= 2
+
 
 class Page(WorkloadKind):
     """A page load in a browser: Go-Quick's gallery (`count` images of `size`), DNCS's realistic page,
@@ -243,6 +266,16 @@ class Page(WorkloadKind):
     def realistic_page(cls, w: Workload) -> bool:
         return w.page == "realistic"
 
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        return True
+
+    @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        # a realistic page is matched by its kind alone (its size then falls back to the plan's)
+        out = {"page": w.page} | ({"size_bytes": None, "count": None} if w.page == "realistic" else {})
+        return out | super().study_attrs(w, {**attrs, **out})
+
 
 # a replayed page whose requests missed the archive more than this is not the recorded page
 MAX_MISSED_SHARE = 0.01
@@ -257,6 +290,7 @@ class Video(WorkloadKind):
     browser_clients = {"chromium": "video", "firefox": "firefox-video"}
     browser_managed = True
     lead_word = "best"
+    beside_headline = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
     metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
                Metric("startup_s", "start s", 2, False, "start-up time"),
                Metric("stall_total_s", "stall s", 2, False, "stall time"),
@@ -305,6 +339,10 @@ class Video(WorkloadKind):
         return w.video_spec() if w.mode == "live" else None
 
     @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {"player": w.player, "mode": w.mode, "size_bytes": None, "count": None}
+
+    @classmethod
     def codec(cls, w: Workload) -> str | None:
         return w.codec
 
@@ -334,3 +372,8 @@ def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | 
 
 
 KINDS: Registry[type[WorkloadKind]] = Registry("workload kind", [Objects, Page, Video])
+
+
+def measures(kind: str, metric: str) -> bool:
+    """The registered kind of this name declares the metric (an unknown name: no)."""
+    return kind in KINDS and KINDS.get(kind).measures(metric)

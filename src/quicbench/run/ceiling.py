@@ -35,9 +35,9 @@ def unimpaired(hops: int) -> Condition:
 
 
 def ceiling_specs(todo: list[TrialSpec]) -> list[TrialSpec]:
-    """One spec per (protocol, client, server) of todo's workloads whose headline is goodput (object
+    """One spec per (protocol, client, server) of todo's workloads whose kind measures goodput (object
     downloads): the largest payload, over an unimpaired link."""
-    objects = [t for t in todo if t.workload.workload_kind.headline().name == "goodput_mbps" and not t.warmup]
+    objects = [t for t in todo if t.workload.workload_kind.measures("goodput_mbps") and not t.warmup]
     if not objects:
         return []
     best: dict[tuple[str, str, str, str], TrialSpec] = {}
