@@ -43,6 +43,10 @@ class WorkloadKind:
     # its parameters: the plan's workload fields it reads (model.plan.Workload); a field of another
     # kind's that only it can honour (har) is refused for the others
     params: ClassVar[frozenset[str]] = frozenset({"size", "count", "parallel"})
+    # the report's table of its cells (analysis/report_data.py): "downloads" (goodput, phases, the
+    # workload's size and count in its title), "pages", "video"; "generic": its declared metrics,
+    # a verdict each
+    report_table: ClassVar[str] = "generic"
     # in the terminal summary, metrics compared each on its own beside the headline (a viewer's
     # experience beside a video's QoE)
     beside_headline: ClassVar[tuple[str, ...]] = ()
@@ -151,6 +155,7 @@ class Objects(WorkloadKind):
                Metric("total_time_s", "time s", 3, False, "time"))
     params = frozenset({"size", "count", "parallel", "connections", "resumption"})
     client_connections = True
+    report_table = "downloads"
 
     TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
 
@@ -211,6 +216,7 @@ class Page(WorkloadKind):
                Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
                Metric("dom_content_loaded_ms", "DCL ms", 0, False, "DOMContentLoaded"))
     params = frozenset({"size", "count", "page", "har"})
+    report_table = "pages"
 
     OVERHEAD_S = 3.0              # browser start, settle and close per page load (measured: docs/browser.md)
     REALISTIC_PAGE_BYTES = 10_200_000
@@ -290,6 +296,7 @@ class Video(WorkloadKind):
     browser_clients = {"chromium": "video", "firefox": "firefox-video"}
     browser_managed = True
     lead_word = "best"
+    report_table = "video"
     beside_headline = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
     metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
                Metric("startup_s", "start s", 2, False, "start-up time"),
@@ -372,6 +379,11 @@ def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | 
 
 
 KINDS: Registry[type[WorkloadKind]] = Registry("workload kind", [Objects, Page, Video])
+
+
+def report_table(kind: str) -> str:
+    """The report's table for the registered kind of this name ("generic" for an unknown name)."""
+    return KINDS.get(kind).report_table if kind in KINDS else "generic"
 
 
 def measures(kind: str, metric: str) -> bool:
