@@ -1,7 +1,10 @@
 """Workload kinds: what a trial does (download objects, load a page, play a video) as one
-concept. A kind says, in one place, its default client, its label, how its trial is verified,
-how long it takes, the content it needs and how the report shows it (headline metrics and
-section title). Rows carry the kind in their ``kind`` column; nothing parses a label.
+concept. A kind says, in one place, its default client, its label, the plan's workload fields it
+reads and their checks, how its trial is verified (and its last word on the row), how long it
+takes, the content it needs (objects, videos, pages) and how the analysis and the report show
+it (the metrics it measures, headline first, its report table and section title). Rows carry
+the kind in their ``kind`` column; nothing parses a label, and nothing outside the kinds
+branches on a kind's name.
 
 Adding a kind is one class here (or in its own module) plus ``KINDS.register``: see
 tests/integration/test_extension.py, which adds a toy kind and runs it end to end.
