@@ -471,12 +471,6 @@ class Plan(_Strict):
             return [None]
         return [v] if isinstance(v, str) else list(v)
 
-    def qlog_for(self, condition: Condition) -> bool:
-        """Whether trials under this condition are qlogged (auto: where the path loses,
-        duplicates, corrupts or reorders packets, so that every lossy h3 row has its
-        loss-recovery counts; on a clean path qlog would only cost the endpoints CPU)."""
-        return condition.impairs_packets if self.qlog == "auto" else bool(self.qlog)
-
     @property
     def options(self) -> "TrialOptions":
         return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
