@@ -79,7 +79,9 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     from quicbench.content.objects import check_disk_space
-    check_disk_space(p.content_objects(), seed=p.seed, realistic_page=p.needs_realistic_page, videos=p.video_specs())
+    content = p.content()
+    check_disk_space(dict(content.objects), seed=content.seed, realistic_page=content.realistic_page,
+                     videos=list(content.videos))
     check_backend(backend, inventory, p)
     if any(c.background or c.latency_probe or c.rebind_at_s for c in p.conditions) and (
             backend != "netns" or kernel != "host"):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from quicbench.model.capabilities import client_capabilities
 from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
-from quicbench.model.specs import TrialOptions, TrialSpec
+from quicbench.model.specs import ContentSpec, TrialOptions, TrialSpec
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 from quicbench.model.video import DEFAULT_LADDER, VideoSpec
@@ -614,6 +614,11 @@ class Plan(_Strict):
     @property
     def needs_realistic_page(self) -> bool:
         return any(w.workload_kind.realistic_page(w) for w in self.workloads)
+
+    def content(self) -> ContentSpec:
+        """What the servers of the plan's runs serve (content/objects.py's ``generate``)."""
+        return ContentSpec(objects=self.content_objects(), seed=self.seed, realistic_page=self.needs_realistic_page,
+                           videos=tuple(self.video_specs()), archives=tuple(self.page_archives))
 
 
 def plan_fingerprint(plan: Plan) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from quicbench.errors import QuicbenchError
-from quicbench.model.specs import ContentSpec, LabSpec, RunSpec, TrialSpec
+from quicbench.model.specs import LabSpec, RunSpec, TrialSpec
 
 SLURM_ENV = "SLURM_ARRAY_TASK_ID"
 SLURM_MIN_ENV = "SLURM_ARRAY_TASK_MIN"
@@ -149,9 +149,7 @@ class Selection:
             lab=LabSpec(name="run", hops=plan.hops, tcp_cc=plan.tcp_ccs[0], tcp_initcwnd=plan.tcp_initcwnd,
                         link=plan.link, offload=plan.offload),
             conditions=tuple(plan.conditions),
-            content=ContentSpec(objects=plan.content_objects(), seed=plan.seed,
-                                realistic_page=plan.needs_realistic_page, videos=tuple(plan.video_specs()),
-                                archives=tuple(plan.page_archives)),
+            content=plan.content(),
             options=plan.options, trial_timeout_s=plan.trial_timeout_s, qlog=plan.qlog, verify_cc=plan.verify_cc,
             calibrate=plan.calibrate, seed=plan.seed, link_seed=plan.link_seed,
             client_commands=dict(plan.client_commands), server_commands=dict(plan.server_commands),
