@@ -627,12 +627,11 @@ def plan_fingerprint(plan: Plan) -> str:
     return hashlib.sha256(plan.model_dump_json(exclude={"study"}).encode()).hexdigest()[:16]
 
 
-def condition_headlines(plan: Plan) -> dict[str, dict[str, Any]]:
+def condition_headlines(conditions: list[Condition]) -> dict[str, dict[str, Any]]:
     """Each condition's headline values (delay, loss, rate, jitter, RTT), for meta.json."""
     def number(v: Any) -> Any:
         return None if isinstance(v, float) and math.isnan(v) else v
-    return {c.name: {k: number(v) for k, v in c.headline().items()} | {"desc": c.short()}
-            for c in plan.conditions}
+    return {c.name: {k: number(v) for k, v in c.headline().items()} | {"desc": c.short()} for c in conditions}
 
 
 def _cc_names(v: Any, field: str) -> None:

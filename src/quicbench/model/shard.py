@@ -142,8 +142,8 @@ class Selection:
         """The plan resolved for running this selection: its trials, the lab, the content, the
         run-wide settings of a trial, and what meta.json records of the plan and the selection."""
         import json
-        from quicbench.model.plan import condition_headlines, plan_fingerprint
-        trials = tuple(self.trials(plan))
+        from quicbench.model.plan import condition_headlines, expand, plan_fingerprint
+        trials = tuple(select(expand(plan, reps=self.reps, only=dict(self.only) if self.only else None), self.shard))
         return RunSpec(
             trials=trials,
             lab=LabSpec(name="run", hops=plan.hops, tcp_cc=plan.tcp_ccs[0], tcp_initcwnd=plan.tcp_initcwnd,
@@ -154,7 +154,7 @@ class Selection:
             calibrate=plan.calibrate, seed=plan.seed, link_seed=plan.link_seed,
             client_commands=dict(plan.client_commands), server_commands=dict(plan.server_commands),
             meta={"plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
-                  "conditions": condition_headlines(plan), **self._meta(trials)})
+                  "conditions": condition_headlines(plan.conditions), **self._meta(trials)})
 
     def _meta(self, trials) -> dict:
         return {"reps": self.reps, "only": dict(self.only) if self.only else None,

@@ -199,11 +199,11 @@ def _check_codecs(plan: Plan, source: str) -> None:
                                  f"browser = \"chromium\"")
 
 
-def quic_cc_accepted(plan: Plan) -> str:
-    """'ngtcp2: cubic, reno, bbr; caddy: none (its sender is reno)' for the plan's h3 servers."""
+def quic_cc_accepted(h3_servers: list[str], server_commands: dict) -> str:
+    """'ngtcp2: cubic, reno, bbr; caddy: none (its sender is reno)' for a plan's h3 servers."""
     parts = []
-    for srv in dict.fromkeys(plan.server_options("h3")):
-        cls = server_class(srv, plan.server_commands)
+    for srv in dict.fromkeys(h3_servers):
+        cls = server_class(srv, server_commands)
         if cls.quic_ccs:
             parts.append(f"{srv}: {', '.join(cls.quic_ccs)}")
         else:
@@ -234,7 +234,7 @@ def check_quic_cc(plan: Plan, source: str = "plan") -> None:
                        f"ask it only of the servers that can, e.g. quic_cc = {{ ngtcp2 = [\"{cc}\"] }} "
                        f"({srv} keeps its own)")
                 raise QuicbenchError(f"{source}: {field}: {srv} cannot set its QUIC sender to '{cc}'; accepted per "
-                                     f"server: {quic_cc_accepted(plan)}; {fix}")
+                                     f"server: {quic_cc_accepted(plan.server_options('h3'), plan.server_commands)}; {fix}")
 
 
 def _check_rebinding(plan: Plan, c, source: str) -> None:

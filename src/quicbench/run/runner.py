@@ -265,7 +265,8 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
         store = RunStore.open(resume)
         store.acquire()
         try:
-            selection = _resumed_selection(store, plan, Selection(reps, only, shard), console)
+            meta = check_resumable(store.dir, plan, only)
+            selection = _resumed_selection(store, meta, Selection(reps, only, shard), console)
         except BaseException:
             store.release()
             raise
@@ -327,9 +328,9 @@ def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None
     return meta
 
 
-def _resumed_selection(store: RunStore, plan: Plan, asked: Selection, console: Console) -> Selection:
-    """A resumed run keeps its plan, --only and shard; --reps may change (recorded)."""
-    meta = check_resumable(store.dir, plan, asked.only)
+def _resumed_selection(store: RunStore, meta: dict[str, Any], asked: Selection, console: Console) -> Selection:
+    """A resumed run keeps its plan, --only and shard; --reps may change (recorded). meta: its
+    meta.json, checked by check_resumable."""
     stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
     was = Selection.from_meta(meta)
     if asked.shard is not None and asked.shard != was.shard:
