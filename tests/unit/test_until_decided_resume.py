@@ -73,7 +73,7 @@ def test_a_bug_outside_a_trial_leaves_the_run_failed_with_its_reason_not_running
     plan = plan_from_dict(PLAN)
     store = _store(tmp_path, plan)
     out = io.StringIO()
-    r = Runner(plan, store, Console(file=out, width=300), Selection())
+    r = Runner(Selection().resolve(plan), store, Console(file=out, width=300), Selection())
     with pytest.raises(KeyError):
         with r._run_status():
             raise KeyError("acks_sent")
