@@ -12,7 +12,7 @@ import typer
 
 from quicbench.kernels.features import probe
 from quicbench.paths import bin_dir
-import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
+import quicbench.clients  # noqa: F401 - the client drivers declare their capabilities to the model as they register
 
 BINARIES = [
     # (binary, needed for, fix)

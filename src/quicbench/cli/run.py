@@ -10,7 +10,7 @@ from rich.table import Table
 
 from quicbench.cli.app import KernelOpt, app, check_kernel, console, err, plan_app, reap, require_root, rerun_in_kernel
 from quicbench.errors import QuicbenchError
-import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
+import quicbench.clients  # noqa: F401 - the client drivers declare their capabilities to the model as they register
 
 
 def _parse_only(only: list[str]) -> dict[str, list[str]]:
