@@ -37,7 +37,7 @@ from quicbench.model.shard import shard_of_key
 from quicbench.model.runmeta import RunMeta
 from quicbench.store import (RunLayout, RunStore, check_tree, confined, read_jsonl_checked, read_meta,
                              refuse_if_written)
-import quicbench.clients  # noqa: F401 - the client drivers declare their capabilities to the model as they register
+import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
 
 # what belongs to one run's lab and process, not to the merged result
 _PER_RUN = ("lab", "tls", "server_ports", "content", "shard", "run_id", "status", "created", "finished_at",
