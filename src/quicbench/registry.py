@@ -9,7 +9,7 @@ name is unknown.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from quicbench.errors import QuicbenchError
@@ -31,11 +31,14 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Drivers of one kind by name, in registration order."""
+    """Drivers of one kind by name, in registration order. ``on_register``, given, is told each
+    driver as it registers (the first ones included): how a layer below learns what a driver
+    declares without importing the drivers."""
 
-    def __init__(self, kind: str, drivers: Iterable[T] = ()):
+    def __init__(self, kind: str, drivers: Iterable[T] = (), on_register: Callable[[T], None] | None = None):
         self.kind = kind
         self._drivers: dict[str, T] = {}
+        self._on_register = on_register
         for d in drivers:
             self.register(d)
 
@@ -44,6 +47,8 @@ class Registry(Generic[T]):
         if name in self._drivers:
             raise ValueError(f"{self.kind} '{name}' registered twice")
         self._drivers[name] = driver
+        if self._on_register is not None:
+            self._on_register(driver)
         return driver
 
     def get(self, name: str) -> T:

@@ -58,8 +58,8 @@ def test_the_interrupt_hint_carries_every_flag_that_shapes_the_run(tmp_path):
     plan = plan_from_dict(PLAN)
     store = _store(tmp_path, plan)
     store.update_meta(sequential={"max_reps": 8, "looks": 3, "step": 2})
-    r = Runner(plan, store, Console(file=open("/dev/null", "w")), Selection(reps=3, only={"protocol": ["h1"]}),
-               jobs=2)
+    sel = Selection(reps=3, only={"protocol": ["h1"]})
+    r = Runner(sel.resolve(plan), store, Console(file=open("/dev/null", "w")), sel, jobs=2)
     hint = r._testbed_flags()
     assert "--until-decided 8" in hint and "--reps 3" in hint and "--only protocol=h1" in hint and "--jobs 2" in hint
 
@@ -73,7 +73,7 @@ def test_a_bug_outside_a_trial_leaves_the_run_failed_with_its_reason_not_running
     plan = plan_from_dict(PLAN)
     store = _store(tmp_path, plan)
     out = io.StringIO()
-    r = Runner(plan, store, Console(file=out, width=300), Selection())
+    r = Runner(Selection().resolve(plan), store, Console(file=out, width=300), Selection())
     with pytest.raises(KeyError):
         with r._run_status():
             raise KeyError("acks_sent")

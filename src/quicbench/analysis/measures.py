@@ -27,6 +27,7 @@ import pandas as pd
 from quicbench import stats
 from quicbench.analysis.load import RunData
 from quicbench.analysis.tables import Method, center, metric_scale
+from quicbench.model.workload_kinds import KINDS
 
 NOT_TESTED = "0 in every trial"      # both samples all zero: nothing to test
 SAME_OUTCOME = "the same outcome in every trial"   # a count: all or none in both
@@ -184,8 +185,8 @@ def compute(run: RunData, section: Section, method: Method = Method()) -> Measur
 # -- the sections ------------------------------------------------------------------------------------
 def _several_objects(run: RunData) -> set[str]:
     info = run.workload_info
-    return {w for w in info.index if info.at[w, "kind"] == "page"
-            or (info.at[w, "kind"] == "objects" and pd.notna(info.at[w, "count"]) and info.at[w, "count"] >= 2)}
+    return {w for w in info.index if info.at[w, "kind"] in KINDS and KINDS.get(info.at[w, "kind"]).several_objects(
+        int(info.at[w, "count"]) if pd.notna(info.at[w, "count"]) else None)}
 
 
 HOL_METRICS = {

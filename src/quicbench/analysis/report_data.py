@@ -26,6 +26,7 @@ from quicbench.stats import finite as _f
 from quicbench.analysis.tables import METRICS, OPTIONAL_METRICS, Method, cell_summary, optional_metrics, pairwise
 from quicbench.analysis.timeseries import TimeSeries, has_timeseries, median_trial_series
 from quicbench.analysis.video import median_startup_timelines
+from quicbench.model.workload_kinds import report_table
 
 COMPARISONS = (("h3", "h2"), ("h3", "h1"))
 # connection phases in httpstat's order (seed 004)
@@ -40,7 +41,7 @@ def workload_title(info: pd.DataFrame, workload: str) -> str:
         row = info.loc[workload]
     except KeyError:
         return workload
-    if row.get("kind", "objects") != "objects":
+    if report_table(row.get("kind", "objects")) != "downloads":
         return workload       # a page load or a playback: its label says it
     try:
         count, par = int(row["count"]), int(row["parallel"])
@@ -69,7 +70,7 @@ def _policy_text(row: pd.Series) -> str:
 
 def workload_short(info: pd.DataFrame, workload: str, sep: str = "×") -> str:
     """'100KB×10' (size, then objects per trial); the label itself when size or count is unknown."""
-    if workload in info.index and info.at[workload, "kind"] != "objects":
+    if workload in info.index and report_table(info.at[workload, "kind"]) != "downloads":
         return workload
     try:
         size, count = info.at[workload, "size"], int(info.at[workload, "count"])
@@ -149,7 +150,7 @@ class ReportData:
 
     @property
     def object_workloads(self) -> list[str]:
-        return [w for w in self.run.workloads if self.run.kind_of(w) == "objects"]
+        return [w for w in self.run.workloads if report_table(self.run.kind_of(w)) == "downloads"]
 
     @property
     def any_mean_above_ci(self) -> bool:
@@ -198,7 +199,7 @@ def build_table1(run: RunData, summary: pd.DataFrame, ref: StudyData | None) -> 
     rbest = reference_best(rd)
     out = []
     for w in run.workloads:
-        if run.kind_of(w) != "objects":
+        if report_table(run.kind_of(w)) != "downloads":
             continue      # page loads and videos have their own tables, never a goodput verdict
         rows = []
         for c in run.condition_order:
@@ -331,7 +332,7 @@ def missing_items(run: RunData, summary: pd.DataFrame, studies: list[StudyData],
     if beside:
         out.append(f"{beside} of {c['used']} successful trials ran beside other trials (quicbench run --jobs): they "
                    f"shared the machine's CPUs; the 'concurrent' column of trials.parquet says with how many.")
-    objects = [w for w in run.workloads if run.kind_of(w) == "objects"]
+    objects = [w for w in run.workloads if report_table(run.kind_of(w)) == "downloads"]
     if objects:
         if len(run.condition_order) == 1:
             out.append("Only one network condition: the goodput-vs-condition figure and the heatmaps have a single "
@@ -414,7 +415,7 @@ def page_loads(run: RunData, summary: pd.DataFrame, bests: Bests) -> pd.DataFram
     verdict (DNCS's page table: load, DOMContentLoaded, TTFB, weight, requests)."""
     if summary.empty:
         return pd.DataFrame()
-    pages = summary[summary["workload"].map(run.kind_of) == "page"].copy()
+    pages = summary[summary["workload"].map(lambda w: report_table(run.kind_of(w))) == "pages"].copy()
     if pages.empty:
         return pd.DataFrame()
     return _with_verdicts(run, pages, PAGE_METRICS, "page", bests).reset_index(drop=True)
@@ -425,14 +426,10 @@ def video_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> pd.DataFra
     protocol and its verdict against every other protocol (startup, stalls, bitrate, latency, QoE)."""
     if summary.empty:
         return pd.DataFrame()
-    video = summary[summary["workload"].map(run.kind_of) == "video"].copy()
+    video = summary[summary["workload"].map(lambda w: report_table(run.kind_of(w))) == "video"].copy()
     if video.empty:
         return pd.DataFrame()
     return _with_verdicts(run, video, VIDEO_METRICS, "video", bests).reset_index(drop=True)
-
-
-# the kinds with tables of their own in the report; any other (a user's kind) gets a generic one
-OWN_TABLES = ("objects", "page", "video")
 
 
 def kind_metrics(kind: str) -> tuple[tuple[str, str], ...]:
@@ -450,7 +447,7 @@ def other_kind_cells(run: RunData, summary: pd.DataFrame, bests: Bests) -> dict[
         return out
     kinds = summary["workload"].map(run.kind_of)
     for kind in dict.fromkeys(kinds):
-        if kind in OWN_TABLES or not kind_metrics(kind):
+        if report_table(kind) != "generic" or not kind_metrics(kind):   # a table of its own, or nothing to show
             continue
         out[kind] = _with_verdicts(run, summary[kinds == kind].copy(), kind_metrics(kind), kind,
                                    bests).reset_index(drop=True)
@@ -463,7 +460,7 @@ def relative_to_best(run: RunData, summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     if summary.empty or "goodput_mbps_mean" not in summary:
         return pd.DataFrame(columns=RELATIVE_COLUMNS)
-    objects = [w for w in run.workloads if run.kind_of(w) == "objects"]
+    objects = [w for w in run.workloads if report_table(run.kind_of(w)) == "downloads"]
     summary = summary[summary["workload"].isin(objects)].copy()
     summary["goodput_mbps_mean"] = [_center(r, "goodput_mbps") for _, r in summary.iterrows()]
     for c in run.condition_order:
@@ -499,7 +496,8 @@ def build_report_data(run: RunData, method: Method = Method(), studies: list[str
     slowed = honesty.cpu_slowed_trials(run)
     c = counts(run, slowed)
     params = run.conditions
-    objects = summary[summary["workload"].map(run.kind_of) == "objects"] if not summary.empty else summary
+    objects = (summary[summary["workload"].map(lambda w: report_table(run.kind_of(w))) == "downloads"]
+               if not summary.empty else summary)
     data = ReportData(
         run=run, method=method, summary=summary, table1=[], diffs=diffs,
         cpu=honesty.cpu_per_gb(run), cpu_bound=honesty.cpu_bound_trials(run),

@@ -99,14 +99,7 @@ def workload_attrs(run: RunData) -> dict[str, dict[str, Any]]:
             if wl.label in out:
                 a = out[wl.label]
                 a.update(kind=wl.kind, count=wl.count, connections=wl.connections)
-                if wl.kind == "page":
-                    a.update(page=wl.page)
-                    if wl.page == "realistic":
-                        a.update(size_bytes=None, count=None)
-                if wl.kind == "video":
-                    a.update(player=wl.player, mode=wl.mode, size_bytes=None, count=None)
-                elif a["size_bytes"] is None:
-                    a.update(size_bytes=wl.size_bytes)
+                a.update(wl.workload_kind.study_attrs(wl, a))
     return out
 
 

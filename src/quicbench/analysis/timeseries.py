@@ -13,6 +13,7 @@ import pandas as pd
 
 from quicbench.store import confined
 from quicbench.analysis.load import RunData
+from quicbench.model.workload_kinds import measures
 
 
 def read_timeseries(path: Path) -> pd.DataFrame | None:
@@ -87,7 +88,7 @@ def median_trial_series(run: RunData, max_conditions: int = 6) -> TimeSeries | N
     """Per condition (the first max_conditions) and protocol, the series of the trial with the median
     goodput, for the largest object workload that has series; None when no series can be read."""
     ok = run.ok
-    ok = ok[ok["workload"].map(run.kind_of) == "objects"]
+    ok = ok[ok["workload"].map(lambda w: measures(run.kind_of(w), "goodput_mbps")).astype(bool)]   # downloads
     ok = ok[[timeseries_path(run, r) is not None for _, r in ok.iterrows()]]
     if ok.empty:
         return None

@@ -12,7 +12,7 @@ import typer
 
 from quicbench.kernels.features import probe
 from quicbench.paths import bin_dir
-import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
+import quicbench.clients  # noqa: F401 - the client drivers declare their capabilities to the model as they register
 
 BINARIES = [
     # (binary, needed for, fix)
@@ -150,7 +150,8 @@ def remote_doctor(inventory: Path, provision: bool, as_json: bool) -> None:
     inv = load_inventory(inventory)
     default = plan_from_dict(DEFAULT_PLAN, source="default plan")     # its drivers: what `make run` needs
     facts = check_hosts(LabSpec(name=f"d{secrets.token_hex(3)}", backend="ssh", inventory=str(inventory.resolve()),
-                                hops=2 if inv.router2 else 1, **needed_binaries(default, expand(default))),
+                                hops=2 if inv.router2 else 1, **needed_binaries(expand(default), default.client_commands,
+                                                                 default.server_commands)),
                         provision=provision)
     if as_json:
         print(json.dumps(facts, indent=2))

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from quicbench.cli.app import KernelOpt, app, check_kernel, console, err, plan_app, reap, require_root, rerun_in_kernel
 from quicbench.errors import QuicbenchError
-import quicbench.clients  # noqa: F401 - the drivers tell the plan model which protocols they fetch
+import quicbench.clients  # noqa: F401 - the client drivers declare their capabilities to the model as they register
 
 
 def _parse_only(only: list[str]) -> dict[str, list[str]]:
@@ -79,7 +79,9 @@ def run_cmd(
     source = str(plan) if plan else "default plan"
     check_plan(p, source)
     from quicbench.content.objects import check_disk_space
-    check_disk_space(p.content_objects(), seed=p.seed, realistic_page=p.needs_realistic_page, videos=p.video_specs())
+    content = p.content()
+    check_disk_space(dict(content.objects), seed=content.seed, realistic_page=content.realistic_page,
+                     videos=list(content.videos))
     check_backend(backend, inventory, p)
     if any(c.background or c.latency_probe or c.rebind_at_s for c in p.conditions) and (
             backend != "netns" or kernel != "host"):
@@ -124,7 +126,7 @@ def run_cmd(
         store = start_run(p, out, out_console, resume=resume, reps=reps, only=only_map, retry_failed=retry_failed,
                           plan_source=str(plan) if plan else "", backend=backend,
                           inventory=str(inventory.resolve()) if inventory else None, shard=shard_, jobs=jobs,
-                          until_decided=_until_decided(until_decided, out_console) if until_decided else None)
+                          until_decided=_bound(_until_decided(until_decided, out_console), p) if until_decided else None)
     except KeyboardInterrupt as e:
         if getattr(e, "run_complete", False) and report:
             _report_not_written(e.run_dir)        # type: ignore[attr-defined]
@@ -180,10 +182,11 @@ def check_backend(backend: str, inventory: Optional[Path], plan=None) -> None:
             if plan.hops == 2 and inv.router2 is None:
                 raise QuicbenchError(f"inventory {inventory}: router2: the plan has hops = 2 but the inventory "
                                      f"has no [router2] host")
-            odd = sorted({w.kind for w in plan.workloads if w.kind != "objects"})
+            kinds = BACKENDS.get(backend).workload_kinds
+            odd = sorted({w.kind for w in plan.workloads if kinds is not None and w.kind not in kinds})
             if odd:
-                raise QuicbenchError(f"workloads: kind {', '.join(odd)} is not supported by the ssh backend yet; "
-                                     f"accepted: objects")
+                raise QuicbenchError(f"workloads: kind {', '.join(odd)} is not supported by the {backend} backend "
+                                     f"yet; accepted: {', '.join(kinds or ())}")
     elif inventory is not None:
         raise QuicbenchError(f"--inventory: only the ssh backend reads an inventory (--backend is {backend})")
 
@@ -278,6 +281,11 @@ def _until_decided(max_reps: int, out_console):
     return factory
 
 
+def _bound(factory, plan):
+    """The runner's until_decided hook (store, selection) with the plan its looks expand."""
+    return lambda store, selection: factory(store, plan, selection)
+
+
 def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) -> None:
     """Every host reachable, its interfaces and binaries in place, before a run directory exists."""
     from quicbench.lab import LabSpec
@@ -293,7 +301,7 @@ def _check_hosts(p, inventory: Path, reps, only_map, provision: bool = False) ->
            for name, cls in h3.items()}
     check_hosts(LabSpec(name=f"k{secrets.token_hex(3)}", backend="ssh", hops=p.hops, tcp_cc=p.tcp_ccs[0],
                         link=p.link, offload=p.offload, inventory=str(inventory.resolve()),
-                        **needed_binaries(p, trials)), provision=provision,
+                        **needed_binaries(trials, p.client_commands, p.server_commands)), provision=provision,
                 conditions=list(p.conditions), measurements=(p.qlog is True, p.verify_cc, can))
 
 

@@ -13,15 +13,15 @@ from quicbench.clients.netty import NettyClient
 from quicbench.clients.ngtcp2 import Ngtcp2Client
 from quicbench.clients.quiche import QuicheClient
 from quicbench.clients.quinn import QuinnClient
-from quicbench.model.plan import DRIVER_PROTOCOLS
+from quicbench.model.capabilities import declare_client
 from quicbench.registry import Registry
 
 CLIENTS: Registry[type[Client]] = Registry("client", [LoadClient, BrowserClient, VideoClient, FirefoxClient,
                                                       FirefoxVideoClient, Ngtcp2Client, AioquicClient, NettyClient, QuicheClient,
                                                       QuinnClient,
-                                                      CommandClient])
-# the plan model expands a client's trials over the protocols it fetches: tell it each driver's
-DRIVER_PROTOCOLS.update({name: CLIENTS.get(name).protocols for name in CLIENTS.names()})
+                                                      CommandClient],
+                                         # the plan model expands a client's trials over what it declared
+                                         on_register=lambda c: declare_client(c.name, c.capabilities()))
 
 
 def client_class(name: str, commands: dict | None = None) -> type[Client]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from quicbench.errors import QuicbenchError
+from quicbench.model.capabilities import ClientCapabilities
 
 if TYPE_CHECKING:
     from quicbench.content.objects import ContentSet
@@ -119,6 +120,19 @@ class Client(ABC):
     def workload_problem(cls, workload: "Workload") -> str | None:
         """Why the client cannot fetch this workload as asked (one line naming the field and the
         accepted values), None if it can. The plan's preflight refuses the plan with it."""
+        return None
+
+    @classmethod
+    def capabilities(cls) -> ClientCapabilities:
+        """What it declares it can do, as the plan model is told when it registers."""
+        return ClientCapabilities(protocols=frozenset(cls.protocols), workload_kinds=cls.workload_kinds,
+                                  resumption_modes=cls.resumption_modes,
+                                  connection_policies=cls.connection_policies, quic_app=cls.quic_app)
+
+    @classmethod
+    def playable_codecs(cls) -> tuple[tuple[str, ...], str] | None:
+        """A player's (codecs it plays on this host, how to get the others); None: it plays no video
+        or every codec a plan can name."""
         return None
 
     @classmethod

@@ -42,6 +42,7 @@ class NettyClient(Client):
     quic_stack = "quiche (netty)"     # Netty's QUIC codec holds Cloudflare's quiche
     connection_policies = ("shared", "per-object")
     resumption_modes = ("none",)
+    workload_kinds = ("objects",)
     binaries = (NETTY_BINARY, NETTY_BINARY + ".jar", "java")
     provisions = NETTY_PROVISIONS
 
@@ -59,8 +60,6 @@ class NettyClient(Client):
 
     @classmethod
     def workload_problem(cls, workload: Any) -> str | None:
-        if workload.kind != "objects":
-            return f"kind = {workload.kind!r}: the netty client fetches objects; accepted: kind = \"objects\""
         if workload.connections not in cls.connection_policies:
             return (f"connections = {workload.connections!r}: the netty client opens one connection or one per "
                     f"object; accepted: {', '.join(cls.connection_policies)}")

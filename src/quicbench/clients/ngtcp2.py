@@ -157,8 +157,6 @@ class Ngtcp2Client(Client):
 
     @classmethod
     def workload_problem(cls, workload: Any) -> str | None:
-        if workload.kind != "objects":
-            return None
         if workload.count > MAX_URLS:
             return f"count = {workload.count}: the ngtcp2 client takes one argument per URL; accepted: count <= {MAX_URLS}"
         if workload.connections == "shared" and workload.parallelism != workload.count:

@@ -1,4 +1,5 @@
-"""The lab interface, its specification and the registry of live labs.
+"""The lab interface and the registry of live labs (its specification, ``LabSpec``, is the plan's
+hand-off: model/specs.py).
 
 A lab is a client, one or two routers and a server joined in a line. Every lab records
 itself in ``STATE_DIR/labs/<name>.json`` before it creates anything, so that a lab left
@@ -17,15 +18,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from quicbench.cpu import (group_members, group_sched_seconds, last_cpus, machine_cpu_ticks, per_cpu_ticks,
                            softirq_thread_wait_seconds)
 from quicbench.errors import QuicbenchError
 from quicbench.link import LINKS, LinkEmulator, RouterPorts, auto_choice, resolve_link
 from quicbench.model.conditions import Condition
+from quicbench.model.specs import LabSpec
 from quicbench.paths import STATE_DIR
 from quicbench.proc import process_alive, run
 
@@ -50,41 +51,6 @@ class CpuCounters:
     softirq_wait: dict[str, float] = field(default_factory=dict)
     per_cpu: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     server_cpus: list[int] = field(default_factory=list)
-
-
-LAB_NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,15}")
-
-
-class LabSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    backend: str = "netns"
-    hops: Literal[1, 2] = 1
-    tcp_cc: str = "cubic"
-    # TCP's initial congestion window in segments on the client's and the server's route to each
-    # other (`ip route ... initcwnd N`); None: the kernel's default (10 segments, RFC 6928)
-    tcp_initcwnd: int | None = Field(None, ge=1, le=1000)
-    mtu: int = Field(1500, ge=1280, le=9000)
-    link: str = "auto"
-    # TSO/GSO/GRO on at every lab interface: endpoints hand 64 KB super-frames to the path, as
-    # production hosts do; only linkem cuts them into wire packets (docs/link.md, "Offloads")
-    offload: bool = False
-    condition: Condition = Condition()
-    persistent: bool = False  # a lab from `lab up` lives until `lab down`; others die with their owner
-    run_dir: str | None = None  # the run directory of the run that owns the lab
-    inventory: str | None = None  # backend ssh: the inventory file (docs/hosts.md)
-    # binaries each node must have (node -> names), checked by backends with remote hosts
-    binaries: dict[str, list[str]] = Field(default_factory=dict)
-    # what the endpoint drivers say of their binaries (name -> package, root, version_args, own):
-    # the backend installs, runs (sudo) and asks versions by it; it knows only its own tools
-    binary_facts: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not LAB_NAME_RE.fullmatch(v):
-            raise ValueError(f"lab name '{v}' must be 1-16 characters of a-z, 0-9 and '-'")
-        return v
 
 
 def labs_dir() -> Path:
@@ -150,6 +116,8 @@ class Lab(ABC):
     remote: ClassVar[bool] = False
     # several labs of this backend can run at once (quicbench run --jobs N); else why not
     concurrent_labs: ClassVar[str | None] = None
+    # the workload kinds its nodes can run (model/workload_kinds.py); None: every kind
+    workload_kinds: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, spec: LabSpec):
         self.spec = spec

@@ -52,6 +52,7 @@ class SshLab(Lab):
     name = "ssh"
     remote = True
     concurrent_labs = "its labs are the inventory's one set of hosts"
+    workload_kinds = ("objects",)
 
     def __init__(self, spec: LabSpec):
         super().__init__(spec)

@@ -7,21 +7,23 @@ The plan model is pydantic; errors name the file, the field and what is accepted
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 import shlex
 import string
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from quicbench.model.capabilities import client_capabilities
 from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
+from quicbench.model.specs import ContentSpec, TrialOptions, TrialSpec
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
-from quicbench.model.video import DEFAULT_LADDER, VideoSpec, validate
+from quicbench.model.video import DEFAULT_LADDER, VideoSpec
 from quicbench.model.workload_kinds import KINDS, WorkloadKind
 
 PROTOCOLS = ("h1", "h2", "h3")
@@ -82,11 +84,6 @@ def _check_scalar(key: str, value: Any, annotation: Any) -> None:
         want = [{int: "an integer", float: "a number", bool: "true or false"}[t] for t in scalars]
         want += [repr(a) for a in literals]
         raise ValueError(f"{key}: {' or '.join(want)} is expected, got {value!r} ({type(value).__name__})")
-
-
-# client driver name -> the protocols it fetches, filled by quicbench.clients from its registry
-# (the model layer does not import the drivers); a name not in it is a command client or unknown
-DRIVER_PROTOCOLS: dict[str, frozenset[str]] = {}
 
 
 class Workload(_Strict):
@@ -155,15 +152,12 @@ class Workload(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _har(self) -> "Workload":
-        if self.har is not None:
-            if self.kind != "page":
-                raise ValueError(f"har: a page archive is loaded by kind = \"page\" workloads, got kind = {self.kind!r}")
-            from quicbench.model.har import read_archive
-            try:
-                read_archive(self.har)
-            except QuicbenchError as e:
-                raise ValueError(str(e)) from None
+    def _kind_rules(self) -> "Workload":
+        """A field only other kinds read is refused (har), then the kind checks its parameters."""
+        if self.har is not None and "har" not in self.workload_kind.params:
+            readers = " or ".join(f'kind = "{k.name}"' for k in KINDS if "har" in k.params)
+            raise ValueError(f"har: a page archive is loaded by {readers} workloads, got kind = {self.kind!r}")
+        self.workload_kind.check(self)
         return self
 
     def archive(self):
@@ -183,15 +177,6 @@ class Workload(_Strict):
     segment_s: float = Field(4.0, gt=0, le=20)
     ladder: list[tuple[int, int]] | None = None
     codec: str = "h264"
-
-    @model_validator(mode="after")
-    def _video(self) -> "Workload":
-        if self.kind == "video":
-            try:
-                validate(self.video_spec(), where="workloads")
-            except QuicbenchError as e:
-                raise ValueError(str(e)) from None
-        return self
 
     def video_spec(self):
         """The encoded ladder a video workload plays (VOD and live of equal parameters share it)."""
@@ -486,12 +471,6 @@ class Plan(_Strict):
             return [None]
         return [v] if isinstance(v, str) else list(v)
 
-    def qlog_for(self, condition: Condition) -> bool:
-        """Whether trials under this condition are qlogged (auto: where the path loses,
-        duplicates, corrupts or reorders packets, so that every lossy h3 row has its
-        loss-recovery counts; on a clean path qlog would only cost the endpoints CPU)."""
-        return condition.impairs_packets if self.qlog == "auto" else bool(self.qlog)
-
     @property
     def options(self) -> "TrialOptions":
         return TrialOptions(capture=self.capture, capture_keep=self.capture_keep,
@@ -521,9 +500,10 @@ class Plan(_Strict):
             raise ValueError(f"workloads: listed twice: {', '.join(sorted(dupw))}")
         if "h2" in self.protocols:
             for w in self.workloads:
-                if w.kind == "objects" and w.parallelism > H2_MAX_STREAMS:
+                in_flight = w.workload_kind.requests_in_flight(w)
+                if in_flight is not None and in_flight > H2_MAX_STREAMS:
                     raise ValueError(
-                        f"workloads: {w.label} puts {w.parallelism} requests in flight, but the load client's "
+                        f"workloads: {w.label} puts {in_flight} requests in flight, but the load client's "
                         f"h2 stalls beyond the servers' {H2_MAX_STREAMS} streams per connection "
                         f"(Go issue golang/go#70809): set parallel <= {H2_MAX_STREAMS}")
         archives = [w.archive() for w in self.workloads if w.har is not None]
@@ -592,28 +572,29 @@ class Plan(_Strict):
         return len(self.client_names) > 1 or len(self.browser_names) > 1
 
     def client_protocols(self, name: str) -> frozenset[str] | None:
-        """The protocols a client fetches: a client command's ``protocols``, a driver's own
-        (None: a name no driver has; preflight refuses it)."""
+        """The protocols a client fetches: a client command's ``protocols``, a driver's declared ones
+        (model/capabilities.py; None: a name no driver has; preflight refuses it)."""
         cmd = self.client_commands.get(name)
         if cmd:
             return frozenset(cmd.protocols)
-        # a driver that fetches h3 only gets h3 trials; the drivers sit a layer above the plan
-        # model and tell it their protocols when their registry is built (quicbench.clients)
-        return DRIVER_PROTOCOLS.get(name)
+        caps = client_capabilities(name)
+        return caps.protocols if caps is not None else None
 
     def video_specs(self) -> list:
         """The distinct ladders the plan's video workloads play."""
         specs = {}
         for w in self.workloads:
-            if w.kind == "video":
-                specs.setdefault(w.video_spec().key, w.video_spec())
+            spec = w.workload_kind.video(w)
+            if spec is not None:
+                specs.setdefault(spec.key, spec)
         return list(specs.values())
 
     def live_videos(self) -> list:
         specs = {}
         for w in self.workloads:
-            if w.kind == "video" and w.mode == "live":
-                specs.setdefault(w.video_spec().key, w.video_spec())
+            spec = w.workload_kind.live_video(w)
+            if spec is not None:
+                specs.setdefault(spec.key, spec)
         return list(specs.values())
 
     def content_objects(self) -> dict[int, int]:
@@ -632,18 +613,25 @@ class Plan(_Strict):
 
     @property
     def needs_realistic_page(self) -> bool:
-        return any(w.kind == "page" and w.page == "realistic" for w in self.workloads)
+        return any(w.workload_kind.realistic_page(w) for w in self.workloads)
+
+    def content(self) -> ContentSpec:
+        """What the servers of the plan's runs serve (content/objects.py's ``generate``)."""
+        return ContentSpec(objects=self.content_objects(), seed=self.seed, realistic_page=self.needs_realistic_page,
+                           videos=tuple(self.video_specs()), archives=tuple(self.page_archives))
 
 
-@dataclass(frozen=True)
-class TrialOptions:
-    """What is recorded besides the metrics: captures, qlog, TLS keys."""
-    capture: bool = False
-    capture_keep: str = "compressed"
-    capture_router: bool = False
-    qlog: bool = False
-    keylog: bool = False
-    tcp_cc: str = "cubic"       # background TCP flows without a cc of their own use the plan's
+def plan_fingerprint(plan: Plan) -> str:
+    """What the trials measure: the plan without the studies its report is set beside (naming one
+    later does not make a run's directory another plan's)."""
+    return hashlib.sha256(plan.model_dump_json(exclude={"study"}).encode()).hexdigest()[:16]
+
+
+def condition_headlines(conditions: list[Condition]) -> dict[str, dict[str, Any]]:
+    """Each condition's headline values (delay, loss, rate, jitter, RTT), for meta.json."""
+    def number(v: Any) -> Any:
+        return None if isinstance(v, float) and math.isnan(v) else v
+    return {c.name: {k: number(v) for k, v in c.headline().items()} | {"desc": c.short()} for c in conditions}
 
 
 def _cc_names(v: Any, field: str) -> None:
@@ -657,46 +645,6 @@ def _cc_names(v: Any, field: str) -> None:
                              f"and '_', e.g. cubic, reno, bbr)")
     if len(set(names)) != len(names):
         raise ValueError(f"{where}listed twice in {names}")
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    seq: int
-    condition: Condition
-    workload: Workload
-    protocol: str
-    server: str
-    rep: int
-    warmup: bool = False
-    client: str = "qb-load"
-    compares_clients: bool = False    # the plan runs a protocol with several clients
-    # the QUIC sender's congestion controller asked of the server (h3; None: its default): the
-    # server runs as an instance of its own, ``server_instance``
-    quic_cc: str | None = None
-    # the TCP congestion control of the trial (h1/h2; None: the plan's one tcp_cc); named in the
-    # key when the plan sweeps it
-    tcp_cc: str | None = None
-    sweeps_tcp_cc: bool = False
-
-    @property
-    def server_instance(self) -> str:
-        """The running server this trial uses: the server, or server/quic_cc (ngtcp2/bbr)."""
-        return f"{self.server}/{self.quic_cc}" if self.quic_cc else self.server
-
-    def link_seed(self, plan_seed: int) -> int:
-        """The seed of the link's random draws for this trial (Plan.link_seed): the same for every
-        protocol, server and client of a repetition, and in every run of the plan."""
-        tag = "warmup" if self.warmup else f"r{self.rep}"
-        text = f"{plan_seed}|{self.condition.name}|{self.workload.label}|{tag}"
-        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
-
-    @property
-    def key(self) -> str:
-        tag = "warmup" if self.warmup else f"r{self.rep}"
-        swept = self.sweeps_tcp_cc and self.tcp_cc and self.protocol != "h3"
-        proto = f"{self.protocol}/{self.tcp_cc}" if swept else self.protocol
-        proto = f"{proto}~{self.client}" if self.compares_clients else proto
-        return f"{self.condition.name}|{self.workload.label}|{proto}|{self.server_instance}|{tag}"
 
 
 def expand(plan: Plan, reps: int | None = None, only: dict[str, list[str]] | None = None) -> list[TrialSpec]:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from quicbench.errors import QuicbenchError
-from quicbench.model.plan import TrialSpec
+from quicbench.model.specs import LabSpec, RunSpec, TrialSpec
 
 SLURM_ENV = "SLURM_ARRAY_TASK_ID"
 SLURM_MIN_ENV = "SLURM_ARRAY_TASK_MIN"
@@ -136,8 +136,29 @@ class Selection:
 
     def as_meta(self, plan) -> dict:
         """meta.json's reps, only and shard (a shard's measured trials: what its own report expects)."""
+        return self._meta(self.trials(plan) if self.shard else ())
+
+    def resolve(self, plan) -> RunSpec:
+        """The plan resolved for running this selection: its trials, the lab, the content, the
+        run-wide settings of a trial, and what meta.json records of the plan and the selection."""
+        import json
+        from quicbench.model.plan import condition_headlines, expand, plan_fingerprint
+        trials = tuple(select(expand(plan, reps=self.reps, only=dict(self.only) if self.only else None), self.shard))
+        return RunSpec(
+            trials=trials,
+            lab=LabSpec(name="run", hops=plan.hops, tcp_cc=plan.tcp_ccs[0], tcp_initcwnd=plan.tcp_initcwnd,
+                        link=plan.link, offload=plan.offload),
+            conditions=tuple(plan.conditions),
+            content=plan.content(),
+            options=plan.options, trial_timeout_s=plan.trial_timeout_s, qlog=plan.qlog, verify_cc=plan.verify_cc,
+            calibrate=plan.calibrate, seed=plan.seed, link_seed=plan.link_seed,
+            client_commands=dict(plan.client_commands), server_commands=dict(plan.server_commands),
+            meta={"plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
+                  "conditions": condition_headlines(plan.conditions), **self._meta(trials)})
+
+    def _meta(self, trials) -> dict:
         return {"reps": self.reps, "only": dict(self.only) if self.only else None,
-                "shard": {**self.shard.as_meta(), "trials": sum(not t.warmup for t in self.trials(plan))}
+                "shard": {**self.shard.as_meta(), "trials": sum(not t.warmup for t in trials)}
                 if self.shard else None}
 
     @classmethod

@@ -1,7 +1,10 @@
 """Workload kinds: what a trial does (download objects, load a page, play a video) as one
-concept. A kind says, in one place, its default client, its label, how its trial is verified,
-how long it takes, the content it needs and how the report shows it (headline metrics and
-section title). Rows carry the kind in their ``kind`` column; nothing parses a label.
+concept. A kind says, in one place, its default client, its label, the plan's workload fields it
+reads and their checks, how its trial is verified (and its last word on the row), how long it
+takes, the content it needs (objects, videos, pages) and how the analysis and the report show
+it (the metrics it measures, headline first, its report table and section title). Rows carry
+the kind in their ``kind`` column; nothing parses a label, and nothing outside the kinds
+branches on a kind's name.
 
 Adding a kind is one class here (or in its own module) plus ``KINDS.register``: see
 tests/integration/test_extension.py, which adds a toy kind and runs it end to end.
@@ -40,10 +43,40 @@ class WorkloadKind:
     browser_managed: ClassVar[bool] = False   # the browser manages connections and sessions
     metrics: ClassVar[tuple[Metric, ...]]     # the first is the headline: it decides "best"
     lead_word: ClassVar[str] = "fastest"      # "h3 was fastest" / "h3 was best"
+    # its parameters: the plan's workload fields it reads (model.plan.Workload); a field of another
+    # kind's that only it can honour (har) is refused for the others
+    params: ClassVar[frozenset[str]] = frozenset({"size", "count", "parallel"})
+    # the report's table of its cells (analysis/report_data.py): "downloads" (goodput, phases, the
+    # workload's size and count in its title), "pages", "video"; "generic": its declared metrics,
+    # a verdict each
+    report_table: ClassVar[str] = "generic"
+    # in the terminal summary, metrics compared each on its own beside the headline (a viewer's
+    # experience beside a video's QoE)
+    beside_headline: ClassVar[tuple[str, ...]] = ()
+    # the client opens the trial's connections and holds its sessions: the workload's connection
+    # policy and resumption are the client's to honour, and a NAT rebinding has one connection to
+    # rebind (False: a browser's, or the kind's own)
+    client_connections: ClassVar[bool] = False
 
     @classmethod
     def headline(cls) -> Metric:
         return cls.metrics[0]
+
+    @classmethod
+    def measures(cls, metric: str) -> bool:
+        """The kind declares the metric: the analyses and views of that metric apply to its workloads."""
+        return any(m.name == metric for m in cls.metrics)
+
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        """A trial of a workload with `count` fetches several objects at once (head-of-line measures)."""
+        return False
+
+    @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        """What a study matches this workload by (model/study.py's WORKLOAD_ATTRS), beyond its kind,
+        count and connections: updates to ``attrs``, the attributes read from its rows."""
+        return {"size_bytes": w.size_bytes} if attrs.get("size_bytes") is None else {}
 
     @classmethod
     def label(cls, w: Workload) -> str:
@@ -63,6 +96,39 @@ class WorkloadKind:
     def content_objects(cls, w: Workload) -> dict[int, int]:
         """Generated objects it needs: size in bytes -> copies."""
         return {}
+
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        """The kind's rules for its parameters beyond their types: raise ValueError naming the field."""
+
+    @classmethod
+    def requests_in_flight(cls, w: Workload) -> int | None:
+        """Requests the client keeps in flight on one connection at most (None: the browser's choice)."""
+        return None
+
+    @classmethod
+    def video(cls, w: Workload) -> Any:
+        """The encoded ladder it plays (model/video.py's VideoSpec), None if it plays none."""
+        return None
+
+    @classmethod
+    def live_video(cls, w: Workload) -> Any:
+        """The ladder a live publisher must loop for it, None if it watches no live stream."""
+        return None
+
+    @classmethod
+    def realistic_page(cls, w: Workload) -> bool:
+        """It loads the generated realistic page (content/pagegen.py)."""
+        return False
+
+    @classmethod
+    def codec(cls, w: Workload) -> str | None:
+        """The codec its client must be able to play on this host, None if it plays nothing."""
+        return None
+
+    @classmethod
+    def finish_row(cls, row: dict[str, Any]) -> None:
+        """The kind's last word on a measured trial's row, before it is verified (its own CPU rule)."""
 
     @classmethod
     def available(cls) -> tuple[bool, str]:
@@ -90,6 +156,9 @@ class Objects(WorkloadKind):
     title = "Object downloads: geometric mean over successful trials; * = best in its cell"
     metrics = (Metric("goodput_mbps", "Mbit/s", 1, True, "goodput"),
                Metric("total_time_s", "time s", 3, False, "time"))
+    params = frozenset({"size", "count", "parallel", "connections", "resumption"})
+    client_connections = True
+    report_table = "downloads"
 
     TRIAL_OVERHEAD_S = 0.15      # client start, handshakes, bookkeeping (measured: make bench)
 
@@ -129,6 +198,14 @@ class Objects(WorkloadKind):
     def content_objects(cls, w: Workload) -> dict[int, int]:
         return {w.size_bytes: w.count}
 
+    @classmethod
+    def requests_in_flight(cls, w: Workload) -> int | None:
+        return w.parallelism
+
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        return count is not None and count >= 2
+
 
 class Page(WorkloadKind):
     """A page load in a browser: Go-Quick's gallery (`count` images of `size`), DNCS's realistic page,
@@ -141,6 +218,8 @@ class Page(WorkloadKind):
     metrics = (Metric("page_load_ms", "load ms", 0, False, "page load time"),
                Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
                Metric("dom_content_loaded_ms", "DCL ms", 0, False, "DOMContentLoaded"))
+    params = frozenset({"size", "count", "page", "har"})
+    report_table = "pages"
 
     OVERHEAD_S = 3.0              # browser start, settle and close per page load (measured: docs/browser.md)
     REALISTIC_PAGE_BYTES = 10_200_000
@@ -182,6 +261,30 @@ class Page(WorkloadKind):
     def content_objects(cls, w: Workload) -> dict[int, int]:
         return {} if w.page == "realistic" or w.har is not None else {w.size_bytes: w.count}
 
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        if w.har is not None:
+            from quicbench.errors import QuicbenchError
+            from quicbench.model.har import read_archive
+            try:
+                read_archive(w.har)
+            except QuicbenchError as e:
+                raise ValueError(str(e)) from None
+
+    @classmethod
+    def realistic_page(cls, w: Workload) -> bool:
+        return w.page == "realistic"
+
+    @classmethod
+    def several_objects(cls, count: int | None) -> bool:
+        return True
+
+    @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        # a realistic page is matched by its kind alone (its size then falls back to the plan's)
+        out = {"page": w.page} | ({"size_bytes": None, "count": None} if w.page == "realistic" else {})
+        return out | super().study_attrs(w, {**attrs, **out})
+
 
 # a replayed page whose requests missed the archive more than this is not the recorded page
 MAX_MISSED_SHARE = 0.01
@@ -196,11 +299,14 @@ class Video(WorkloadKind):
     browser_clients = {"chromium": "video", "firefox": "firefox-video"}
     browser_managed = True
     lead_word = "best"
+    report_table = "video"
+    beside_headline = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
     metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
                Metric("startup_s", "start s", 2, False, "start-up time"),
                Metric("stall_total_s", "stall s", 2, False, "stall time"),
                Metric("mean_bitrate_kbps", "kbit/s", 0, True, "played bitrate"),
                Metric("live_latency_s_mean", "live s", 1, False, "live latency"))
+    params = frozenset({"player", "mode", "duration_s", "segment_s", "ladder", "codec"})
 
     # browser start, settle and close, then the start-up and what is watched. Measured: a 20 s VOD
     # on a LAN link took 27.0 s with a 0.55 s start-up; plans/dncs-video.toml's 60 s plays at
@@ -225,6 +331,40 @@ class Video(WorkloadKind):
         startup = cls.STARTUP_CPU_S + cls.STARTUP_BYTES * 8 / (rate_mbit * 1e6) + 10 * rtt_s
         return cls.OVERHEAD_S + startup + (w.video_spec().duration_s if w.mode == "vod" else w.duration_s)
 
+    @classmethod
+    def check(cls, w: Workload) -> None:
+        from quicbench.errors import QuicbenchError
+        from quicbench.model.video import validate
+        try:
+            validate(w.video_spec(), where="workloads")
+        except QuicbenchError as e:
+            raise ValueError(str(e)) from None
+
+    @classmethod
+    def video(cls, w: Workload) -> Any:
+        return w.video_spec()
+
+    @classmethod
+    def live_video(cls, w: Workload) -> Any:
+        return w.video_spec() if w.mode == "live" else None
+
+    @classmethod
+    def study_attrs(cls, w: Workload, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {"player": w.player, "mode": w.mode, "size_bytes": None, "count": None}
+
+    @classmethod
+    def codec(cls, w: Workload) -> str | None:
+        return w.codec
+
+    @classmethod
+    def finish_row(cls, row: dict[str, Any]) -> None:
+        # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
+        # the download rule's client figures flag every playback on a small machine
+        bound_by = [b for b in (row["cpu_bound_by"] or "").split(",") if b in ("server", "link")]
+        bound_by += ["player"] if row.get("player_cpu_bound") else []
+        row["cpu_bound"] = bool(bound_by)
+        row["cpu_bound_by"] = ",".join(bound_by) or None
+
 
 def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | None:
     """The connections a trial opened must be what its policy promises."""
@@ -242,3 +382,13 @@ def verify_connections(opened: int | None, w: Workload, protocol: str) -> str | 
 
 
 KINDS: Registry[type[WorkloadKind]] = Registry("workload kind", [Objects, Page, Video])
+
+
+def report_table(kind: str) -> str:
+    """The report's table for the registered kind of this name ("generic" for an unknown name)."""
+    return KINDS.get(kind).report_table if kind in KINDS else "generic"
+
+
+def measures(kind: str, metric: str) -> bool:
+    """The registered kind of this name declares the metric (an unknown name: no)."""
+    return kind in KINDS and KINDS.get(kind).measures(metric)

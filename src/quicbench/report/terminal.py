@@ -117,23 +117,20 @@ def summary_data(run: RunData, method: Method = Method()) -> dict[str, Any]:
             continue
         best = best_protocols(run, method, metric=metric, higher_is_better=higher, kind=kind)
         # the viewer's experience beside a video's headline (its QoE): each metric's own comparisons
+        beside = KINDS.get(kind).beside_headline
         viewer = {m: best_protocols(run, method, metric=m, higher_is_better=higher_is_better(m), kind=kind
                                     ).set_index(["condition", "workload"])
-                  for m in VIEWER_METRICS if kind == "video"}
+                  for m in beside}
         for _, b in best.iterrows():
             cell = [r for r in rows if r["condition"] == b["condition"] and r["workload"] == b["workload"]]
             v = _verdict(b, cell, kind, metric, higher)
             if viewer:
                 ok = run.ok[(run.ok["condition"] == b["condition"]) & (run.ok["workload"] == b["workload"])]
-                v["viewer"] = [_viewer(m, viewer[m], b["condition"], b["workload"], ok) for m in VIEWER_METRICS
+                v["viewer"] = [_viewer(m, viewer[m], b["condition"], b["workload"], ok) for m in beside
                                if (b["condition"], b["workload"]) in viewer[m].index]
             verdicts.append(v)
     return {"run_id": run.run_id, "method": method.short(), "conditions": conditions, "cells": rows,
             "verdicts": verdicts, "sentences": sentences(conditions, verdicts)}
-
-
-# what the sentence says of a video besides its QoE, in this order
-VIEWER_METRICS = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
 
 
 def _versus(tests: dict, means: dict[str, float | None], winner: str, higher: bool) -> list[dict[str, Any]]:

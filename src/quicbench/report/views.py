@@ -9,6 +9,7 @@ from quicbench.cpu import SLOWER_THAN_CELL
 from quicbench.analysis.tables import FASTER_THAN_ALL, METRICS
 from quicbench.report.fmt import SimpleTable, center, center_ci, ci, mean_ci, num, pct, pval, ratio_ci, verdict_text
 from quicbench.model.study import Check
+from quicbench.model.workload_kinds import measures, report_table
 from quicbench.analysis.report_data import METRIC_LABELS, PAGE_METRICS, VIDEO_METRICS, ReportData, kind_metrics
 
 
@@ -33,7 +34,7 @@ def phases_table(data: ReportData) -> SimpleTable:
     t = SimpleTable(["condition", "workload", "protocol", *[METRICS[c] for c in cols], "n"])
     s = data.summary
     for _, r in s.iterrows():
-        if r["n"] == 0 or data.run.kind_of(r["workload"]) != "objects":
+        if r["n"] == 0 or not measures(data.run.kind_of(r["workload"]), "goodput_mbps"):   # object downloads
             continue
         t.rows.append([r["condition"], _wl(data, r["workload"]), r["protocol"],
                        *[center_ci(r, c) for c in cols],
@@ -256,8 +257,8 @@ def verdict_table(data: ReportData, kind: str) -> SimpleTable | None:
     """Per page, video (or other kind's) cell and metric: the best protocol, the cell's verdict and
     each comparison (ratio of geometric means, or difference of means for stall time and QoE, with
     its interval at the verdict's level)."""
-    frame, metrics = {"page": (data.pages, PAGE_METRICS), "video": (data.video, VIDEO_METRICS)}.get(
-        kind, (data.other_kinds.get(kind, pd.DataFrame()), kind_metrics(kind)))
+    frame, metrics = {"pages": (data.pages, PAGE_METRICS), "video": (data.video, VIDEO_METRICS)}.get(
+        report_table(kind), (data.other_kinds.get(kind, pd.DataFrame()), kind_metrics(kind)))
     if frame.empty:
         return None
     t = SimpleTable(["condition", "workload", "metric", "best", "verdict", "best vs each other"])

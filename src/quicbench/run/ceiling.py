@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from quicbench.model.conditions import Condition
-from quicbench.model.plan import TrialSpec
+from quicbench.model.specs import TrialSpec
 
 NEAR = 0.8     # a trial at >= 80 % of its protocol's ceiling is flagged
 REPS = 2       # fetches per protocol; the best counts (the ceiling is a maximum)
@@ -35,9 +35,9 @@ def unimpaired(hops: int) -> Condition:
 
 
 def ceiling_specs(todo: list[TrialSpec]) -> list[TrialSpec]:
-    """One spec per (protocol, client, server) of todo's object workloads: the largest payload,
-    over an unimpaired link."""
-    objects = [t for t in todo if t.workload.kind == "objects" and not t.warmup]
+    """One spec per (protocol, client, server) of todo's workloads whose kind measures goodput (object
+    downloads): the largest payload, over an unimpaired link."""
+    objects = [t for t in todo if t.workload.workload_kind.measures("goodput_mbps") and not t.warmup]
     if not objects:
         return []
     best: dict[tuple[str, str, str, str], TrialSpec] = {}

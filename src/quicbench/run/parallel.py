@@ -22,7 +22,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 from quicbench.cpu import machine_cpu_ticks
-from quicbench.model.plan import TrialSpec
+from quicbench.model.specs import TrialSpec
 from quicbench.model.shard import cell_of
 
 MIN_IDLE_CORES = 1.0   # a core's worth of idle CPU: what one more trial's client and server roughly need

@@ -59,14 +59,14 @@ def check_plan(plan: Plan, source: str = "plan", installed: bool = False,
                     if proto not in client.protocols:
                         raise QuicbenchError(f"{source}: client: {name} cannot fetch {proto}; "
                                              f"it fetches {', '.join(sorted(client.protocols))}")
-            if w.kind == "objects" and w.resumption not in client.resumption_modes:
+            if w.workload_kind.client_connections and w.resumption not in client.resumption_modes:
                 raise QuicbenchError(f"{source}: workloads: resumption = '{w.resumption}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(client.resumption_modes)}")
             problem = client.workload_problem(w)
             if problem:
                 raise QuicbenchError(f"{source}: workloads: {problem} (client {name}, workload {w.label})")
             policies = client.connection_policies
-            if w.kind == "objects" and w.connection_kind not in policies:
+            if w.workload_kind.client_connections and w.connection_kind not in policies:
                 raise QuicbenchError(f"{source}: workloads: connections = '{w.connections}' cannot be honoured by "
                                      f"client {name}; accepted: {', '.join(policies)}")
         for proto in plan.protocols:
@@ -186,23 +186,24 @@ def check_pair(plan: Plan, w, client_name: str, source: str = "plan") -> None:
 def _check_codecs(plan: Plan, source: str) -> None:
     """Every video workload's codec must be one its browsers play on this host."""
     for w in plan.workloads:
-        if w.kind != "video":
+        codec = w.workload_kind.codec(w)
+        if codec is None:
             continue
         for browser, name in zip(plan.browser_names, plan.clients_for(w)):
-            playable = getattr(client_class(name, plan.client_commands), "playable_codecs", lambda: None)()
-            if playable is None or w.codec in playable[0]:
+            playable = client_class(name, plan.client_commands).playable_codecs()
+            if playable is None or codec in playable[0]:
                 continue
             codecs, fix = playable
-            raise QuicbenchError(f"{source}: browser: {browser} cannot play workloads.codec = '{w.codec}' ({w.label}) "
+            raise QuicbenchError(f"{source}: browser: {browser} cannot play workloads.codec = '{codec}' ({w.label}) "
                                  f"on this host; it plays: {', '.join(codecs) or 'none'}; fix: {fix}, or use "
                                  f"browser = \"chromium\"")
 
 
-def quic_cc_accepted(plan: Plan) -> str:
-    """'ngtcp2: cubic, reno, bbr; caddy: none (its sender is reno)' for the plan's h3 servers."""
+def quic_cc_accepted(h3_servers: list[str], server_commands: dict) -> str:
+    """'ngtcp2: cubic, reno, bbr; caddy: none (its sender is reno)' for a plan's h3 servers."""
     parts = []
-    for srv in dict.fromkeys(plan.server_options("h3")):
-        cls = server_class(srv, plan.server_commands)
+    for srv in dict.fromkeys(h3_servers):
+        cls = server_class(srv, server_commands)
         if cls.quic_ccs:
             parts.append(f"{srv}: {', '.join(cls.quic_ccs)}")
         else:
@@ -233,14 +234,14 @@ def check_quic_cc(plan: Plan, source: str = "plan") -> None:
                        f"ask it only of the servers that can, e.g. quic_cc = {{ ngtcp2 = [\"{cc}\"] }} "
                        f"({srv} keeps its own)")
                 raise QuicbenchError(f"{source}: {field}: {srv} cannot set its QUIC sender to '{cc}'; accepted per "
-                                     f"server: {quic_cc_accepted(plan)}; {fix}")
+                                     f"server: {quic_cc_accepted(plan.server_options('h3'), plan.server_commands)}; {fix}")
 
 
 def _check_rebinding(plan: Plan, c, source: str) -> None:
     """A NAT rebinding rewrites one known client port: one connection, from a client that binds it."""
     where = f"{source}: conditions.{c.name}.rebind_at_s"
     for w in plan.workloads:
-        if w.kind != "objects":
+        if not w.workload_kind.client_connections:
             raise QuicbenchError(f"{where}: a {w.kind} workload's connections are the browser's; a rebinding "
                                  f"needs objects workloads")
         if w.connections != "shared":

@@ -1,4 +1,4 @@
-"""The trial runner: plan -> lab sessions -> trials -> store.
+"""The trial runner: plan -> its resolution (model/specs.py) -> lab sessions -> trials -> store.
 
 Each trial's row is appended and fsynced, or nothing is written; a resumed run skips the
 trials whose rows are there. Ctrl-C and SIGTERM stop after cleaning up (lab removed,
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import math
 import platform
 import shlex
 import signal
@@ -28,23 +26,14 @@ from quicbench.clients import client_class
 from quicbench.content.objects import generate
 from quicbench.errors import EnvironmentFault, QuicbenchError
 from quicbench.model import columns
-from quicbench.model.plan import Plan, TrialSpec, plan_from_dict
+from quicbench.model.plan import Plan, plan_fingerprint, plan_from_dict
 from quicbench.model.runmeta import RunMeta
 from quicbench.model.shard import Selection, Shard
+from quicbench.model.specs import RunSpec, TrialSpec
 from quicbench.run.parallel import schedule, units
 from quicbench.run.preflight import check_plan
 from quicbench.run.session import LabSession, RunContext, close_sessions, open_sessions
 from quicbench.store import RunStore, new_run_id
-
-
-def _json_number(v: Any) -> Any:
-    return None if isinstance(v, float) and math.isnan(v) else v
-
-
-def condition_headlines(plan: Plan) -> dict[str, dict[str, Any]]:
-    """Each condition's headline values (delay, loss, rate, jitter, RTT), for meta.json."""
-    return {c.name: {k: _json_number(v) for k, v in c.headline().items()} | {"desc": c.short()}
-            for c in plan.conditions}
 
 
 def host_facts() -> dict[str, Any]:
@@ -81,21 +70,14 @@ def source_commit() -> str | None:
         return None
 
 
-def plan_fingerprint(plan: Plan) -> str:
-    """What the trials measure: the plan without the studies its report is set beside (naming one
-    later does not make a run's directory another plan's)."""
-    import hashlib
-    return hashlib.sha256(plan.model_dump_json(exclude={"study"}).encode()).hexdigest()[:16]
-
-
 class Runner:
     """A scheduler over lab sessions: one, or up to ``jobs`` at once (run/parallel.py)."""
 
-    def __init__(self, plan: Plan, store: RunStore, console: Console | None = None,
+    def __init__(self, run: RunSpec, store: RunStore, console: Console | None = None,
                  selection: Selection = Selection(), retry_failed: bool = False, resume_hint: str = "PLAN",
                  backend: str = "netns", inventory: str | None = None, jobs: int = 1,
                  extend: Callable[[], list[TrialSpec]] | None = None, created: bool = False):
-        self.plan = plan
+        self.spec = run            # the plan resolved for the selection (Selection.resolve)
         self.created = created        # a new run (not a resume): refused before a trial, it leaves nothing
         self.jobs = jobs
         self.ceiling: dict[str, Any] | None = None   # the kernel's ceiling (run/ceiling.py), once measured
@@ -103,7 +85,7 @@ class Runner:
         self.console = console or Console()
         # a shard runs its share of the plan's trials, each with its plan-wide seq and key
         self.selection = selection
-        self.trials = selection.trials(plan)
+        self.trials = list(run.trials)
         self.retry_failed = retry_failed
         self.resume_hint = resume_hint
         self.backend = backend
@@ -123,7 +105,7 @@ class Runner:
     # -- the run -----------------------------------------------------------------------
     def run(self) -> list[dict[str, Any]]:
         todo = self.pending()
-        plan = self.plan
+        spec = self.spec
         if not todo and self.extend is not None:
             todo = self.extend()
         if not todo:
@@ -132,14 +114,15 @@ class Runner:
             if self.store.read_meta().get("status") != "complete":
                 self.store.update_meta(status="complete", finished_at=time.time())
             return self.store.rows()
-        clients = {name: client_class(name, plan.client_commands)() for name in {t.client for t in todo}}
-        content = generate(plan.content_objects(), seed=plan.seed, realistic_page=plan.needs_realistic_page,
-                           videos=plan.video_specs(), archives=tuple(plan.page_archives))
+        clients = {name: client_class(name, spec.client_commands)() for name in {t.client for t in todo}}
+        need = spec.content
+        content = generate(dict(need.objects), seed=need.seed, realistic_page=need.realistic_page,
+                           videos=list(need.videos), archives=need.archives)
         # every lab's servers serve the run's private copy (hard links to the cache), and the live
         # publishers write into it: nothing made in the cache later is served
         served = self.store.dir / "served"
         content = content.isolated(served)
-        ctx = RunContext(plan=plan, store=self.store, clients=clients, content=content, console=self.console,
+        ctx = RunContext(spec=spec, store=self.store, clients=clients, content=content, console=self.console,
                          backend=self.backend, inventory=self.inventory)
         n = min(self.jobs, len(units(todo)))
         sessions: list[LabSession] = []
@@ -159,7 +142,7 @@ class Runner:
                 for drv, why in (described["link"].get("auto_passed_over") or {}).items():
                     self.console.print(f"[yellow]link auto: not {drv}: {why}; "
                                        f"using {described['link']['name']}[/]", highlight=False)
-                if plan.calibrate:
+                if spec.calibrate:
                     # every condition measured first, in the first lab, while no trial runs
                     for cond in {spec.condition.name: spec.condition for spec in todo}.values():
                         self.console.print(f"calibrating {cond.name} (alone, before the trials)")
@@ -272,32 +255,34 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
               only: dict[str, list[str]] | None = None, retry_failed: bool = False,
               plan_source: str = "PLAN", backend: str = "netns", inventory: str | None = None,
               shard: Shard | None = None, jobs: int = 1,
-              until_decided: Callable[[RunStore, Plan, Selection], Callable[[], list[TrialSpec]]] | None = None
+              until_decided: Callable[[RunStore, Selection], Callable[[], list[TrialSpec]]] | None = None
               ) -> RunStore:
-    """Create (or resume) a run and run it. until_decided, given, makes the function that adds
-    trials to undecided cells after each look (the CLI's: the decision is the analysis')."""
+    """Create (or resume) a run and run it: the plan is checked, resolved into specs for its
+    selection (model/specs.py), and only those go on. until_decided, given, makes the function
+    that adds trials to undecided cells after each look (the CLI's: the decision is the analysis')."""
     check_plan(plan, plan_source or "default plan", installed=True, only=only)
     if resume:
         store = RunStore.open(resume)
         store.acquire()
         try:
-            selection = _resumed_selection(store, plan, Selection(reps, only, shard), console)
+            meta = check_resumable(store.dir, plan, only)
+            selection = _resumed_selection(store, meta, Selection(reps, only, shard), console)
         except BaseException:
             store.release()
             raise
+        spec = selection.resolve(plan)
     else:
         selection = Selection(reps, only, shard)
+        spec = selection.resolve(plan)
         out_existed = Path(out).exists()
         store = RunStore.create(out, RunMeta(
             format_version=columns.FORMAT_VERSION, created=time.time(), status="created",
-            plan=json.loads(plan.model_dump_json()), plan_fingerprint=plan_fingerprint(plan),
-            quicbench_version=__version__, conditions=condition_headlines(plan), host=host_facts(),
-            columns=columns.describe(), **selection.as_meta(plan)),
+            quicbench_version=__version__, host=host_facts(), columns=columns.describe(), **spec.meta),
             run_id=new_run_id(f"shard{shard.index}of{shard.count}") if shard else None)
     try:
-        Runner(plan, store, console, selection, retry_failed=retry_failed, resume_hint=plan_source,
+        Runner(spec, store, console, selection, retry_failed=retry_failed, resume_hint=plan_source,
                backend=backend, inventory=inventory, jobs=jobs,
-               extend=until_decided(store, plan, selection) if until_decided else None,
+               extend=until_decided(store, selection) if until_decided else None,
                created=not resume).run()
     except KeyboardInterrupt as e:
         # the caller says what an interrupt after the last trial left undone (the report)
@@ -343,9 +328,9 @@ def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None
     return meta
 
 
-def _resumed_selection(store: RunStore, plan: Plan, asked: Selection, console: Console) -> Selection:
-    """A resumed run keeps its plan, --only and shard; --reps may change (recorded)."""
-    meta = check_resumable(store.dir, plan, asked.only)
+def _resumed_selection(store: RunStore, meta: dict[str, Any], asked: Selection, console: Console) -> Selection:
+    """A resumed run keeps its plan, --only and shard; --reps may change (recorded). meta: its
+    meta.json, checked by check_resumable."""
     stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
     was = Selection.from_meta(meta)
     if asked.shard is not None and asked.shard != was.shard:

@@ -14,6 +14,7 @@ import secrets
 import signal
 import threading
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from rich.console import Console
 
 from quicbench.clients import Target
 from quicbench.errors import EnvironmentFault, QuicbenchError
-from quicbench.lab import LabSpec, make_lab
-from quicbench.model.plan import Condition, Plan, TrialSpec
+from quicbench.lab import make_lab
+from quicbench.model.conditions import Condition
+from quicbench.model.specs import RunSpec, TrialSpec
 from quicbench.proc import run
 from quicbench.registry import driver_stack
 from quicbench.run import ceiling as ceiling_
@@ -39,9 +41,10 @@ TEARDOWN_WATCHDOG_S = 30     # servers and lab go down in a few seconds; past th
 
 @dataclass
 class RunContext:
-    """What every session of a run shares: the plan, the store, the clients and content, where
-    labs are made, the link restarts left and the kernel's ceiling once measured."""
-    plan: Plan
+    """What every session of a run shares: the plan resolved (its trials' settings, the lab, the
+    command endpoints), the store, the clients and content, where labs are made, the link
+    restarts left and the kernel's ceiling once measured."""
+    spec: RunSpec
     store: RunStore
     clients: dict[str, Any]
     content: Any
@@ -71,21 +74,21 @@ class LabSession:
 
     # -- life cycle ------------------------------------------------------------------
     def up(self) -> None:
-        plan, todo = self.ctx.plan, self.todo
-        self.lab = make_lab(LabSpec(name=f"r{secrets.token_hex(3)}", hops=plan.hops, tcp_cc=plan.tcp_ccs[0],
-                                    tcp_initcwnd=plan.tcp_initcwnd, link=plan.link, offload=plan.offload,
-                                    condition=todo[0].condition,
-                                    run_dir=str(self.ctx.store.dir.resolve()), backend=self.ctx.backend,
-                                    inventory=self.ctx.inventory, **needed_binaries(plan, todo)))
-        self.lab.up(conditions=list(plan.conditions))
+        spec, todo = self.ctx.spec, self.todo
+        # the run's lab as the plan resolved it; this one's name, first condition, owner and binaries
+        self.lab = make_lab(spec.lab.model_copy(update=dict(
+            name=f"r{secrets.token_hex(3)}", condition=todo[0].condition, run_dir=str(self.ctx.store.dir.resolve()),
+            backend=self.ctx.backend, inventory=self.ctx.inventory,
+            **needed_binaries(todo, spec.client_commands, spec.server_commands))))
+        self.lab.up(conditions=list(spec.conditions))
         self.condition = todo[0].condition
-        self.tcp_cc = plan.tcp_ccs[0]
+        self.tcp_cc = spec.lab.tcp_cc
 
     def start(self, tls: TlsMaterial) -> None:
         """Servers (each on its port; lab k > 1 keeps its configs and logs in servers/<name>.lab<k>)
         and, in the first lab, the live publishers: they write the live playlists that every
         lab's servers serve from the shared content directory."""
-        plan, store = self.ctx.plan, self.ctx.store
+        spec, store = self.ctx.spec, self.ctx.store
         self.tls = tls
         self.ports = server_ports(self.todo)
         instances = {t.server_instance: (t.server, t.quic_cc) for t in self.todo}
@@ -93,11 +96,11 @@ class LabSession:
             server, quic_cc = instances[name]
             dirname = name.replace("/", "+")      # ngtcp2/bbr keeps its files in servers/ngtcp2+bbr
             d = store.layout.server(dirname if self.index == 0 else f"{dirname}.lab{self.index + 1}")
-            srv = server_class(server, plan.server_commands)(self.lab, d, self.ctx.content, tls, port=port,
+            srv = server_class(server, spec.server_commands)(self.lab, d, self.ctx.content, tls, port=port,
                                                              quic_cc=quic_cc)
             if self.server_qlog(self.condition):
                 srv.enable_qlog()     # the server's loss declarations (run/recovery.py), where it can
-            srv.cc_log = plan.verify_cc   # its connection IDs come from the qlogs
+            srv.cc_log = spec.verify_cc   # its connection IDs come from the qlogs
             srv.start()
             self.servers[name] = srv
         if self.index == 0:
@@ -158,11 +161,11 @@ class LabSession:
             self.set_server_qlog(self.server_qlog(condition))
 
     def server_qlog(self, condition: Condition | None) -> bool:
-        plan = self.ctx.plan
-        return plan.verify_cc or (condition is not None and plan.qlog_for(condition))
+        spec = self.ctx.spec
+        return spec.verify_cc or (condition is not None and spec.qlog_for(condition))
 
     def set_server_qlog(self, on: bool) -> None:
-        """Servers write qlog under the conditions that want it (plan.qlog_for): one that must
+        """Servers write qlog under the conditions that want it (RunSpec.qlog_for): one that must
         start or stop is restarted (a server reads QLOGDIR or its qlog option at start only)."""
         for srv in self.servers.values():
             if (srv.qlog_dir is not None) == on or not (srv.qlog_env or srv.qlog_option):
@@ -237,7 +240,7 @@ class LabSession:
         """The trial's row. A trial that the link emulator's death spoiled runs again (after the
         link is restarted); a lab whose nodes are gone stops the run (EnvironmentFault)."""
         self.set_condition(spec.condition)
-        seed = spec.link_seed(self.ctx.plan.seed) if self.ctx.plan.link_seed else None
+        seed = spec.link_seed(self.ctx.spec.seed) if self.ctx.spec.link_seed else None
         while True:
             self.ensure_link(spec.condition, console)
             if seed is not None:
@@ -287,10 +290,10 @@ class LabSession:
             target = Target(lab=lab, hostname=self.tls.hostname, address=lab.address("server"),
                             port=self.ports[spec.server_instance], tls=self.tls, content=ctx.content)
             watch.start()
-            options = replace(ctx.plan.options, tcp_cc=self.tcp_cc or ctx.plan.options.tcp_cc,
-                              qlog=ctx.plan.qlog_for(spec.condition))
+            options = replace(ctx.spec.options, tcp_cc=self.tcp_cc or ctx.spec.options.tcp_cc,
+                              qlog=ctx.spec.qlog_for(spec.condition))
             row = run_trial(spec, target, client, srv.pid, trial_dir or ctx.store.trial_dir(spec.seq),
-                            ctx.plan.trial_timeout_s, options, server_qlog_dir=srv.qlog_dir, sender=srv)
+                            ctx.spec.trial_timeout_s, options, server_qlog_dir=srv.qlog_dir, sender=srv)
         except QuicbenchError as e:
             if isinstance(e, EnvironmentFault):
                 raise
@@ -360,17 +363,19 @@ def server_ports(trials: list[TrialSpec]) -> dict[str, int]:
 
 
 def live_video_keys(trials: list[TrialSpec]) -> set[str]:
-    return {t.workload.video_spec().key for t in trials
-            if t.workload.kind == "video" and t.workload.mode == "live"}
+    lives = (t.workload.workload_kind.live_video(t.workload) for t in trials)
+    return {spec.key for spec in lives if spec is not None}
 
 
-def needed_binaries(plan: Plan, trials: list[TrialSpec]) -> dict[str, Any]:
+def needed_binaries(trials: list[TrialSpec], client_commands: Mapping[str, Any] | None = None,
+                    server_commands: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """LabSpec's ``binaries`` (node -> the names the client and server nodes need for these
     trials) and ``binary_facts`` (each one's package, root, version flags), as the drivers declare
-    them: a lab on other hosts checks, installs and runs them by it."""
+    them (a plan's command endpoints by their definitions): a lab on other hosts checks, installs
+    and runs them by it."""
     from quicbench.clients import client_class
-    drivers = {"client": {client_class(t.client, plan.client_commands) for t in trials},
-               "server": {server_class(t.server, plan.server_commands) for t in trials}}
+    drivers = {"client": {client_class(t.client, dict(client_commands or {})) for t in trials},
+               "server": {server_class(t.server, dict(server_commands or {})) for t in trials}}
     facts = {b: f for ds in drivers.values() for d in ds for b, f in d.binary_facts().items()}
     return {"binaries": {node: sorted({b for d in ds for b in d.binaries}) for node, ds in drivers.items()},
             "binary_facts": facts}

@@ -19,7 +19,7 @@ from quicbench.cpu import PathCpu, cpu_bound_by, machine_busy_share, ticks_ms, t
 from quicbench.link.fidelity import LinkReading, LinkWindow, link_late, link_window
 from quicbench.run.metrics import summarize_requests
 from quicbench.run.wire import analyze_pcap, write_timeseries
-from quicbench.model.plan import TrialOptions, TrialSpec
+from quicbench.model.specs import TrialOptions, TrialSpec
 
 
 def base_row(spec: TrialSpec, client_name: str) -> dict[str, Any]:
@@ -92,13 +92,7 @@ def run_trial(spec: TrialSpec, target: Target, client: Client, server_pid: int |
         row["quic_cc_seen"] = sender.reported_cc(server_qlogs, trial_dir)
         cc_error = cc_mismatch(row["quic_cc"], row["quic_cc_seen"], type(sender).name)
     row.update(recovery.quic_client_columns(trial_dir / "qlog"))
-    if w.kind == "video":
-        # a player's CPU has its own rule (the client computed it: video_metrics.player_cpu_bound);
-        # the download rule's client figures flag every playback on a small machine
-        bound_by = [b for b in (row["cpu_bound_by"] or "").split(",") if b in ("server", "link")]
-        bound_by += ["player"] if row.get("player_cpu_bound") else []
-        row["cpu_bound"] = bool(bound_by)
-        row["cpu_bound_by"] = ",".join(bound_by) or None
+    w.workload_kind.finish_row(row)      # e.g. a player's own CPU rule
     error = res.error
     if rebinding and rebinding.error:
         error = rebinding.error

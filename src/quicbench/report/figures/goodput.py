@@ -11,6 +11,7 @@ from matplotlib.lines import Line2D
 
 from quicbench.analysis.report_data import METRIC_LABELS, ReportData
 from quicbench.analysis.studies import View
+from quicbench.model.workload_kinds import measures
 from quicbench.report.figures import palette
 from quicbench.report.figures.plotting import (Drawing, grid_shape, hide_unused, log_yerr, new_figure, plain_log_axis,
                                                styled, yerr)
@@ -51,7 +52,7 @@ def metric_vs_condition_view(data: ReportData, view: View) -> list[Drawing]:
 def page_loads(data: ReportData) -> Drawing | None:
     """Mean page load time vs condition, one panel per page workload, linear scale."""
     return metric_vs_condition(data, "page_load_ms", "page load time (ms)", log=False,
-                               workloads=[w for w in data.run.workloads if data.run.kind_of(w) == "page"])
+                               workloads=[w for w in data.run.workloads if measures(data.run.kind_of(w), "page_load_ms")])
 
 
 def metric_vs_condition(data: ReportData, metric: str, ylabel: str, ref: pd.DataFrame | None = None,
