@@ -171,13 +171,28 @@ def upgrade_meta(meta: dict[str, Any], source: str = "meta.json") -> dict[str, A
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise QuicbenchError(f"{source}: result format version {version} is newer than this quicbench "
                              f"reads ({FORMAT_VERSION}): upgrade quicbench to read it")
-    if version < 2:
-        # format 1 stored the plan but neither the columns table nor the conditions' headline values
+    if version < FORMAT_VERSION:
         meta = dict(meta)
+        # format 1 stored the plan but neither the columns table nor the conditions' headline values
         meta.setdefault("columns", columns.describe())
+        # format 2's columns had name, type, unit, meaning and group: how a column is shown (title,
+        # header, direction, digits) is this quicbench's, for the columns it knows
+        meta["columns"] = [_upgraded_column(c) for c in meta["columns"]] if isinstance(meta["columns"], list) \
+            else meta["columns"]
         meta["format_version"] = FORMAT_VERSION
         meta["upgraded_from"] = version
     return meta
+
+
+def _upgraded_column(c: Any) -> Any:
+    """A column of an older meta.json with the fields format 3 added (this table's, for a column it
+    knows; empty for one it does not)."""
+    if not isinstance(c, dict):
+        return c
+    known = columns.BY_NAME.get(str(c.get("name")))
+    added = columns.describe_column(known) if known is not None else \
+        {"title": "", "header": "", "better": "", "digits": None}
+    return {**c, **{k: v for k, v in added.items() if k not in c}}
 
 
 def _pid_dead(pid: int) -> bool:

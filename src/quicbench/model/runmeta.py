@@ -24,7 +24,8 @@ class RunMeta(BaseModel):
     run_id: str | None = None
     format_version: int | None = None
     upgraded_from: int | None = Field(None, description="the format version meta.json was written in")
-    columns: list[dict[str, Any]] | None = Field(None, description="the row schema (name, type, unit, meaning)")
+    columns: list[dict[str, Any]] | None = Field(None, description="the row schema (name, type, unit, meaning, group; "
+                                                      "title, header, better, digits)")
     quicbench_version: str | None = None
     # what runs
     plan: dict[str, Any] | None = None
