@@ -139,19 +139,11 @@ def frame_from_rows(rows: list[dict[str, Any]]) -> pd.DataFrame:
         df.loc[missing_key, "key"] = ["|".join("" if pd.isna(v) else str(v) for v in r)
                                       for r in parts.itertuples(index=False)]
     df = df.copy()          # one block again before the derived columns go in
-    df["row_index"] = np.arange(len(df))
-    # a retried trial (--retry-failed) appends a new row with the same key: the last one counts
-    df["superseded"] = df.duplicated("key", keep="last") if len(df) else False
-    # a page load or a video may lack a goodput
-    measured = df["goodput_mbps"].notna() | df["page_load_ms"].notna() | df["startup_s"].notna()
-    ok = (df["status"] == "ok") & ~df["superseded"] & ~df["warmup"] & measured
-    df["used"] = ok
-    gb = df["bytes"] / 1e9
-    df["client_cpu_s_per_gb"] = (df["client_cpu_s"] / gb).where(gb > 0)
-    df["server_cpu_s_per_gb"] = (df["server_cpu_s"] / gb).where(gb > 0)
-    df["cpu_s_per_gb"] = df["client_cpu_s_per_gb"] + df["server_cpu_s_per_gb"]
-    wait = df["ttfb_ms"] - df["connect_ms"].fillna(0) - df["tls_ms"].fillna(0)
-    df["wait_ms"] = wait.clip(lower=0)
+    # the columns derived from the rows, each by its declared derivation (model/columns.py): the
+    # row's position, whether a retry (--retry-failed appends a row with the same key) superseded
+    # it, whether the statistics use it, and the per-row metrics (CPU per GB, server wait)
+    for col in (*columns.derived("run"), *columns.derived("row")):
+        df[col.name] = col.derivation.compute(df)
     return df
 
 

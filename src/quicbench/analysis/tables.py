@@ -18,71 +18,28 @@ from quicbench.model import columns
 from quicbench.model.workload_kinds import KINDS
 from quicbench.analysis.load import OPTIONAL_NUMERIC, RunData
 
-# metric -> axis/table label with unit
-METRICS: dict[str, str] = {
-    "goodput_mbps": "goodput (Mbit/s)",
-    "total_time_s": "total transfer time (s)",
-    "ttfb_ms": "time to first byte (ms)",
-    "connect_ms": "connect (ms)",
-    "tls_ms": "TLS handshake (ms)",
-    "wait_ms": "server wait (ms)",
-    "transfer_ms_p50": "transfer, median request (ms)",
-    "request_ms_p50": "request, median (ms)",
-    "client_cpu_s": "client CPU (s)",
-    "server_cpu_s": "server CPU (s)",
-    "cpu_s_per_gb": "client + server CPU (s per GB)",
-}
+# the metrics summary.csv always has, in order; each shown by its column's title (model/columns.py)
+SUMMARY_METRICS = ("goodput_mbps", "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50",
+                   "request_ms_p50", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb")
+# the optional metrics (every numeric column of the optional groups) in summary.csv's order: these
+# first, then the others in the columns table's order
+_OPTIONAL_FIRST = (
+    "wire_bytes_up", "wire_bytes_down", "wire_packets_up", "wire_packets_down", "overhead_pct", "tcp_retransmits",
+    "quic_packets_up", "quic_packets_down", "wire_goodput_mbps", "wire_throughput_cv_pct", "capture_dropped",
+    "page_load_ms", "load_event_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "page_ttfb_ms",
+    "page_response_start_ms", "page_handshake_ms", "page_connect_ms", "page_tls_ms", "page_weight_bytes",
+    "page_body_bytes", "page_requests", "page_connections", "page_html_download_ms", "lcp_ms", "speed_index_ms",
+    "httpstat_connect_ms",
+    "httpstat_tls_ms", "httpstat_server_ms", "httpstat_transfer_ms", "httpstat_total_ms", "fg_share_pct",
+    "jain_index", "load_owd_ms_p50", "load_owd_ms_p99", "startup_s", "stall_total_s", "rebuffer_ratio",
+    "mean_bitrate_kbps", "switches_per_min", "live_latency_s_mean", "frag_latency_ms_mean", "frag_kbps_mean",
+    "frames_dropped_ratio", "qoe_lin",
+)
+# metric -> axis/table label with unit (the column's title, else its meaning)
+METRICS: dict[str, str] = {m: columns.metric(m).label for m in SUMMARY_METRICS}
 OPTIONAL_METRICS: dict[str, str] = {
-    "wire_bytes_up": "wire bytes client→server",
-    "wire_bytes_down": "wire bytes server→client",
-    "wire_packets_up": "packets client→server",
-    "wire_packets_down": "packets server→client",
-    "overhead_pct": "overhead (% of payload)",
-    "tcp_retransmits": "TCP retransmitted segments",
-    "quic_packets_up": "QUIC packets client→server",
-    "quic_packets_down": "QUIC packets server→client",
-    "wire_goodput_mbps": "wire goodput (Mbit/s)",
-    "wire_throughput_cv_pct": "throughput variation, CV per 100 ms (%)",
-    "capture_dropped": "packets the capture missed",
-    "page_load_ms": "page load time (ms)",
-    "load_event_ms": "load event (ms)",
-    "dom_content_loaded_ms": "DOMContentLoaded (ms)",
-    "first_contentful_paint_ms": "first contentful paint (ms)",
-    "page_ttfb_ms": "page TTFB, waiting (ms)",
-    "page_response_start_ms": "page response start (ms)",
-    "page_handshake_ms": "page connect + TLS (ms)",
-    "page_connect_ms": "page connect (ms)",
-    "page_tls_ms": "page TLS (ms)",
-    "page_weight_bytes": "page weight (bytes)",
-    "page_body_bytes": "page body bytes",
-    "page_requests": "page requests",
-    "page_connections": "page connections",
-    "page_html_download_ms": "page HTML content download (ms)",
-    "lcp_ms": "largest contentful paint (ms)",
-    "speed_index_ms": "Speed Index (ms)",
-    "httpstat_connect_ms": "httpstat: connect, QUIC: handshake (ms)",
-    "httpstat_tls_ms": "httpstat: TLS handshake (ms)",
-    "httpstat_server_ms": "httpstat: server processing (ms)",
-    "httpstat_transfer_ms": "httpstat: content transfer (ms)",
-    "httpstat_total_ms": "httpstat: total (ms)",
-    "fg_share_pct": "share of the bottleneck (%)",
-    "jain_index": "Jain's fairness index",
-    "load_owd_ms_p50": "one-way delay under load, p50 (ms)",
-    "load_owd_ms_p99": "one-way delay under load, p99 (ms)",
-    "startup_s": "video startup (s)",
-    "stall_total_s": "video stall time (s)",
-    "rebuffer_ratio": "rebuffer ratio",
-    "mean_bitrate_kbps": "played bitrate (kbit/s)",
-    "switches_per_min": "quality switches per minute",
-    "live_latency_s_mean": "live latency (s)",
-    "frag_latency_ms_mean": "hls.js fragment latency (ms)",
-    "frag_kbps_mean": "hls.js fragment throughput (kbit/s)",
-    "frames_dropped_ratio": "dropped frames ratio",
-    "qoe_lin": "QoE_lin per chunk (Pensieve)",
-}
-# the other numeric columns of the row schema (video details) are labelled by their meaning
-OPTIONAL_METRICS.update({c.name: f"{c.meaning} ({c.unit})" if c.unit else c.meaning
-                         for c in columns.COLUMNS if c.name in OPTIONAL_NUMERIC and c.name not in OPTIONAL_METRICS})
+    m: columns.metric(m).label for m in (*_OPTIONAL_FIRST, *(c.name for c in columns.COLUMNS
+                                                            if c.name in OPTIONAL_NUMERIC and c.name not in _OPTIONAL_FIRST))}
 assert set(OPTIONAL_METRICS) == set(OPTIONAL_NUMERIC)
 # Each metric's interval respects its range (stats.SCALES; docs/report.md, "Intervals").
 # Goodputs, times, latencies, start-up, bitrates and the load metrics: strictly positive, skewed to the
@@ -145,24 +102,9 @@ DIFFERENCE_METRICS: dict[str, float | None] = {
     "frames_dropped_ratio": None, "switches": None, "switches_per_min": None,
     "cls": None, "total_blocking_time_ms": None, "replay_missed": None,     # often 0 (docs/pages.md)
 }
-# which way is better, for metrics that are not a kind's headline (workload_kinds.py says those)
-LOWER_IS_BETTER = frozenset({
-    "total_time_s", "ttfb_ms", "connect_ms", "tls_ms", "wait_ms", "transfer_ms_p50", "request_ms_p50",
-    "page_load_ms", "load_event_ms", "dom_content_loaded_ms", "first_contentful_paint_ms", "page_ttfb_ms",
-    "page_response_start_ms", "page_handshake_ms", "page_connect_ms", "page_tls_ms", "page_weight_bytes",
-    "page_requests", "startup_s", "startup_player_s", "stall_total_s", "stalls", "rebuffer_ratio",
-    "rebuffer_s_per_min", "switches_per_min", "live_latency_s_mean", "live_latency_s_median",
-    "frames_dropped", "frames_dropped_ratio", "segment_ttfb_ms_median", "segment_ttfb_ms_mean",
-    "segment_download_ms_median", "frag_latency_ms_mean", "frag_latency_ms_median",
-    "httpstat_connect_ms", "httpstat_tls_ms", "httpstat_server_ms", "httpstat_transfer_ms", "httpstat_total_ms",
-    "overhead_pct", "tcp_retransmits", "wire_throughput_cv_pct", "client_cpu_s", "server_cpu_s", "cpu_s_per_gb",
-    "lcp_ms", "speed_index_ms", "visually_complete_ms", "first_visual_change_ms", "cls", "total_blocking_time_ms",
-    "replay_missed",
-})
-
-
 def higher_is_better(metric: str) -> bool:
-    return metric not in LOWER_IS_BETTER
+    """Which way the metric is better (its column's direction, model/columns.py)."""
+    return columns.higher_is_better(metric)
 
 
 CELL_KEYS = ["condition", "workload", "protocol"]
@@ -348,7 +290,7 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
     # the best protocol of a cell by its kind's headline metric (goodput, page load time, QoE),
     # each kind's cells one family
     kinds = dict.fromkeys(run.kind_of(w) for w in run.workloads)
-    frames = [best_protocols(run, method, KINDS.get(k).headline().name, KINDS.get(k).headline().higher_is_better,
+    frames = [best_protocols(run, method, KINDS.get(k).headline().name, higher_is_better(KINDS.get(k).headline().name),
                              kind=k) for k in kinds if k in KINDS]
     frames = [f for f in frames if not f.empty]
     best = (pd.concat(frames, ignore_index=True) if frames else best_protocols(run, method, kind="")

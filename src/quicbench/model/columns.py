@@ -272,7 +272,7 @@ COLUMNS: tuple[Column, ...] = (
            title="page connections"),
     Column("page_protocol", "text", "", "the navigation's protocol", "page"),
     Column("lcp_ms", "float", "ms", "largest contentful paint (PerformanceObserver, the last candidate by the end of the load)", "page",
-           header="LCP ms", better="lower", digits=0),
+           title="largest contentful paint (ms)", header="LCP ms", better="lower", digits=0),
     Column("cls", "float", "", "cumulative layout shift: the largest session window of layout-shift scores (1 s gap, 5 s window)", "page",
            better="lower"),
     Column("total_blocking_time_ms", "float", "ms", "long tasks' time beyond 50 ms between first contentful paint and the load event's end", "page",

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from quicbench.errors import QuicbenchError, format_validation_error
-from quicbench.model.columns import COLUMNS
+from quicbench.model import columns
 from quicbench.model.conditions import KnownKeys
 
 MAX_STUDY_BYTES = 1_000_000
@@ -40,9 +40,8 @@ WORKLOAD_ATTRS = ("kind", "size_bytes", "count", "connections", "page", "player"
 # the columns of a reference CSV (or the keys of an inline [[references]] row)
 REFERENCE_FIELDS = ("protocol", "seed_protocol", "condition", *CONDITION_PARAMS, "size", *WORKLOAD_ATTRS,
                     "metric", "quantity", "value", "unit", "where", "note")
-# derived per-trial metrics the analysis computes beside the row schema's columns
-DERIVED_METRICS = ("wait_ms", "cpu_s_per_gb", "client_cpu_s_per_gb", "server_cpu_s_per_gb")
-METRIC_NAMES = frozenset([c.name for c in COLUMNS if c.type in ("int", "float")] + list(DERIVED_METRICS))
+# the per-trial metrics a study can name: the numeric row columns and those derived from a row's own
+METRIC_NAMES = columns.metric_names()
 TABLE_KINDS = ("reference_columns", "reference_vs_ours", "claims", "variants", "explained")
 FIGURE_KINDS = ("metric_vs_condition", "relative_to_best", "metric_vs_parameter", "timeseries")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,47}$")
@@ -57,8 +56,7 @@ _UNIT_BASE: dict[str, tuple[str, float]] = {
     "": ("count", 1.0), "count": ("count", 1.0), "requests": ("count", 1.0), "frames": ("count", 1.0),
     "%": ("percent", 1.0),
 }
-METRIC_UNITS = {c.name: c.unit for c in COLUMNS}
-METRIC_UNITS.update({"wait_ms": "ms"})
+METRIC_UNITS = {c.name: c.unit for c in (*columns.COLUMNS, *columns.derived("row"))}
 
 
 def convert(value: float | None, unit: str, metric: str) -> float | None:

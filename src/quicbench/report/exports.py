@@ -11,18 +11,17 @@ from pathlib import Path
 import pandas as pd
 
 from quicbench.analysis.load import RunData
-
-DERIVED_TRIAL_COLUMNS = ["row_index", "superseded", "used", "client_cpu_s_per_gb", "server_cpu_s_per_gb",
-                         "cpu_s_per_gb", "wait_ms", "delay_ms", "loss_pct", "rate_mbit"]
+from quicbench.model import columns
 
 
 def trials_frame(run: RunData) -> pd.DataFrame:
     """Every row of trials.jsonl, normalised, with the derived columns and the condition's numbers."""
     df = run.rows.copy()
     params = run.conditions
-    for c in ("delay_ms", "loss_pct", "rate_mbit"):
-        df[c] = df["condition"].map(params[c]) if not params.empty else float("nan")
-        df[c] = pd.to_numeric(df[c], errors="coerce")
+    for col in columns.derived("condition"):      # the condition's numbers (model/columns.py)
+        param = col.derivation.inputs[0]
+        df[col.name] = df["condition"].map(params[param]) if not params.empty else float("nan")
+        df[col.name] = pd.to_numeric(df[col.name], errors="coerce")
     for c in df.columns:
         if df[c].dtype == object:
             if df[c].map(lambda v: isinstance(v, (dict, list))).any():

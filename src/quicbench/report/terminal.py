@@ -21,14 +21,25 @@ from quicbench.analysis.load import PROTOCOL_NAMES
 from quicbench.analysis.tables import center, higher_is_better, metric_scale
 from quicbench.analysis.honesty import cpu_slowed_trials
 from quicbench.cpu import SLOWER_THAN_CELL
+from quicbench.model import columns
 from quicbench.model.workload_kinds import KINDS
 from quicbench.stats import (DIFFERENT, EQUIVALENT, INCONCLUSIVE, LOG, N_TOO_SMALL, clean, estimate_digits, finite,
                              inside_margin_words, margin_text)
 
+def _shown(m: Any) -> tuple[str, str, int, bool]:
+    """A kind's metric as the terminal's tables show it: name, header, digits, higher is better,
+    from its column (model/columns.py); a column that declares no header or digits (a user's
+    kind showing a column the table does not dress) takes the kind's own."""
+    col = columns.metric(m.name)
+    header = col.header if col is not None and col.header else getattr(m, "header", m.name)
+    digits = col.digits if col is not None and col.digits is not None else getattr(m, "digits", 2)
+    return (m.name, header, digits, columns.higher_is_better(m.name))
+
+
 # per workload kind (model/workload_kinds.py): the columns shown, the first the headline that
-# decides "best"
+# decides "best", each with its column's terminal header, digits and direction (model/columns.py)
 KIND_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
-    k.name: [(m.name, m.header, m.digits, m.higher_is_better) for m in k.metrics] for k in KINDS}
+    k.name: [_shown(m) for m in k.metrics] for k in KINDS}
 HEADLINE = {kind: metrics[0] for kind, metrics in KIND_METRICS.items()}
 # shown beside a kind's metrics where its cells measured them: what a person sees of a page
 # (largest contentful paint, Speed Index: docs/pages.md)
@@ -294,10 +305,11 @@ def _margin(o: dict[str, Any], metric: str) -> str:
     return f"±{100 * (o.get('margin') or 0.1):g} %"
 
 
-# the viewer sentence's words per metric: (name, unit, digits, the best's word)
-VIEWER_WORDS = {"startup_s": ("start-up", "s", 2, "fastest"), "stall_total_s": ("stall time", "s", 2, "least"),
-                "mean_bitrate_kbps": ("played bitrate", "kbit/s", 0, "highest"),
-                "live_latency_s_mean": ("live latency", "s", 1, "lowest")}
+# the viewer sentence's words per metric: (name, unit, digits, the best's word); unit and digits
+# are the column's (model/columns.py)
+VIEWER_WORDS = {m: (name, columns.metric(m).unit, columns.metric(m).digits, word) for m, name, word in (
+    ("startup_s", "start-up", "fastest"), ("stall_total_s", "stall time", "least"),
+    ("mean_bitrate_kbps", "played bitrate", "highest"), ("live_latency_s_mean", "live latency", "lowest"))}
 UNITS = {m: u for m, (_, u, _, _) in VIEWER_WORDS.items()}
 
 
