@@ -15,7 +15,7 @@ import pytest
 
 from quicbench.errors import QuicbenchError
 from quicbench.model import columns
-from quicbench.model.columns import COLUMNS, DERIVED, DOC_GROUPS, docs_markers, docs_table, with_docs_tables
+from quicbench.model.columns import COLUMNS, DERIVED, DOC_GROUPS, docs_markers, with_docs_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_MD = ROOT / "docs" / "data.md"

@@ -290,8 +290,8 @@ def cell_summary(run: RunData, method: Method = Method()) -> pd.DataFrame:
     # the best protocol of a cell by its kind's headline metric (goodput, page load time, QoE),
     # each kind's cells one family
     kinds = dict.fromkeys(run.kind_of(w) for w in run.workloads)
-    frames = [best_protocols(run, method, KINDS.get(k).headline().name, higher_is_better(KINDS.get(k).headline().name),
-                             kind=k) for k in kinds if k in KINDS]
+    headlines = {k: KINDS.get(k).headline().name for k in kinds if k in KINDS}
+    frames = [best_protocols(run, method, m, higher_is_better(m), kind=k) for k, m in headlines.items()]
     frames = [f for f in frames if not f.empty]
     best = (pd.concat(frames, ignore_index=True) if frames else best_protocols(run, method, kind="")
             ).set_index(["condition", "workload"])
