@@ -44,7 +44,7 @@ HEADLINE = {kind: metrics[0] for kind, metrics in KIND_METRICS.items()}
 # shown beside a kind's metrics where its cells measured them: what a person sees of a page
 # (largest contentful paint, Speed Index: docs/pages.md)
 SEEN_METRICS: dict[str, list[tuple[str, str, int, bool]]] = {
-    "page": [("lcp_ms", "LCP ms", 0, False), ("speed_index_ms", "SI ms", 0, False)]}
+    "page": [_shown(columns.metric(m)) for m in ("lcp_ms", "speed_index_ms")]}
 WHAT = {m.name: m.what for k in KINDS for m in k.metrics if m.what}
 
 
