@@ -732,7 +732,7 @@ def method_text(test: str = DEFAULT_TEST, alpha: float = ALPHA, correction: str 
               f"[{1 / (1 + margin):.3f}, {1 + margin:g}], p < {alpha:g}"
               + (", Holm over the same family" if correction == "holm" else "") + ")")
     s += (f"; otherwise inconclusive, with the repetitions per side that would likely decide it (80 % power at "
-          f"the observed variance" + (", at alpha over the family's size" if correction == "holm" else "")
+          "the observed variance" + (", at alpha over the family's size" if correction == "holm" else "")
           + f"). Cells with fewer than {min_n} successful trials on either side are "
           f"'{N_TOO_SMALL}'. Nothing is called equal, tied or ≈ without the equivalence test")
     return s + ". " + INTERVAL_TEXT
@@ -771,7 +771,7 @@ def estimate_digits(est: float, lo: float | None, hi: float | None, null: float 
         return f(est, sig), "", ""
     k = sig
     while k < most:
-        e, a, b = f(est, k), f(lo, k), f(hi, k)
+        a, b = f(lo, k), f(hi, k)
         nulls = [] if null is None else [f(null, k)]
         clash = (lo != hi and a == b) or (null is not None and ((lo != null and a in nulls)
                                                                 or (hi != null and b in nulls)))

@@ -22,7 +22,7 @@ from quicbench.analysis.explain import explained_table
 from quicbench.analysis.load import RunData
 from quicbench.analysis.measures import split_protocol
 from quicbench.analysis.tables import (Method, center, metric_scale, best_protocols, cell_verdict, higher_is_better,
-                                       pairwise, samples)
+                                       samples)
 from quicbench.errors import QuicbenchError
 from quicbench.model.study import (CONDITION_PARAMS, Check, Figure, Study, Table, Way, builtin_studies,
                                    find_study)

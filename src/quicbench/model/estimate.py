@@ -21,7 +21,6 @@ def trial_seconds(t: TrialSpec) -> float:
         conns = t.workload.parallelism if t.protocol == "h1" else 1
         mathis = conns * 1460 * 8 / max(rtt_s, 1e-3) * 1.22 / loss ** 0.5 / 1e6
         rate = min(rate, mathis)
-    w = t.workload
     competing = sum(b.flows for b in c.background)
     if competing:      # a fair share of the bottleneck, after the background flows' warm-up
         rate /= 1 + competing

@@ -21,7 +21,6 @@ changed. Prose outside the markers is the author's.
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import shutil
 from dataclasses import dataclass
