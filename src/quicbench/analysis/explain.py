@@ -53,7 +53,7 @@ def _a_lower(test: stats.TestResult, mean_a: float, mean_b: float) -> bool | Non
     return None if mean_a == mean_b else mean_a < mean_b
 
 
-def _flags(run: RunData) -> dict[tuple[str, str, str], tuple[int, int]]:
+def cell_flags(run: RunData) -> dict[tuple[str, str, str], tuple[int, int]]:
     """(condition, workload, protocol) -> (CPU-bound, link-late) trials among the cell's used ones."""
     ok = run.ok
     out: dict[tuple[str, str, str], tuple[int, int]] = {}
@@ -93,7 +93,7 @@ def explained_table(run: RunData, table: Table, method: Method) -> dict[str, Any
     pairs = _pairs(run, table)
     if not cells or not pairs:
         return None
-    flags = _flags(run)
+    flags = cell_flags(run)
     comps = {m: _comparisons(run, m, cells, pairs, method)
              for m in dict.fromkeys([*table.metrics, *(e.metric for e in table.explanations)])}
     rows: list[dict[str, Any]] = []

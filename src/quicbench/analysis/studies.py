@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from scipy.stats import t as t_dist
 
-from quicbench.analysis.explain import explained_table
+from quicbench.analysis.explain import cell_flags, explained_table
 from quicbench.analysis.load import RunData
 from quicbench.analysis.measures import split_protocol
 from quicbench.analysis.tables import (Method, center, metric_scale, best_protocols, cell_verdict, higher_is_better,
@@ -316,7 +316,7 @@ def reference_vs_ours(run: RunData, summary: pd.DataFrame, refs: pd.DataFrame, t
     mixed: list[tuple[dict[str, Any], str, str, stats.TestResult]] = []
     # pairs ranked the other way round from the reference: (way cell, is it the top pair, test, higher is better)
     rank_tests: list[tuple[dict[str, Any], bool, stats.TestResult, bool]] = []
-    flags = _flags(run)
+    flags = cell_flags(run)
     smp_cache: dict[str, dict[tuple[str, str, str], Any]] = {}
     split = refs.groupby(GROUP_COLUMNS[table.group_by], sort=False) if table.group_by != "none" else [("", refs)]
     for g, gr in split:
@@ -502,17 +502,6 @@ def claim_result(tally: dict[str, int]) -> str:
     return "not decided"
 
 
-def _flags(run: RunData) -> dict[tuple[str, str, str], tuple[int, int]]:
-    """(condition, workload, protocol) -> (CPU-bound, link-late) trials among the cell's used ones."""
-    ok = run.ok
-    out: dict[tuple[str, str, str], tuple[int, int]] = {}
-    for k, g in ok.groupby(["condition", "workload", "protocol"], sort=False):
-        cpu = int(g["cpu_bound"].fillna(False).astype(bool).sum()) if "cpu_bound" in g else 0
-        late = int(g["link_late"].fillna(False).astype(bool).sum()) if "link_late" in g else 0
-        out[k] = (cpu, late)
-    return out
-
-
 def _check_workloads(run: RunData, check: Check, wls: list[str], attrs: dict[str, dict[str, Any]]
                      ) -> list[tuple[str, str]]:
     """The (workload of a, workload of b) pairs a check compares: per workload the references
@@ -545,7 +534,7 @@ def claims(run: RunData, study: Study, refs: pd.DataFrame, method: Method) -> li
     attrs = workload_attrs(run)
     wls = [w for w, a in attrs.items() if any(_workload_ok(r, a, study) is not None for r in study.references)]
     conds = condition_values(run, study, by_params=True)
-    flags = _flags(run)
+    flags = cell_flags(run)
     smp_cache: dict[str, dict[tuple[str, str, str], Any]] = {}
     out: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], Check, stats.TestResult]] = []

@@ -23,9 +23,9 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model import columns
@@ -42,6 +42,16 @@ REFERENCE_FIELDS = ("protocol", "seed_protocol", "condition", *CONDITION_PARAMS,
                     "metric", "quantity", "value", "unit", "where", "note")
 # the per-trial metrics a study can name: the numeric row columns and those derived from a row's own
 METRIC_NAMES = columns.metric_names()
+
+
+def _known_metric(v: str) -> str:
+    if v not in METRIC_NAMES:
+        raise ValueError(f"unknown metric {v!r}: a numeric column of docs/data.md")
+    return v
+
+
+# a numeric row column (docs/data.md), refused by name otherwise
+MetricName = Annotated[str, AfterValidator(_known_metric)]
 TABLE_KINDS = ("reference_columns", "reference_vs_ours", "claims", "variants", "explained")
 FIGURE_KINDS = ("metric_vs_condition", "relative_to_best", "metric_vs_parameter", "timeseries")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,47}$")
@@ -201,7 +211,7 @@ class Check(_Strict):
     come from the run's workloads with ``workload``'s attributes, or a protocol's own in
     ``protocols`` (the seed's method: its h2 from Chrome page loads, its h1 from getFiles); ``label``
     names that way of measuring ("the seed's pairing", "like for like")."""
-    metric: str
+    metric: MetricName
     a: str
     b: str
     expect: Literal["higher", "lower", "equivalent"]
@@ -215,13 +225,6 @@ class Check(_Strict):
     workload: dict[str, str | int | float] = Field(default_factory=dict)
     protocols: dict[str, dict[str, str | int | float]] = Field(
         default_factory=dict, description="protocol -> workload attributes for that protocol (replace workload)")
-
-    @field_validator("metric")
-    @classmethod
-    def _metric(cls, v: str) -> str:
-        if v not in METRIC_NAMES:
-            raise ValueError(f"unknown metric {v!r}: a numeric column of docs/data.md")
-        return v
 
     @field_validator("conditions")
     @classmethod
@@ -296,18 +299,11 @@ class Explanation(_Strict):
     table metrics it can explain, and the mechanism in words. It explains a difference when its
     own comparison of the same two protocols on the same cell is decided (different, Holm over
     its own family) and points the same way: toward the protocol that was faster."""
-    metric: str
+    metric: MetricName
     name: str
     faster_when: Literal["lower", "higher"]
     explains: list[str] = Field(min_length=1)
     why: str = ""
-
-    @field_validator("metric")
-    @classmethod
-    def _metric(cls, v: str) -> str:
-        if v not in METRIC_NAMES:
-            raise ValueError(f"unknown metric {v!r}: a numeric column of docs/data.md")
-        return v
 
 
 class Table(_Strict):
