@@ -18,6 +18,7 @@ from quicbench.errors import QuicbenchError
 from quicbench.model.study import find_study, load_study
 from quicbench.report import report_markdown
 from quicbench.report.views import explained_tables
+from test_studies import write_run
 
 PAGE = "page:har:p10-s1"
 # (condition, protocol) -> the loads' geometric means: lcp, fcp, handshake, connections, all streams idle
@@ -52,10 +53,7 @@ def page_run(d: Path, reps: int = 8, study: str | None = "pages", suffix: str = 
     plan = {"name": "pages", "workloads": [{"kind": "page", "har": "p10-s1.har"}]}
     if study:
         plan["study"] = study
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "meta.json").write_text(json.dumps({"run_id": d.name, "plan": plan, "conditions": heads}))
-    (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return d
+    return write_run(d, plan, heads, rows)
 
 
 def values(d: Path, metric: str, c: str, p: str) -> np.ndarray:

@@ -717,7 +717,7 @@ def test_a_users_own_kind_gets_its_own_table_not_table1(tmp_path, monkeypatch):
     class FirstByte(WorkloadKind):
         name = "first-byte"
         title = "First byte: time to the first byte of one object"
-        metrics = (Metric("ttfb_ms", "TTFB ms", 1, False, "time to first byte"),)
+        metrics = (Metric("ttfb_ms", "time to first byte"),)
 
     monkeypatch.setitem(KINDS._drivers, "first-byte", FirstByte)
     rows = []

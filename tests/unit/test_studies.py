@@ -47,6 +47,11 @@ def synthetic_run(d: Path, study: str | None = str(TOY), reps: int = 6) -> Path:
             "conditions": [{"name": c, "delay_ms": delay, "loss_pct": loss} for c, delay, loss in CONDS]}
     if study:
         plan["study"] = study
+    return write_run(d, plan, heads, rows)
+
+
+def write_run(d: Path, plan: dict, heads: dict, rows: list[dict]) -> Path:
+    """A run directory of these rows: meta.json (plan, condition headlines) and trials.jsonl."""
     d.mkdir(parents=True, exist_ok=True)
     (d / "meta.json").write_text(json.dumps({"run_id": d.name, "plan": plan, "conditions": heads}))
     (d / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

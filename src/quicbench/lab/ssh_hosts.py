@@ -128,8 +128,13 @@ def local_package_version(package: str) -> str | None:
                             text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    status, _, version = cp.stdout.rpartition(" ")
-    return version if cp.returncode == 0 and status.endswith("installed") and "not-installed" not in status else None
+    return installed_version(cp.stdout) if cp.returncode == 0 else None
+
+
+def installed_version(status_version: str) -> str | None:
+    """The version from dpkg-query's '${Status} ${Version}' when the package is installed, else None."""
+    status, _, version = status_version.rpartition(" ")
+    return version if status.endswith("installed") and "not-installed" not in status else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -351,8 +356,7 @@ class SshHosts:
         for line in out.splitlines():
             if line.startswith("k.") and "=" in line:
                 pkg, _, st = line[2:].partition("=")
-                status, _, version = st.rpartition(" ")
-                if status.endswith("installed") and "not-installed" not in status:
+                if (version := installed_version(st)) is not None:
                     found[pkg] = version
         return found
 

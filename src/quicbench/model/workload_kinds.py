@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from quicbench.model import columns
 from quicbench.registry import Registry
 
 # a kind's methods take the plan's Workload and TrialSpec (model/plan.py), which imports this
@@ -25,12 +26,24 @@ TrialSpec = Any
 
 @dataclass(frozen=True)
 class Metric:
-    """A column the report shows for a kind: name, short header with unit, digits, direction."""
+    """A column the report shows for a kind, and how a sentence names it; its short header, digits
+    and direction are its column's (model/columns.py)."""
     name: str
-    header: str
-    digits: int
-    higher_is_better: bool
     what: str = ""         # in a sentence: "goodput", "page load time"
+
+    @property
+    def header(self) -> str:
+        col = columns.metric(self.name)
+        return col.header if col is not None and col.header else self.name
+
+    @property
+    def digits(self) -> int:
+        col = columns.metric(self.name)
+        return col.digits if col is not None and col.digits is not None else 2
+
+    @property
+    def higher_is_better(self) -> bool:
+        return columns.higher_is_better(self.name)
 
 
 class WorkloadKind:
@@ -154,8 +167,8 @@ class Objects(WorkloadKind):
     """Go-Quick's getFiles: `count` copies of an object of `size`, fetched by the load client."""
     name = "objects"
     title = "Object downloads: geometric mean over successful trials; * = best in its cell"
-    metrics = (Metric("goodput_mbps", "Mbit/s", 1, True, "goodput"),
-               Metric("total_time_s", "time s", 3, False, "time"))
+    metrics = (Metric("goodput_mbps", "goodput"),
+               Metric("total_time_s", "time"))
     params = frozenset({"size", "count", "parallel", "connections", "resumption"})
     client_connections = True
     report_table = "downloads"
@@ -215,9 +228,9 @@ class Page(WorkloadKind):
     clients = ("browser",)
     browser_clients = {"chromium": "browser", "firefox": "firefox"}
     browser_managed = True
-    metrics = (Metric("page_load_ms", "load ms", 0, False, "page load time"),
-               Metric("page_ttfb_ms", "TTFB ms", 0, False, "time to first byte"),
-               Metric("dom_content_loaded_ms", "DCL ms", 0, False, "DOMContentLoaded"))
+    metrics = (Metric("page_load_ms", "page load time"),
+               Metric("page_ttfb_ms", "time to first byte"),
+               Metric("dom_content_loaded_ms", "DOMContentLoaded"))
     params = frozenset({"size", "count", "page", "har"})
     report_table = "pages"
 
@@ -301,11 +314,11 @@ class Video(WorkloadKind):
     lead_word = "best"
     report_table = "video"
     beside_headline = ("startup_s", "stall_total_s", "mean_bitrate_kbps", "live_latency_s_mean")
-    metrics = (Metric("qoe_lin", "QoE", 2, True, "QoE"),
-               Metric("startup_s", "start s", 2, False, "start-up time"),
-               Metric("stall_total_s", "stall s", 2, False, "stall time"),
-               Metric("mean_bitrate_kbps", "kbit/s", 0, True, "played bitrate"),
-               Metric("live_latency_s_mean", "live s", 1, False, "live latency"))
+    metrics = (Metric("qoe_lin", "QoE"),
+               Metric("startup_s", "start-up time"),
+               Metric("stall_total_s", "stall time"),
+               Metric("mean_bitrate_kbps", "played bitrate"),
+               Metric("live_latency_s_mean", "live latency"))
     params = frozenset({"player", "mode", "duration_s", "segment_s", "ladder", "codec"})
 
     # browser start, settle and close, then the start-up and what is watched. Measured: a 20 s VOD

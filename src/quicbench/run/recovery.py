@@ -251,26 +251,23 @@ def quic_counts(path: Path, peer: Path | None = None) -> dict[str, int | None]:
     settle()
     # a connection that sent nothing (a stray Initial answered by no packet) was blocked 0 times
     blocked = blocked_sent if frames_sent_logged or not sent else None
+    # what every qlog gives, whichever way it accounts for its losses
+    counts = {"sent": sent, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
+              "blocked_sent": blocked, "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
+              "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
+    if not lost and cf_lost:
+        # quiche: how many, not which: neither the trigger nor whether they were spurious is known
+        return {**counts, "lost": cf_lost, "reordering": 0, "time": 0, "untriggered": cf_lost, "spurious": None}
     spurious: int | None
     if quinn:
         got = received_packets(peer) if peer is not None and peer.is_file() else None
         spurious = None if got is None else sum(1 for k in lost if k in got)
     else:
         spurious = sum(1 for (space, pn) in lost if any(lo <= pn <= hi for lo, hi in acked.get(space, ())))
-    if not lost and cf_lost:
-        # quiche: how many, not which: neither the trigger nor whether they were spurious is known
-        return {"sent": sent, "lost": cf_lost, "reordering": 0, "time": 0, "untriggered": cf_lost,
-                "spurious": None, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
-                "blocked_sent": blocked,
-                "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
-                "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
     triggers = list(lost.values())
-    return {"sent": sent, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
+    return {**counts, "lost": len(lost), "reordering": triggers.count("reordering_threshold"),
             "time": triggers.count("time_threshold"), "untriggered": triggers.count("unknown"),
-            "spurious": spurious, "received": received, "out_of_order": out_of_order, "acks_sent": acks_sent,
-            "blocked_sent": blocked,
-            "ss_exit_cwnd": ss_exit[0] if ss_exit else None,
-            "ss_exit_without_loss": None if ss_exit is None else int(not ss_exit[1])}
+            "spurious": spurious}
 
 
 def _sum_counts(files: list[Path], peers: dict[Path, Path] | None = None) -> dict[str, Any]:
