@@ -398,7 +398,7 @@ def test_a_run_that_cannot_start_its_server_is_refused_leaving_nothing(tmp_path,
     r = run_qb("run", str(plan), "--out", str(tmp_path / "runs"), "--no-report")
     assert r.returncode == 2, r.stdout + r.stderr
     # besides the warning before the run that its condition has no rate limit (docs/link.md)
-    said = [line for line in r.stderr.strip().splitlines() if not line.startswith("warning: linkem")]
+    said = [line for line in r.stderr.strip().splitlines() if not line.startswith("warning: with both endpoints busy linkem")]
     assert "mute" in r.stderr and len(said) == 1, r.stderr
     assert not (tmp_path / "runs").exists()
     assert "resume with" not in r.stdout + r.stderr

@@ -51,7 +51,7 @@ def test_the_warning_names_each_condition_beyond_the_figure_and_where_it_comes_f
     conds = [cond("broadband", rate_mbit=50), cond("at", rate_mbit=400), cond("fast"), cond("gig", rate_mbit=1000)]
     line = schedule_warning(conds, LIMIT)
     assert "\n" not in line
-    assert line.startswith("warning: linkem kept its schedule up to 400 Mbit/s with both endpoints busy")
+    assert line.startswith("warning: with both endpoints busy linkem kept its schedule up to 400 Mbit/s (make bench")
     assert "conditions fast (no rate limit), gig (1000 Mbit/s)" in line
     assert "broadband" not in line and "at (" not in line
     assert "bench/results/linkem.json" in line and "docs/link.md" in line and "2 CPUs" in line

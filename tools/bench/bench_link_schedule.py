@@ -36,7 +36,7 @@ from quicbench.tls import make_tls
 RATES: tuple[float | None, ...] = (100, 200, 400, 600, 800, None)     # Mbit/s down and up; None: no limit
 DELAY_MS = 10
 SIZE = "20MB"
-REPS = 4
+REPS = 5
 PROTOCOLS = ("h1", "h3")
 TIMEOUT_S = 60
 
@@ -123,4 +123,4 @@ def table(res: dict) -> Table:
 
 
 def figure_text(res: dict) -> str:
-    return f"linkem {ScheduleLimit.from_result(res).kept} with both endpoints busy (the rule: {res['rule']})"
+    return f"with both endpoints busy linkem {ScheduleLimit.from_result(res).kept} (the rule: {res['rule']})"

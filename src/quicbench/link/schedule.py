@@ -115,7 +115,7 @@ def schedule_warning(conditions: Iterable[Condition], limit: ScheduleLimit | Non
     if not beyond:
         return None
     machine = f" on {limit.cpus} CPUs" if limit.cpus else ""
-    return (f"warning: linkem {limit.kept} with both endpoints busy (make bench{machine}: "
+    return (f"warning: with both endpoints busy linkem {limit.kept} (make bench{machine}: "
             f"{SCHEDULE_RESULT.relative_to(REPO_ROOT)}, docs/link.md); trials may be link-late under "
             f"condition{'s' if len(beyond) > 1 else ''} {', '.join(beyond)}")
 
