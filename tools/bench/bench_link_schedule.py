@@ -81,24 +81,26 @@ def schedule(rates: tuple[float | None, ...] = RATES, reps: int = REPS, protocol
             try:
                 target = Target(lab=lab, hostname=tls.hostname, address=lab.address("server"), port=443, tls=tls,
                                 content=content)
+                transfers: dict[float | None, list[dict]] = {rate: [] for rate in rates}
                 seq = 0
-                for rate in rates:
-                    cond = _condition(rate)
-                    lab.set_condition(cond)
-                    transfers = []
-                    for rep in range(-1, reps):            # rep -1: a warm-up per protocol, not kept
+                # the rates take turns, one transfer per protocol each, so that a noisy moment on the
+                # machine falls on several rates rather than on all of one; round -1 warms up, not kept
+                for rep in range(-1, reps):
+                    for rate in rates:
+                        cond = _condition(rate)
+                        lab.set_condition(cond)
                         for proto in protocols:
                             spec = TrialSpec(seq, cond, workload, proto, "caddy", max(rep, 0), warmup=rep < 0)
                             row = run_trial(spec, target, LoadClient(), server.pid, wd / f"t{seq}", TIMEOUT_S)
                             seq += 1
                             if rep >= 0:
-                                transfers.append(_transfer(row))
-                    key = cond.name
-                    by_rate[key] = {"rate_mbit": rate, **_summary(transfers),
-                                    "per_protocol": {p: _summary([t for t in transfers if t["protocol"] == p])
-                                                     for p in protocols},
-                                    "runs": transfers}
-                    late_by_rate[rate] = [bool(t["link_late"]) for t in transfers
+                                transfers[rate].append(_transfer(row))
+                for rate, runs in transfers.items():
+                    by_rate[_condition(rate).name] = {
+                        "rate_mbit": rate, **_summary(runs),
+                        "per_protocol": {p: _summary([t for t in runs if t["protocol"] == p]) for p in protocols},
+                        "runs": runs}
+                    late_by_rate[rate] = [bool(t["link_late"]) for t in runs
                                           if t["status"] == "ok" and t["link_late"] is not None]
             finally:
                 server.stop()
