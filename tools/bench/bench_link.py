@@ -7,6 +7,8 @@ Measured in one run, in real labs, with iperf3 and ping:
 - RTT error p50/p99 at 10/50/100 ms one-way delay (ping RTT - configured RTT);
 - TCP goodput / configured rate at 5, 40, 100 Mbit/s, for linkem (with TCP timestamps, as Linux
   defaults, and without, as Windows defaults) and for kernel tbf.
+- up to which download rate linkem keeps its schedule with both endpoints busy (real h1 and h3
+  trials, key "schedule": bench_link_schedule.py).
 Targets: >= 1 Gbit/s with 10 ms; RTT p50 error <= 0.1 ms; goodput
 >= 97 % of the rate; <= 1 us CPU per packet.
 
@@ -32,6 +34,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench_link_schedule import figure_text as schedule_figure, schedule as schedule_vs_rate, table as schedule_table
 from quicbench.run.calibrate import measure_iperf3
 from quicbench.model.conditions import Condition
 from quicbench.cpu import process_cpu_seconds
@@ -212,7 +215,7 @@ def main(console: Console | None = None, results: Path = RESULTS) -> dict:
     console = console or Console()
     t0, steal0 = time.time(), _steal_ticks()
     res = {"throughput": throughput(), "rtt_error": rtt_error(), "rate": rate_accuracy(),
-           "iperf3_seconds": IPERF_S, "started": t0}
+           "schedule": schedule_vs_rate(), "iperf3_seconds": IPERF_S, "started": t0}
     # share of the machine's CPU time the hypervisor gave to other guests while we measured
     res["steal_pct"] = 100 * (_steal_ticks() - steal0) / (os.sysconf("SC_CLK_TCK") * (time.time() - t0) * os.cpu_count())
     results.mkdir(parents=True, exist_ok=True)
@@ -240,6 +243,8 @@ def main(console: Console | None = None, results: Path = RESULTS) -> dict:
                             for k, label in (("linkem", "linkem"), ("linkem_no_tcp_timestamps", "no TCP timestamps"),
                                              ("linkem_offload", "offloads on"), ("tbf", "tbf"))), ">= 97 %")
     console.print(t)
+    console.print(schedule_table(res["schedule"]))
+    console.print(schedule_figure(res["schedule"]))
     console.print(f"CPU steal while measuring: {res['steal_pct']:.1f} % (time the host gave to other guests); "
                   f"throughput rows are medians of {tp['reps']} runs")
     return res

@@ -105,6 +105,13 @@ def run_cmd(
         if shard_ is not None:
             raise QuicbenchError("--until-decided: a shard sees part of the plan's cells and the looks need them "
                                  "all; accepted without --shard")
+    # the plan is accepted: a condition beyond linkem's measured schedule is said, not refused
+    if kernel == "host":      # inside another kernel the run there warns, with the link it has
+        from quicbench.link.schedule import plan_schedule_warning
+        conditions = [c for c in p.conditions if c.name in only_map.get("condition", [c.name])]
+        warning = plan_schedule_warning(p.link, conditions, p.offload, resolve_auto=backend == "netns")
+        if warning:
+            err.print(warning, style="yellow", markup=False, highlight=False)
     if dry_run:
         _show_plan(p, reps, only_map, shard_)
         return
