@@ -151,14 +151,19 @@ def test_plan_browser_picks_the_clients():
 
 
 def test_video_firefox_cannot_play_is_refused_before_the_run(monkeypatch):
-    from quicbench.run.preflight import _check_codecs
+    from quicbench.model.shard import Selection
+    from quicbench.run.preflight import _check_codecs, driver_classes
+
+    def check(browser):
+        run = Selection().resolve(_video_plan(browser))
+        _check_codecs(run.matrix, driver_classes(run), "p.toml")
     monkeypatch.setattr(firefox, "libavcodec", lambda: None)
     with pytest.raises(QuicbenchError) as e:
-        _check_codecs(_video_plan("firefox"), "p.toml")
+        check("firefox")
     msg = str(e.value)
     assert msg.startswith("p.toml: browser: firefox cannot play workloads.codec = 'h264'")
     assert "it plays: none" in msg and "apt-get install ffmpeg" in msg and 'browser = "chromium"' in msg
     assert "\n" not in msg
-    _check_codecs(_video_plan("chromium"), "p.toml")          # Chromium's codecs are not known before it starts
+    check("chromium")          # Chromium's codecs are not known before it starts
     monkeypatch.setattr(firefox, "libavcodec", lambda: "libavcodec.so.59")
-    _check_codecs(_video_plan("firefox"), "p.toml")
+    check("firefox")

@@ -27,7 +27,7 @@ def test_a_refused_start_leaves_no_run_directory(tmp_path, monkeypatch):
     def refuse(*a, **k):
         raise QuicbenchError("content: refused for the test")
     monkeypatch.setattr(runner, "generate", refuse)
-    monkeypatch.setattr(runner, "check_plan", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "check_run", lambda *a, **k: None)
     with pytest.raises(QuicbenchError, match="refused for the test"):
         runner.start_run(plan, tmp_path / "runs", Console(file=open(os.devnull, "w")))
     assert not (tmp_path / "runs").exists()

@@ -69,3 +69,22 @@ def test_no_branch_on_a_workload_kind_name_outside_the_kinds():
     found = [f"{p.relative_to(SRC)}:{n}" for p in SRC.rglob("*.py") if p.name != "workload_kinds.py"
              for n, line in enumerate(p.read_text().splitlines(), 1) if branch.search(line)]
     assert found == []
+
+
+def test_preflight_checks_the_resolved_run_the_plans_factors_whatever_the_selection():
+    from quicbench.run.preflight import check_run
+    cmd = {"command": "/bin/true {url}", "protocols": ["h1", "h3"]}
+    plan = plan_from_dict({"protocols": ["h1", "h3"], "client": ["here", "nowhere"],
+                           "client_commands": {"here": cmd, "nowhere": {**cmd, "command": "/nonexistent/get {url}"}},
+                           "workloads": [{"size": "1KB"}], "quic_cc": "bbr"})
+    m = Selection().resolve(plan).matrix
+    assert m.clients == {"1x1KB/p1": ("here", "nowhere")}
+    assert (m.servers, m.quic_ccs) == ({"h1": ("caddy",), "h3": ("caddy",)}, {"caddy": ("bbr",)})
+    # what the plan asks is checked whichever trials are selected: h1 alone still asks bbr of caddy
+    with pytest.raises(QuicbenchError, match="quic_cc: caddy cannot set its QUIC sender to 'bbr'"):
+        check_run(Selection(only={"protocol": ["h1"]}).resolve(plan), "p.toml")
+    # installed: the drivers of the selected trials, so a client no selected trial uses may be missing
+    plan = plan_from_dict({**plan.model_dump(exclude_defaults=True), "quic_cc": None})
+    with pytest.raises(QuicbenchError, match="p.toml: client nowhere cannot run on this host"):
+        check_run(Selection().resolve(plan), "p.toml", installed=True)
+    check_run(Selection(only={"client": ["here"]}).resolve(plan), "p.toml", installed=True)

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from quicbench.model.capabilities import client_capabilities
 from quicbench.model.conditions import BACKGROUND_OBJECT_BYTES, Condition, KnownKeys
-from quicbench.model.specs import ContentSpec, TrialOptions, TrialSpec
+from quicbench.model.specs import ContentSpec, MatrixSpec, TrialOptions, TrialSpec
 from quicbench.errors import QuicbenchError, format_validation_error
 from quicbench.model.units import parse_size, size_label
 from quicbench.model.video import DEFAULT_LADDER, VideoSpec
@@ -619,6 +619,22 @@ class Plan(_Strict):
         """What the servers of the plan's runs serve (content/objects.py's ``generate``)."""
         return ContentSpec(objects=self.content_objects(), seed=self.seed, realistic_page=self.needs_realistic_page,
                            videos=tuple(self.video_specs()), archives=tuple(self.page_archives))
+
+    def matrix(self) -> MatrixSpec:
+        """The factors the plan crosses, as it names them (what preflight checks)."""
+        named = dict.fromkeys([*self.protocols, *self.servers])     # the plan's protocols first
+        h3_servers = self.server_options("h3") if "h3" in self.protocols else []
+        return MatrixSpec(protocols=tuple(self.protocols), workloads=tuple(self.workloads),
+                          clients={w.label: tuple(self.clients_for(w)) for w in self.workloads},
+                          browsers=tuple(self.browser_names),
+                          servers={p: tuple(self.server_options(p)) for p in named},
+                          tcp_ccs=tuple(self.tcp_ccs), quic_cc=self.quic_cc,
+                          quic_ccs={s: tuple(self.quic_cc_options(s)) for s in h3_servers})
+
+    @property
+    def studies(self) -> tuple[str, ...]:
+        """The studies the plan's report is set beside (model/study.py), each as the plan names it."""
+        return (self.study,) if isinstance(self.study, str) else tuple(self.study or ())
 
 
 def plan_fingerprint(plan: Plan) -> str:

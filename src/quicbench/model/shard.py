@@ -152,6 +152,7 @@ class Selection:
             content=plan.content(),
             options=plan.options, trial_timeout_s=plan.trial_timeout_s, qlog=plan.qlog, verify_cc=plan.verify_cc,
             calibrate=plan.calibrate, seed=plan.seed, link_seed=plan.link_seed,
+            matrix=plan.matrix(), studies=plan.studies,
             client_commands=dict(plan.client_commands), server_commands=dict(plan.server_commands),
             meta={"plan": json.loads(plan.model_dump_json()), "plan_fingerprint": plan_fingerprint(plan),
                   "conditions": condition_headlines(plan.conditions), **self._meta(trials)})

@@ -3,7 +3,8 @@
 
 ``Selection.resolve(plan)`` (model/shard.py) expands a plan into a ``RunSpec``: the ordered
 ``TrialSpec``s of the selection, the ``LabSpec`` every lab of the run starts from, what the
-servers serve (``ContentSpec``) and the few run-wide settings a trial needs. run/ reads these,
+servers serve (``ContentSpec``), the few run-wide settings a trial needs and the plan's factors
+as it names them (``MatrixSpec``, what preflight checks). run/ reads these,
 never the plan. This module holds the types only (it imports nothing of the plan model).
 """
 
@@ -120,6 +121,26 @@ class ContentSpec:
 
 
 @dataclass(frozen=True)
+class MatrixSpec:
+    """The factors a plan crosses, as it names them, before expansion and selection: what
+    preflight (run/preflight.py) holds against the drivers and this host, whichever trials a
+    run selects."""
+    protocols: tuple[str, ...]
+    workloads: tuple[Workload, ...]
+    # each workload's clients by its label: the kind's browser client per browser, its own
+    # client, else the plan's client(s)
+    clients: Mapping[str, tuple[str, ...]]
+    browsers: tuple[str, ...]
+    # the servers of every protocol the plan runs, then of any other it names a server for
+    servers: Mapping[str, tuple[str, ...]]
+    tcp_ccs: tuple[str, ...]
+    # quic_cc as the plan asks it (None, a name, a list, or a table server -> names), and what
+    # it asks of each h3 server (None: the server's default)
+    quic_cc: Any
+    quic_ccs: Mapping[str, tuple[str | None, ...]]
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """A plan resolved for running: its selected trials, the lab they run in, the content, the
     run-wide settings of a trial, and what meta.json records of the plan."""
@@ -136,6 +157,8 @@ class RunSpec:
     calibrate: bool
     seed: int
     link_seed: bool                        # the link reseeds its random draws before each trial
+    matrix: MatrixSpec                     # the plan's factors as it names them (what preflight checks)
+    studies: tuple[str, ...] = ()          # the studies the report sets the run beside (model/study.py)
     # the plan's command endpoints by name ([client_commands.NAME], [server_commands.NAME])
     client_commands: Mapping[str, Any] = field(default_factory=dict)
     server_commands: Mapping[str, Any] = field(default_factory=dict)

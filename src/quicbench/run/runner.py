@@ -31,7 +31,7 @@ from quicbench.model.runmeta import RunMeta
 from quicbench.model.shard import Selection, Shard
 from quicbench.model.specs import RunSpec, TrialSpec
 from quicbench.run.parallel import schedule, units
-from quicbench.run.preflight import check_plan
+from quicbench.run.preflight import check_run
 from quicbench.run.session import LabSession, RunContext, close_sessions, open_sessions
 from quicbench.store import RunStore, new_run_id
 
@@ -257,23 +257,26 @@ def start_run(plan: Plan, out: Path, console: Console, resume: Path | None = Non
               shard: Shard | None = None, jobs: int = 1,
               until_decided: Callable[[RunStore, Selection], Callable[[], list[TrialSpec]]] | None = None
               ) -> RunStore:
-    """Create (or resume) a run and run it: the plan is checked, resolved into specs for its
-    selection (model/specs.py), and only those go on. until_decided, given, makes the function
-    that adds trials to undecided cells after each look (the CLI's: the decision is the analysis')."""
-    check_plan(plan, plan_source or "default plan", installed=True, only=only)
-    if resume:
-        store = RunStore.open(resume)
-        store.acquire()
-        try:
+    """Create (or resume) a run and run it: the plan is resolved into specs for its selection
+    (model/specs.py), those are checked (run/preflight.py), and only they go on. until_decided,
+    given, makes the function that adds trials to undecided cells after each look (the CLI's: the
+    decision is the analysis')."""
+    selection, store = Selection(reps, only, shard), None
+    try:
+        if resume:                  # its own plan and selection: --reps alone may change
+            store = RunStore.open(resume)
+            store.acquire()
             meta = check_resumable(store.dir, plan, only)
-            selection = _resumed_selection(store, meta, Selection(reps, only, shard), console)
-        except BaseException:
+            selection = _resumed_selection(store.dir, meta, selection)
+        spec = selection.resolve(plan)
+        check_run(spec, plan_source or "default plan", installed=True)
+        if resume:
+            _record_reps(store, meta, reps, console)
+    except BaseException:
+        if store is not None:
             store.release()
-            raise
-        spec = selection.resolve(plan)
-    else:
-        selection = Selection(reps, only, shard)
-        spec = selection.resolve(plan)
+        raise
+    if not resume:
         out_existed = Path(out).exists()
         store = RunStore.create(out, RunMeta(
             format_version=columns.FORMAT_VERSION, created=time.time(), status="created",
@@ -328,19 +331,21 @@ def check_resumable(run_dir: Path, plan: Plan, only: dict[str, list[str]] | None
     return meta
 
 
-def _resumed_selection(store: RunStore, meta: dict[str, Any], asked: Selection, console: Console) -> Selection:
-    """A resumed run keeps its plan, --only and shard; --reps may change (recorded). meta: its
+def _resumed_selection(run_dir: Path, meta: dict[str, Any], asked: Selection) -> Selection:
+    """A resumed run keeps its plan, --only and shard; --reps may change (_record_reps). meta: its
     meta.json, checked by check_resumable."""
-    stored = plan_from_dict(meta["plan"], source=str(store.dir / "meta.json"))
     was = Selection.from_meta(meta)
     if asked.shard is not None and asked.shard != was.shard:
         what = f"shard {was.shard}" if was.shard else "not a shard"
-        raise QuicbenchError(f"--shard {asked.shard}: the run {store.dir} is {what}; resume it without --shard")
-    reps = asked.reps
-    if reps and reps != (was.reps or stored.repetitions):
+        raise QuicbenchError(f"--shard {asked.shard}: the run {run_dir} is {what}; resume it without --shard")
+    return Selection(reps=asked.reps or was.reps, only=asked.only or was.only, shard=was.shard)
+
+
+def _record_reps(store: RunStore, meta: dict[str, Any], reps: int | None, console: Console) -> None:
+    """A resume's --reps that changes the run's repetitions: recorded in meta.json, and said."""
+    was = (Selection.from_meta(meta).reps
+           or plan_from_dict(meta["plan"], source=str(store.dir / "meta.json")).repetitions)
+    if reps and reps != was:
         store.update_meta(reps=reps, reps_changed=[*meta.get("reps_changed", []),
-                                                     {"from": was.reps or stored.repetitions,
-                                                      "to": reps, "at": time.time()}])
-        console.print(f"[yellow]--reps {reps}: the run's repetitions change from "
-                      f"{was.reps or stored.repetitions} (recorded in meta.json)[/]")
-    return Selection(reps=reps or was.reps, only=asked.only or was.only, shard=was.shard)
+                                                     {"from": was, "to": reps, "at": time.time()}])
+        console.print(f"[yellow]--reps {reps}: the run's repetitions change from {was} (recorded in meta.json)[/]")
