@@ -131,8 +131,8 @@ class Runner:
                 open_sessions(ctx, todo, n, sessions)
                 described = sessions[0].describe()
                 was = self.store.read_meta().get("link")
-                if self.store.rows() and isinstance(was, dict) and was.get("name") and \
-                        was["name"] != (described.get("link") or {}).get("name"):
+                if (self.store.rows() and isinstance(was, dict) and was.get("name")
+                        and was["name"] != (described.get("link") or {}).get("name")):
                     raise QuicbenchError(f"--resume {self.store.dir}: its trials ran over link {was['name']}, this "
                                          f"lab's is {described['link'].get('name')}; a run does not mix links: resume "
                                          f"where {was['name']} is available, or start a new run")
