@@ -117,9 +117,11 @@ pub struct RxRing {
 unsafe impl Send for RxRing {}
 
 pub struct RxFrame<'a> {
-    pub data: &'a [u8],
+    pub data: &'a mut [u8],
     /// The virtio_net_hdr preceding the frame (when vnet is on).
-    pub vnet: Option<&'a [u8]>,
+    pub vnet: Option<&'a mut [u8]>,
+    /// Offset of `data` in its ring frame (the vnet header, if any, is just before it).
+    pub mac: usize,
     pub len: u32,
     pub snaplen: u32,
     pub status: u32,
@@ -147,8 +149,9 @@ impl RxRing {
             return Err(close_err(last_err("PACKET_IGNORE_OUTGOING")));
         }
         let vnet = want_vnet && setsockopt_int(fd, libc::SOL_PACKET, PACKET_VNET_HDR, 1) == 0;
-        // a block holds whole frames and is a multiple of the page size
-        let block_size = if frame_size <= 4096 { 1usize << 20 } else { frame_size * 16 };
+        // a block holds whole frames and is a multiple of the page size; the kernel
+        // allocates each block as a power of two of pages, so big frames fill 2 MiB
+        let block_size = if frame_size <= 4096 { 1usize << 20 } else { ((2usize << 20) / frame_size).max(1) * frame_size };
         let frames_per_block = block_size / frame_size;
         let block_nr = frame_nr.div_ceil(frames_per_block);
         let frame_nr = block_nr * frames_per_block;
@@ -199,9 +202,10 @@ impl RxRing {
         self.status_atomic(self.head).load(Ordering::Acquire) & TP_STATUS_USER != 0
     }
 
-    /// The frame at the head, if ready. Must be followed by `release()`.
+    /// The frame at the head, if ready, writable in place. Must be followed by
+    /// `release()`, or `skip()` when the caller keeps the frame.
     #[inline]
-    pub fn peek(&self) -> Option<RxFrame<'_>> {
+    pub fn peek(&mut self) -> Option<RxFrame<'_>> {
         let st = self.status_atomic(self.head).load(Ordering::Acquire);
         if st & TP_STATUS_USER == 0 {
             return None;
@@ -211,23 +215,40 @@ impl RxRing {
             let base = self.map.add(self.head * self.frame_size);
             let mac = h.tp_mac as usize;
             let snap = (h.tp_snaplen as usize).min(self.frame_size.saturating_sub(mac));
-            let data = std::slice::from_raw_parts(base.add(mac), snap);
+            let data = std::slice::from_raw_parts_mut(base.add(mac), snap);
             let vnet = if self.vnet && mac >= VNET_HDR_LEN {
-                Some(std::slice::from_raw_parts(base.add(mac - VNET_HDR_LEN), VNET_HDR_LEN))
+                Some(std::slice::from_raw_parts_mut(base.add(mac - VNET_HDR_LEN), VNET_HDR_LEN))
             } else {
                 None
             };
-            Some(RxFrame { data, vnet, len: h.tp_len, snaplen: h.tp_snaplen, status: st, sec: h.tp_sec, nsec: h.tp_nsec })
+            Some(RxFrame { data, vnet, mac, len: h.tp_len, snaplen: h.tp_snaplen, status: st, sec: h.tp_sec, nsec: h.tp_nsec })
         }
     }
 
     #[inline]
     pub fn release(&mut self) {
         self.status_atomic(self.head).store(TP_STATUS_KERNEL, Ordering::Release);
+        self.skip();
+    }
+
+    /// Move on without handing the head frame back (the caller keeps it, see ringhold).
+    #[inline]
+    pub fn skip(&mut self) {
         self.head += 1;
         if self.head == self.frame_nr {
             self.head = 0;
         }
+    }
+
+    /// Index of the head frame (the next one to read).
+    #[inline]
+    pub fn head(&self) -> usize {
+        self.head
+    }
+
+    /// The mapping: (base, frame size, number of frames).
+    pub fn layout(&self) -> (*mut u8, usize, usize) {
+        (self.map, self.frame_size, self.frame_nr)
     }
 
     /// Kernel drop counter since the last call (PACKET_STATISTICS resets).

@@ -5,8 +5,9 @@ use crate::afpacket::{RxRing, TxBatch, TxSock, TP_STATUS_CSUMNOTREADY, VIRTIO_NE
 use crate::config::DirConfig;
 use crate::emu::{Copy, Emu, Release};
 use crate::gso::Gso;
+use crate::ringhold::{Place, RingHold};
 use crate::frame::{classify, complete_partial_csum, l4_csum_location, rewrite, Class, LocalAddrs, ETH_HLEN};
-use crate::stats::{DirStats, PortStats, TimingStats};
+use crate::stats::{Counter, DirStats, PortStats, TimingStats};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -171,10 +172,18 @@ struct Pkt {
     len: u32,
     /// Wire packets in this frame (1, or the segments of a GSO run).
     nseg: u16,
-    /// In the big pool (GSO run) rather than the 2 KiB one.
-    big: bool,
+    /// Where its bytes are: `slot` of the 2 KiB pool, of the big one (GSO runs),
+    /// or the frame `slot` of the RX ring (see ringhold).
+    loc: Loc,
     /// Bytes on the emulated wire: every segment with its own headers.
     wire: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Loc {
+    Pool,
+    Big,
+    Ring,
 }
 
 pub struct Port {
@@ -198,6 +207,8 @@ pub struct Dir {
     batch: TxBatch,
     pool: Pool,
     big: Pool,
+    /// Packets kept in the ingress RX ring until they leave.
+    hold: RingHold,
     /// Segments of a GSO run leaving within this window of the run's first
     /// segment are sent as one frame (what the receiver's GRO would merge).
     pub gro_window_ns: u64,
@@ -211,7 +222,9 @@ pub struct Dir {
 }
 
 impl Dir {
-    pub fn new(idx: usize, emu: Emu, tx: TxSock, egress_mac: [u8; 6], peer_mac: [u8; 6], stats: Arc<DirStats>, max_slots: usize) -> Dir {
+    /// `ring`: the layout of the ingress RX ring (`RxRing::layout`).
+    pub fn new(idx: usize, emu: Emu, tx: TxSock, egress_mac: [u8; 6], peer_mac: [u8; 6], stats: Arc<DirStats>, max_slots: usize,
+               ring: (*mut u8, usize, usize)) -> Dir {
         Dir {
             idx, emu, tx, egress_mac, peer_mac, stats,
             fifo: VecDeque::with_capacity(16384),
@@ -220,6 +233,7 @@ impl Dir {
             batch: TxBatch::new(),
             pool: Pool::new(SLOT, max_slots),
             big: Pool::new(BIG_SLOT, (max_slots / 16).max(64)),
+            hold: RingHold::new(ring.0, ring.1, ring.2),
             gro_window_ns: 0,
             scratch: Vec::with_capacity(128),
             held: VecDeque::new(),
@@ -312,9 +326,9 @@ impl Dir {
             }
             let off = if self.tx.vnet { 0 } else { VNET_HDR_LEN };
             self.batch.n = 0;
-            for p in self.staged.iter() {
-                let pool = if p.big { &self.big } else { &self.pool };
-                let ptr = unsafe { pool.ptr(p.slot).add(off) };
+            for i in 0..self.staged.len() {
+                let p = self.staged[i];
+                let ptr = unsafe { self.buf_ptr(&p).add(off) };
                 self.batch.push(ptr, p.len as usize + VNET_HDR_LEN - off);
             }
             let tnow = mono_ns();
@@ -353,9 +367,73 @@ impl Dir {
         }
     }
 
+    /// Start of a packet's [vnet header][frame].
+    #[inline]
+    fn buf_ptr(&self, p: &Pkt) -> *const u8 {
+        match p.loc {
+            Loc::Pool => self.pool.ptr(p.slot),
+            Loc::Big => self.big.ptr(p.slot),
+            Loc::Ring => match self.hold.place(p.slot, p.seq) {
+                Place::Ring(ptr) => ptr,
+                Place::Pool { slot, big: false } => self.pool.ptr(slot),
+                Place::Pool { slot, big: true } => self.big.ptr(slot),
+            },
+        }
+    }
+
     #[inline]
     fn release(&mut self, p: Pkt) {
-        if p.big { self.big.free(p.slot) } else { self.pool.free(p.slot) }
+        match p.loc {
+            Loc::Pool => self.pool.free(p.slot),
+            Loc::Big => self.big.free(p.slot),
+            Loc::Ring => match self.hold.release(p.slot, p.seq) {
+                None => {}
+                Some((slot, false)) => self.pool.free(slot),
+                Some((slot, true)) => self.big.free(slot),
+            },
+        }
+    }
+
+    /// Copy held ring frame `frame` into a pool buffer and hand it back to the
+    /// kernel. False if no buffer is free (the frame stays held).
+    fn evict(&mut self, frame: u32) -> bool {
+        let Some(bytes) = self.hold.bytes(frame as usize) else { return true };
+        let big = bytes.len() > SLOT;
+        let Some(slot) = (if big { self.big.alloc() } else { self.pool.alloc() }) else { return false };
+        let dst = if big { self.big.slot(slot) } else { self.pool.slot(slot) };
+        dst[..bytes.len()].copy_from_slice(bytes);
+        self.hold.evicted(frame, slot, big);
+        true
+    }
+
+    /// Whether ring frame `frame` is one of our kept packets.
+    #[inline]
+    pub fn holds(&self, frame: usize) -> bool {
+        self.hold.is_held(frame)
+    }
+
+    /// Before reading the ring at `head`: evict the held frames the kernel could
+    /// reach before the next read (half a ring or more behind the reader); counts
+    /// them in `evicted`. False if the frame at `head` itself is still held (no
+    /// buffer to evict it to).
+    pub fn make_room(&mut self, head: usize, evicted: &Counter) -> bool {
+        while let Some((frame, _)) = self.hold.due_for_eviction(head) {
+            if !self.evict(frame) {
+                break;
+            }
+            evicted.inc();
+        }
+        !self.hold.is_held(head)
+    }
+
+    /// Before sleeping until the ring at `head` gets a frame: the kernel reports the
+    /// ring readable while the frame it wrote last is not handed back, so that one
+    /// must not stay held.
+    pub fn before_rx_wait(&mut self, head: usize, frame_nr: usize, evicted: &Counter) {
+        let last = (head + frame_nr - 1) % frame_nr;
+        if self.hold.is_held(last) && self.evict(last as u32) {
+            evicted.inc();
+        }
     }
 
     #[inline]
@@ -375,69 +453,74 @@ impl Dir {
     }
 
     /// Run the pipeline on one received frame and enqueue the resulting copies.
+    /// `at` = (ring frame, offset of the frame in it). A single copy is written in
+    /// place and kept in the ring (returns true: the caller must not hand the frame
+    /// back); duplicates are copied into the pool.
     #[inline]
-    fn ingest(&mut self, t: u64, frame: &[u8], vnet: Option<&[u8]>, csum_not_ready: bool, v6: bool, ip_len: u32, payload_off: u32) {
+    #[allow(clippy::too_many_arguments)]
+    fn ingest(&mut self, t: u64, frame: &mut [u8], vnet: Option<&mut [u8]>, at: (usize, usize), csum_not_ready: bool, v6: bool,
+              ip_len: u32, payload_off: u32) -> bool {
         if frame.len() > SLOT - VNET_HDR_LEN {
             self.stats.pool_dropped.inc();
-            return;
+            return false;
         }
         // the queue as it is at this arrival
         self.release_due(t);
         let mut out = [Copy::default(); 2];
         let payload_len = (ip_len + ETH_HLEN as u32).saturating_sub(payload_off);
         let n = self.emu.process(t, frame.len() as u32, ip_len, payload_len, &self.stats, &mut out);
+        // the checksum the sender left to the NIC, read before the vnet header is rewritten
+        let partial = match &vnet {
+            Some(v) if v[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 => {
+                Some((u16::from_le_bytes([v[6], v[7]]) as usize, u16::from_le_bytes([v[8], v[9]]) as usize))
+            }
+            Some(_) => None,
+            None if csum_not_ready => l4_csum_location(frame, v6),
+            None => None,
+        };
+        let len = frame.len() as u32;
+        let keep = n == 1 && at.1 >= VNET_HDR_LEN && (vnet.is_some() || !self.tx.vnet);
+        if keep {
+            let c = out[0];
+            prepare(frame, vnet, &self.egress_mac, &self.peer_mac, self.tx.vnet, c.corrupt_bit, partial, v6, payload_off);
+            self.hold.take(at.0, self.seq, at.1 - VNET_HDR_LEN, frame.len() + VNET_HDR_LEN);
+            let p = Pkt { send_at: c.send_at, seq: self.seq, slot: at.0 as u32, len, nseg: 1, loc: Loc::Ring, wire: len };
+            self.seq += 1;
+            if c.held.is_none() {
+                self.stats.queue_delay.record_ns(c.queue_delay);
+            }
+            self.place(&c, p);
+            return true;
+        }
         for c in out.iter().take(n) {
             let Some(slot) = self.pool.alloc() else {
                 self.stats.pool_dropped.inc();
                 continue;
             };
-            let tx_vnet = self.tx.vnet;
-            let s = self.pool.slot(slot);
-            let (hdr, body) = s.split_at_mut(VNET_HDR_LEN);
+            let buf = self.pool.slot(slot);
+            let (hdr, body) = buf.split_at_mut(VNET_HDR_LEN);
             let f = &mut body[..frame.len()];
             f.copy_from_slice(frame);
-            // virtio_net_hdr: keep only the NEEDS_CSUM offload (no GSO here).
-            hdr.fill(0);
-            let mut partial: Option<(usize, usize)> = None;
-            if let Some(v) = vnet {
-                if v[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-                    let start = u16::from_le_bytes([v[6], v[7]]) as usize;
-                    let off = u16::from_le_bytes([v[8], v[9]]) as usize;
-                    partial = Some((start, off));
-                }
-            } else if csum_not_ready {
-                partial = l4_csum_location(frame, v6);
-            }
-            rewrite(f, &self.egress_mac, &self.peer_mac, v6);
-            if let Some((start, off)) = partial {
-                if tx_vnet && c.corrupt_bit.is_none() {
-                    hdr[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
-                    hdr[6..8].copy_from_slice(&(start as u16).to_le_bytes());
-                    hdr[8..10].copy_from_slice(&(off as u16).to_le_bytes());
-                } else {
-                    complete_partial_csum(f, start, off);
-                }
-            }
-            if let Some(bit) = c.corrupt_bit {
-                flip_bit(f, payload_off as usize, bit);
-            }
-            let len = frame.len() as u32;
-            let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len, nseg: 1, big: false, wire: len };
+            prepare(f, Some(hdr), &self.egress_mac, &self.peer_mac, self.tx.vnet, c.corrupt_bit, partial, v6, payload_off);
+            let p = Pkt { send_at: c.send_at, seq: self.seq, slot, len, nseg: 1, loc: Loc::Pool, wire: len };
             self.seq += 1;
             if c.held.is_none() {
                 self.stats.queue_delay.record_ns(c.queue_delay);
             }
             self.place(c, p);
         }
+        false
     }
 
     /// A GSO super-frame: the pipeline runs once per wire segment; runs of
     /// consecutive, unaltered segments leaving within `gro_window_ns` of each
     /// other go out as one GSO frame at the time of the run's last segment,
-    /// everything else as single packets. Returns false if the frame cannot be
-    /// cut (the caller counts it).
-    fn ingest_gso(&mut self, t: u64, frame: &[u8], vnet: &[u8], v6: bool) -> bool {
-        let Some(g) = Gso::parse(frame, vnet) else { return false };
+    /// everything else as single packets. When the whole super-frame is one run it
+    /// is written in place and kept in the ring (returns Some(true)); otherwise the
+    /// runs are copied into the pool (Some(false)). None if the frame cannot be cut
+    /// (the caller counts it).
+    fn ingest_gso(&mut self, t: u64, frame: &mut [u8], vnet: &mut [u8], at: (usize, usize), v6: bool) -> Option<bool> {
+        let g = Gso::parse(frame, vnet)?;
         let ip_hlen = (g.l4off - ETH_HLEN) as u32;
         self.release_due(t);
         self.scratch.clear();
@@ -473,6 +556,17 @@ impl Dir {
             let (i, j) = (s0 as usize, self.scratch[e - 1].0 as usize + 1);
             let send_at = self.scratch[e - 1].1.send_at;
             let corrupt = c0.corrupt_bit; // a corrupted segment never starts a longer run
+            let wire = (g.run_len(i, j) + (j - i - 1) * g.hlen) as u32;
+            if k == 0 && e == self.scratch.len() && i == 0 && j == g.nseg && corrupt.is_none() && tx_vnet && at.1 >= VNET_HDR_LEN {
+                // the whole super-frame leaves as it came: write it in place
+                g.finish_run(frame, vnet, 0, g.nseg);
+                rewrite(frame, &self.egress_mac, &self.peer_mac, v6);
+                self.hold.take(at.0, self.seq, at.1 - VNET_HDR_LEN, frame.len() + VNET_HDR_LEN);
+                let p = Pkt { send_at, seq: self.seq, slot: at.0 as u32, len: frame.len() as u32, nseg: g.nseg as u16, loc: Loc::Ring, wire };
+                self.seq += 1;
+                self.place(&c0, p);
+                return Some(true);
+            }
             let big = g.run_len(i, j) + VNET_HDR_LEN > SLOT;
             let alloc = if big { self.big.alloc() } else { self.pool.alloc() };
             let Some(slot) = alloc else {
@@ -493,13 +587,42 @@ impl Dir {
             if let Some(bit) = corrupt {
                 flip_bit(f, g.l4off, bit);
             }
-            let wire = (len + (j - i - 1) * g.hlen) as u32;
-            let p = Pkt { send_at, seq: self.seq, slot, len: len as u32, nseg: (j - i) as u16, big, wire };
+            let loc = if big { Loc::Big } else { Loc::Pool };
+            let p = Pkt { send_at, seq: self.seq, slot, len: len as u32, nseg: (j - i) as u16, loc, wire };
             self.seq += 1;
             self.place(&c0, p);
             k = e;
         }
-        true
+        Some(false)
+    }
+}
+
+/// Make a received frame the one to send: router rewrite, the vnet header
+/// (only the NEEDS_CSUM offload, no GSO: a single packet), the checksum completed
+/// in software where the receiver cannot be left to do it, corruption last.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn prepare(f: &mut [u8], hdr: Option<&mut [u8]>, egress_mac: &[u8; 6], peer_mac: &[u8; 6], tx_vnet: bool, corrupt: Option<u32>,
+           partial: Option<(usize, usize)>, v6: bool, payload_off: u32) {
+    rewrite(f, egress_mac, peer_mac, v6);
+    let mut offload = None;
+    if let Some((start, off)) = partial {
+        if tx_vnet && corrupt.is_none() {
+            offload = Some((start, off));
+        } else {
+            complete_partial_csum(f, start, off);
+        }
+    }
+    if let Some(h) = hdr {
+        h.fill(0);
+        if let Some((start, off)) = offload {
+            h[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+            h[6..8].copy_from_slice(&(start as u16).to_le_bytes());
+            h[8..10].copy_from_slice(&(off as u16).to_le_bytes());
+        }
+    }
+    if let Some(bit) = corrupt {
+        flip_bit(f, payload_off as usize, bit);
     }
 }
 
@@ -559,6 +682,12 @@ impl Engine {
         }
     }
 
+    /// A new frame waits in one of the rings (not one of our own kept ones).
+    #[inline]
+    fn rx_ready(&self) -> bool {
+        self.ports.iter().zip(self.dirs.iter()).any(|(p, d)| p.rx.ready() && !d.holds(p.rx.head()))
+    }
+
     fn min_delay(&self) -> u64 {
         self.dirs.iter().map(|d| d.emu.cfg.min_delay_ns()).min().unwrap_or(0)
     }
@@ -597,8 +726,13 @@ impl Engine {
                 let port = &mut self.ports[pi];
                 let dir = &mut self.dirs[pi];
                 while got < 1024 {
+                    let head = port.rx.head();
+                    if !dir.make_room(head, &port.stats.rx_evicted) {
+                        break; // our own packet still sits where the kernel writes next
+                    }
                     let Some(fr) = port.rx.peek() else { break };
                     got += 1;
+                    let mut kept = false;
                     if (fr.snaplen as usize) < fr.len as usize {
                         port.stats.rx_truncated.inc();
                     } else {
@@ -612,23 +746,35 @@ impl Engine {
                                 if t > now || t + 1_000_000_000 < now {
                                     t = now;
                                 }
-                                let gso = fr.vnet.filter(|v| v[1] != 0); // gso_type != NONE
+                                let at = (head, fr.mac);
+                                let gso = fr.vnet.as_ref().is_some_and(|v| v[1] != 0); // gso_type != NONE
                                 if dir.overloaded(now, max_late) {
-                                    let segs = gso.and_then(|v| Gso::parse(fr.data, v)).map(|g| g.nseg as u64).unwrap_or(1);
+                                    let segs = match &fr.vnet {
+                                        Some(v) if gso => Gso::parse(fr.data, v).map(|g| g.nseg as u64).unwrap_or(1),
+                                        _ => 1,
+                                    };
                                     dir.stats.received.add(segs);
                                     dir.stats.bytes_in.add(fr.data.len() as u64);
                                     dir.stats.late_dropped.add(segs);
-                                } else if let Some(v) = gso {
-                                    if !dir.ingest_gso(t, fr.data, v, v6) {
-                                        port.stats.rx_truncated.inc();
+                                } else if gso {
+                                    let v = fr.vnet.unwrap();
+                                    match dir.ingest_gso(t, fr.data, v, at, v6) {
+                                        Some(k) => kept = k,
+                                        None => port.stats.rx_truncated.inc(),
                                     }
                                 } else {
-                                    dir.ingest(t, fr.data, fr.vnet, fr.status & TP_STATUS_CSUMNOTREADY != 0, v6, ip_len, payload_off);
+                                    let csum_not_ready = fr.status & TP_STATUS_CSUMNOTREADY != 0;
+                                    kept = dir.ingest(t, fr.data, fr.vnet, at, csum_not_ready, v6, ip_len, payload_off);
                                 }
                             }
                         }
                     }
-                    port.rx.release();
+                    if kept {
+                        port.stats.rx_kept.inc();
+                        port.rx.skip();
+                    } else {
+                        port.rx.release();
+                    }
                 }
                 if got > 0 {
                     port.stats.rx_frames.add(got);
@@ -658,7 +804,7 @@ impl Engine {
             // ---- wait ------------------------------------------------------------
             let next = self.dirs.iter().map(|d| d.next_deadline()).min().unwrap_or(u64::MAX);
             let now = mono_ns();
-            if next <= now || self.ports.iter().any(|p| p.rx.ready()) {
+            if next <= now || self.rx_ready() {
                 continue;
             }
             if self.timing.mode == Mode::Busy {
@@ -706,6 +852,10 @@ impl Engine {
                     timerfd_set_abs(self.timer_fd, if sleep_until == u64::MAX { 0 } else { sleep_until });
                     armed = sleep_until;
                 }
+                for (d, p) in self.dirs.iter_mut().zip(self.ports.iter()) {
+                    let (_, _, frame_nr) = p.rx.layout();
+                    d.before_rx_wait(p.rx.head(), frame_nr, &p.stats.rx_evicted);
+                }
                 pfds.clear();
                 pfds.push(libc::pollfd { fd: self.timer_fd, events: libc::POLLIN, revents: 0 });
                 pfds.push(libc::pollfd { fd: self.wake_fd, events: libc::POLLIN, revents: 0 });
@@ -737,7 +887,7 @@ impl Engine {
             if spin_this && timer_fired {
                 // finish the last `spin` ns by spinning
                 let t0 = mono_ns();
-                while mono_ns() < wake_at && (defer || !self.ports.iter().any(|p| p.rx.ready())) {
+                while mono_ns() < wake_at && (defer || !self.rx_ready()) {
                     std::hint::spin_loop();
                 }
                 let spun = mono_ns() - t0;

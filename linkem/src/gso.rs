@@ -115,7 +115,15 @@ impl Gso {
         let (hdr, body) = dst.split_at_mut(VNET_HDR_LEN);
         body[..self.hlen].copy_from_slice(&src[..self.hlen]);
         body[self.hlen..len].copy_from_slice(&src[start..start + plen]);
-        let f = &mut body[..len];
+        self.finish_run(&mut body[..len], hdr, i, j);
+        len
+    }
+
+    /// The headers of `f`, the frame of segments [i, j) with the super-frame's
+    /// headers, as `write` leaves them, and its virtio_net_hdr in `hdr`. For the
+    /// whole super-frame (i = 0, j = nseg) this works in place on the frame as received.
+    pub fn finish_run(&self, f: &mut [u8], hdr: &mut [u8], i: usize, j: usize) {
+        let len = f.len();
         let l4 = self.l4off;
         let l4len = len - l4;
         if self.v6 {
@@ -158,7 +166,6 @@ impl Gso {
             hdr[2..4].copy_from_slice(&(self.hlen as u16).to_le_bytes());
             hdr[4..6].copy_from_slice(&(self.mss as u16).to_le_bytes());
         }
-        len
     }
 
     /// Offset of the L4 checksum field (csum_start, csum_offset).

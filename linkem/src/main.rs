@@ -8,6 +8,7 @@ mod engine;
 mod frame;
 mod gso;
 mod link;
+mod ringhold;
 mod rng;
 mod schema;
 mod stats;
@@ -179,7 +180,7 @@ fn main() {
     if cli.gso && cli.no_vnet {
         die(2, "args: --gso needs the vnet header (drop --no-vnet)");
     }
-    let (frame_size, ring_frames) = if cli.gso { (engine::BIG_SLOT.next_multiple_of(4096), cli.ring_frames.unwrap_or(512)) } else { (2048, cli.ring_frames.unwrap_or(8192)) };
+    let (frame_size, ring_frames) = if cli.gso { (engine::BIG_SLOT.next_multiple_of(4096), cli.ring_frames.unwrap_or(1024)) } else { (2048, cli.ring_frames.unwrap_or(16384)) };
     let rx_a = afpacket::RxRing::open(ia.index, ring_frames, frame_size, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ia.name, e)));
     let rx_b = afpacket::RxRing::open(ib.index, ring_frames, frame_size, want_vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
     let tx_b = afpacket::TxSock::open(ib.index, want_vnet && rx_a.vnet).unwrap_or_else(|e| die(1, &format!("linkem: {}: {}", ib.name, e)));
@@ -196,8 +197,10 @@ fn main() {
     if cli.gso && !vnet {
         die(1, "linkem: --gso: this kernel refused PACKET_VNET_HDR");
     }
-    let mut up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ emu::DIR_SEED[0], now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets);
-    let mut down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ emu::DIR_SEED[1], now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets);
+    let mut up = Dir::new(0, emu::Emu::new(up_cfg, seed ^ emu::DIR_SEED[0], now), tx_b, ib.mac, b_peer, shared.dir_stats[0].clone(), cli.max_packets,
+        rx_a.layout());
+    let mut down = Dir::new(1, emu::Emu::new(down_cfg, seed ^ emu::DIR_SEED[1], now), tx_a, ia.mac, a_peer, shared.dir_stats[1].clone(), cli.max_packets,
+        rx_b.layout());
     up.gro_window_ns = cli.gro_window_us * 1000;
     down.gro_window_ns = cli.gro_window_us * 1000;
     let port_a = Port { name: ia.name.clone(), mac: ia.mac, rx: rx_a, stats: shared.port_stats[0].clone() };

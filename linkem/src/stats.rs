@@ -337,14 +337,19 @@ pub struct PortStats {
     pub rx_ignored: Counter,
     pub rx_truncated: Counter,
     pub ring_drops: Counter,
+    /// Frames forwarded from the ring frame they arrived in (no copy).
+    pub rx_kept: Counter,
+    /// Kept frames copied out of the ring after all (they stayed half a ring long).
+    pub rx_evicted: Counter,
 }
 
 impl PortStats {
     pub fn snapshot(&self) -> Vec<u64> {
-        vec![self.rx_frames.get(), self.rx_ignored.get(), self.rx_truncated.get(), self.ring_drops.get()]
+        vec![self.rx_frames.get(), self.rx_ignored.get(), self.rx_truncated.get(), self.ring_drops.get(), self.rx_kept.get(),
+             self.rx_evicted.get()]
     }
 }
-pub const PORT_COUNTERS: &[&str] = &["rx_frames", "rx_ignored", "rx_truncated", "ring_drops"];
+pub const PORT_COUNTERS: &[&str] = &["rx_frames", "rx_ignored", "rx_truncated", "ring_drops", "rx_kept", "rx_evicted"];
 
 /// Timing-strategy counters (one set per forwarding thread, summed in output).
 #[derive(Default)]
