@@ -12,6 +12,7 @@ mod ringhold;
 mod rng;
 mod schema;
 mod stats;
+mod transit;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use engine::{Dir, Engine, Mode, Port, Shared, TimingOpts};
@@ -80,7 +81,7 @@ struct Cli {
     /// SCHED_FIFO priority for the forwarding thread (0 = normal CFS scheduling)
     #[arg(long, default_value_t = 10)]
     fifo_prio: i32,
-    /// RX ring size in frames per interface (default 8192, with --gso 512)
+    /// RX ring size in frames per interface (default 16384, with --gso 1024)
     #[arg(long, hide = true)]
     ring_frames: Option<usize>,
     /// Accept GSO super-frames (endpoints with TSO/GSO on): 68 KiB ring frames,
@@ -97,6 +98,10 @@ struct Cli {
     /// Disable PACKET_VNET_HDR (checksum offload passthrough)
     #[arg(long, hide = true)]
     no_vnet: bool,
+    /// Leave the router's kernel to process (and drop) transit frames itself
+    /// instead of dropping them at ingress with nftables (see src/transit.rs)
+    #[arg(long, hide = true)]
+    kernel_sees_transit: bool,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -218,7 +223,23 @@ fn main() {
         spin_budget_pct: cli.spin_budget_pct,
         max_late_ns: (cli.max_late_ms * 1e6) as u64,
     };
+    // the router's kernel stops processing the frames we forward (after our rings see them)
+    let transit_ifaces = [ia.name.clone(), ib.name.clone()];
+    let transit_table = transit::table_name(&transit_ifaces);
+    let mut transit_v4 = frame::LocalAddrs::read().v4;
+    let transit_dropped = if cli.kernel_sees_transit {
+        false
+    } else {
+        match transit::install(&transit_table, &transit_ifaces, &transit_v4) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("linkem: transit frames are left to the kernel ({})", e);
+                false
+            }
+        }
+    };
     let info = json!({
+        "kernel_transit": if transit_dropped { "dropped at ingress (nft)" } else { "processed by the kernel" },
         "timing_strategy": timing.describe(),
         "threads": cli.threads,
         "vnet_hdr": vnet,
@@ -246,7 +267,12 @@ fn main() {
         sched: std::sync::Mutex::new(String::new()),
     });
     if let Some(path) = &cli.control {
-        control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| die(1, &format!("linkem: --control {}: {}", path, e)));
+        control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| {
+            if transit_dropped {
+                transit::remove(&transit_table);
+            }
+            die(1, &format!("linkem: --control {}: {}", path, e))
+        });
     }
     install_signals();
 
@@ -289,8 +315,24 @@ fn main() {
     println!("ready");
     let _ = std::io::stdout().flush();
 
+    if transit_dropped {
+        // the namespace's addresses may change: keep the rules letting them through
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let now = frame::LocalAddrs::read().v4;
+            if now != transit_v4 {
+                if let Err(e) = transit::install(&transit_table, &transit_ifaces, &now) {
+                    eprintln!("linkem: updating the transit rules: {}", e);
+                }
+                transit_v4 = now;
+            }
+        }
+    }
     for h in handles {
         let _ = h.join();
+    }
+    if transit_dropped {
+        transit::remove(&transit_table);
     }
     let final_stats = ctl.stats_json().to_string();
     if let Some(p) = &cli.stats_out {

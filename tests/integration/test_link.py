@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import statistics
 import subprocess
 
@@ -49,6 +50,22 @@ def test_loss_ratio_within_binomial_interval_and_directions_independent(lab):
     st = lab.link.stats()["router"]
     assert st["up"]["lost"] == n - len(rtts) and st["down"]["lost"] == 0
     assert st["down"]["forwarded"] == len(rtts)
+    # every echo that was not lost left from the ring frame it arrived in
+    assert st["ports"]["a"]["rx_kept"] == st["up"]["forwarded"], st["ports"]["a"]
+
+
+def test_the_router_still_answers_for_itself(lab):
+    """linkem drops transit frames at the router's ingress (after reading them) so that its kernel
+    does not process them; what is addressed to the router itself still reaches the kernel."""
+    lab.set_condition(cond(delay_ms=1))
+    st = lab.link.stats()["router"]
+    if shutil.which("nft"):
+        assert st["kernel_transit"] == "dropped at ingress (nft)", st["kernel_transit"]
+    for addr in lab.state["addresses"]["router"].values():
+        out = subprocess.run(lab.cmd("client", ["ping", "-n", "-c", "3", "-i", "0.05", "-W", "1", addr]),
+                             capture_output=True, text=True, timeout=30).stdout
+        assert " 0% packet loss" in out, (addr, out)
+    assert len(pings(lab, 20, 0.01)) == 20     # and transit still flows, through linkem
 
 
 def lost_pings(lab, count, interval=0.002):
