@@ -9,8 +9,16 @@ Measured in one run, in real labs, with iperf3 and ping:
   defaults, and without, as Windows defaults) and for kernel tbf.
 - up to which download rate linkem keeps its schedule with both endpoints busy (real h1 and h3
   trials, key "schedule": bench_link_schedule.py).
-Targets: >= 1 Gbit/s with 10 ms; RTT p50 error <= 0.1 ms; goodput
->= 97 % of the rate; <= 1 us CPU per packet.
+Targets: linkem >= 50 % of plain veth's goodput at 10 ms, offloads off and on; CPU per wire packet
+<= 2 us with offloads off, <= 1 us with them on; RTT p50 error <= 0.1 ms; goodput >= 97 % of the rate.
+
+TCP's window: a lab's endpoints may buffer 32 MiB per socket (lab/netns.py), which the receiver
+turns into a window of about 22 MB: 8.9 Gbit/s at 20 ms RTT, less than linkem forwards with offloads
+on (measured with ss at 10 ms: the receiver's window stopped growing at 22,281,216 B and the sender
+was receive-window limited). The throughput part therefore lets both ends buffer 256 MiB
+(THROUGHPUT_TCP_BUFFER: a window of about 170 MB, 70 Gbit/s at 20 ms RTT, above what plain veth
+forwards), in every lab it measures, plain included, so that the 10 ms figures measure the link
+and not the window.
 
 Where linkem's CPU goes: with `perf` installed, the share of linkem's CPU samples spent in the
 kernel's NET_RX softirq is recorded too. A veth transmit runs the receiving namespace's whole
@@ -46,6 +54,9 @@ RESULTS = REPO_ROOT / "bench" / "results"
 
 IPERF_S = 5.0
 THROUGHPUT_REPS = 3
+# Largest socket buffer (bytes) of both endpoints in the throughput labs: a window for ~70 Gbit/s
+# at 20 ms RTT, so the window does not limit (see the module docstring).
+THROUGHPUT_TCP_BUFFER = 256 << 20
 RATES = (5, 40, 100)
 # The most TCP goodput a link can carry at its rate: payload per full-size packet as the rate
 # counts it. linkem counts IP bytes (1500 per packet, as mahimahi); tbf counts Ethernet frames
@@ -134,17 +145,27 @@ def _steal_ticks() -> int:
         return int(f.readline().split()[8])
 
 
+def _tcp_buffers(lab, most: int) -> None:
+    """Let both endpoints' TCP buffers (and so the receive window) grow to `most` bytes."""
+    for node in ("client", "server"):
+        run(lab.cmd(node, ["sysctl", "-qw", f"net.ipv4.tcp_rmem=4096 131072 {most}",
+                           f"net.ipv4.tcp_wmem=4096 16384 {most}"]))
+
+
 def throughput() -> dict:
     """Each figure is the median of THROUGHPUT_REPS iperf3 runs (this VM's host is noisy).
     Measured twice: with offloads off (the default lab: every frame is a wire packet) and on
-    (endpoints hand GSO super-frames to the path; linkem runs its pipeline per wire packet)."""
-    out: dict = {"reps": THROUGHPUT_REPS}
+    (endpoints hand GSO super-frames to the path; linkem runs its pipeline per wire packet).
+    Endpoints may buffer THROUGHPUT_TCP_BUFFER bytes, so that TCP's window is not the limit."""
+    out: dict = {"reps": THROUGHPUT_REPS, "tcp_buffer_max_bytes": THROUGHPUT_TCP_BUFFER}
     for off in (False, True):
         tag = "_offload" if off else ""
         with _lab("plain", offload=off) as lab:
+            _tcp_buffers(lab, THROUGHPUT_TCP_BUFFER)
             runs = [measure_iperf3(lab, IPERF_S, reverse=False)["goodput_mbps"] for _ in range(THROUGHPUT_REPS)]
             out[f"plain{tag}_mbps"], out[f"plain{tag}_mbps_runs"] = statistics.median(runs), runs
         with _lab("linkem", offload=off) as lab:
+            _tcp_buffers(lab, THROUGHPUT_TCP_BUFFER)
             for delay in (0, 10):
                 key = f"linkem{tag}_{delay}ms"
                 lab.set_condition(_cond(delay_ms=delay))
@@ -227,12 +248,12 @@ def main(console: Console | None = None, results: Path = RESULTS) -> dict:
         for d in (0, 10):
             key = f"linkem{tag}_{d}ms"
             t.add_row(f"linkem, {d} ms one-way, {label}", f"{tp[f'{key}_mbps']:.0f} Mbit/s "
-                      f"({100 * tp[f'ratio{tag}_{d}ms_vs_plain']:.0f} % of plain)", ">= 1000 Mbit/s" if d == 10 else "")
+                      f"({100 * tp[f'ratio{tag}_{d}ms_vs_plain']:.0f} % of plain)", ">= 50 % of plain" if d == 10 else "")
             cpu = tp[f"{key}_cpu_us_per_packet"]
             share = tp.get(f"{key}_cpu_share_net_rx_softirq")
             split = (f" ({share * cpu:.2f} us of it receiving stacks run inline, {(1 - share) * cpu:.2f} us linkem's own)"
                      if share is not None else "")
-            t.add_row(f"CPU per wire packet, {d} ms, {label}", f"{cpu:.2f} us{split}", "<= 1 us")
+            t.add_row(f"CPU per wire packet, {d} ms, {label}", f"{cpu:.2f} us{split}", "<= 1 us" if tag else "<= 2 us")
     for d in (10, 50, 100):
         e = rt[f"{d}ms"]
         t.add_row(f"RTT error at {d} ms one-way", f"p50 {e['p50_error_ms']:+.3f} ms, p99 {e['p99_error_ms']:+.3f} ms "
