@@ -5,10 +5,10 @@
 //! (allocated and freed through RCU per packet) before dropping it. That work runs
 //! in the sender's softirq for data, and inside linkem's own `sendmmsg` for the
 //! receiver's ACKs (veth delivers inline). An nftables `netdev` ingress chain on the
-//! two interfaces drops IPv4 frames that are not for the router itself *after*
-//! AF_PACKET has seen them (the kernel hands frames to packet taps before its
-//! ingress hooks), so linkem still reads every frame and the kernel still answers
-//! ARP and everything addressed to the router (pings, broadcast, multicast).
+//! two interfaces drops IPv4 frames sent to the router's MAC but not to one of its
+//! addresses *after* AF_PACKET has seen them (the kernel hands frames to packet
+//! taps before its ingress hooks), so linkem still reads every frame and the
+//! kernel still gets ARP, broadcast, multicast and everything for the router.
 //!
 //! The table is named after the two interfaces, replaced whole when the
 //! namespace's IPv4 addresses change, and deleted when linkem exits. Without `nft`
@@ -23,18 +23,19 @@ pub fn table_name(ifaces: &[String; 2]) -> String {
     format!("linkem_{}_{}", clean(&ifaces[0]), clean(&ifaces[1]))
 }
 
-/// An nft script that (re)creates `table`: on each interface's ingress, IPv4
-/// frames to one of `local` (the namespace's addresses), to multicast or to the
-/// limited broadcast pass, other IPv4 frames are dropped. Plain comparisons, no
-/// set: a set lookup per frame cost as much as the work it saves.
+/// An nft script that (re)creates `table`: on each interface's ingress, frames
+/// not sent to the interface's own MAC (broadcast, multicast) and IPv4 frames to
+/// one of `local` (the namespace's addresses) pass, other IPv4 frames are dropped.
+/// Plain comparisons, no set: a set lookup per frame cost as much as the work it
+/// saves.
 pub fn ruleset(table: &str, ifaces: &[String; 2], local: &[[u8; 4]]) -> String {
     let mut keep: Vec<String> = local.iter().filter(|a| a[0] != 127).map(|a| format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])).collect();
     keep.sort();
     keep.dedup();
-    keep.extend(["224.0.0.0/4".to_string(), "255.255.255.255".to_string()]);
     let mut s = format!("table netdev {t}\ndelete table netdev {t}\ntable netdev {t} {{\n", t = table);
     for (i, dev) in ifaces.iter().enumerate() {
         s += &format!("  chain transit{} {{\n    type filter hook ingress device \"{}\" priority 0;\n", i, dev);
+        s += "    meta pkttype != host accept\n";
         for k in &keep {
             s += &format!("    ip daddr {} accept\n", k);
         }
@@ -84,8 +85,8 @@ mod tests {
         assert!(r.starts_with("table netdev linkem_to_client_to_server\ndelete table netdev linkem_to_client_to_server\n"));
         for dev in ["to-client", "to-server"] {
             let chain = format!(
-                "type filter hook ingress device \"{}\" priority 0;\n    ip daddr 198.18.0.2 accept\n    ip daddr 198.18.1.1 accept\n    \
-                 ip daddr 224.0.0.0/4 accept\n    ip daddr 255.255.255.255 accept\n    meta protocol ip drop\n  }}",
+                "type filter hook ingress device \"{}\" priority 0;\n    meta pkttype != host accept\n    \
+                 ip daddr 198.18.0.2 accept\n    ip daddr 198.18.1.1 accept\n    meta protocol ip drop\n  }}",
                 dev
             );
             assert!(r.contains(&chain), "{}", r);
