@@ -224,22 +224,20 @@ fn main() {
         max_late_ns: (cli.max_late_ms * 1e6) as u64,
     };
     // the router's kernel stops processing the frames we forward (after our rings see them)
-    let transit_ifaces = [ia.name.clone(), ib.name.clone()];
-    let transit_table = transit::table_name(&transit_ifaces);
     let mut transit_v4 = frame::LocalAddrs::read().v4;
-    let transit_dropped = if cli.kernel_sees_transit {
-        false
+    let mut transit = if cli.kernel_sees_transit {
+        None
     } else {
-        match transit::install(&transit_table, &transit_ifaces, &transit_v4) {
-            Ok(()) => true,
+        match transit::TransitDrop::start(&[ia.name.clone(), ib.name.clone()], &transit_v4) {
+            Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("linkem: transit frames are left to the kernel ({})", e);
-                false
+                None
             }
         }
     };
     let info = json!({
-        "kernel_transit": if transit_dropped { "dropped at ingress (nft)" } else { "processed by the kernel" },
+        "kernel_transit": if transit.is_some() { "dropped at ingress (nft)" } else { "processed by the kernel" },
         "timing_strategy": timing.describe(),
         "threads": cli.threads,
         "vnet_hdr": vnet,
@@ -267,12 +265,8 @@ fn main() {
         sched: std::sync::Mutex::new(String::new()),
     });
     if let Some(path) = &cli.control {
-        control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| {
-            if transit_dropped {
-                transit::remove(&transit_table);
-            }
-            die(1, &format!("linkem: --control {}: {}", path, e))
-        });
+        // (an exit closes nft's input: the kernel then deletes the rules)
+        control::serve(ctl.clone(), path.clone()).unwrap_or_else(|e| die(1, &format!("linkem: --control {}: {}", path, e)));
     }
     install_signals();
 
@@ -315,13 +309,13 @@ fn main() {
     println!("ready");
     let _ = std::io::stdout().flush();
 
-    if transit_dropped {
+    if let Some(t) = transit.as_mut() {
         // the namespace's addresses may change: keep the rules letting them through
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(std::time::Duration::from_millis(200));
             let now = frame::LocalAddrs::read().v4;
             if now != transit_v4 {
-                if let Err(e) = transit::install(&transit_table, &transit_ifaces, &now) {
+                if let Err(e) = t.update(&now) {
                     eprintln!("linkem: updating the transit rules: {}", e);
                 }
                 transit_v4 = now;
@@ -331,9 +325,7 @@ fn main() {
     for h in handles {
         let _ = h.join();
     }
-    if transit_dropped {
-        transit::remove(&transit_table);
-    }
+    drop(transit);
     let final_stats = ctl.stats_json().to_string();
     if let Some(p) = &cli.stats_out {
         if let Err(e) = std::fs::write(p, format!("{}\n", final_stats)) {
