@@ -124,10 +124,11 @@ $(BIN)/caddy: Makefile
 	GOBIN=$(abspath $(BIN)) GOFLAGS=-trimpath go install -ldflags='-s -w' github.com/caddyserver/caddy/v2/cmd/caddy@$(CADDY_VERSION)
 	@touch $@
 
+# replaced by a rename: a linkem still running keeps its file (cp would fail: text file busy)
 $(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml linkem/schema.json
 	@mkdir -p $(BIN)
 	cd linkem && cargo build --release --quiet
-	cp linkem/target/release/linkem $(BIN)/linkem
+	cp linkem/target/release/linkem $(BIN)/linkem.tmp && mv -f $(BIN)/linkem.tmp $(BIN)/linkem
 
 # preloaded into User-Mode Linux: hands the host a guest task's whole FPU state (AVX-512, AMX hosts)
 $(BIN)/uml-xstate.so: src/quicbench/kernels/uml_xstate.c
