@@ -66,22 +66,29 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 
 
 def _someone_elses(ns: str) -> bool:
-    """A namespace of a lab whose live owner is not this test process (another run on the host)."""
+    """A namespace whose live owner is not this test process: a lab of another run on the host, or
+    another process's kernel-feature probe (qb-probe-PID, kernels/features.py)."""
     import json
-    lab = ns[len("qb-"):].rsplit("-", 1)[0]
-    state = Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench")) / "labs" / f"{lab}.json"
-    try:
-        owner = json.loads(state.read_text()).get("owner") or {}
-    except (OSError, ValueError):
-        return False
-    pid = owner.get("pid")
+    name = ns[len("qb-"):]
+    if name.startswith("probe-") and name[len("probe-"):].isdigit():
+        pid = int(name[len("probe-"):])
+    else:
+        state = Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench")) / "labs" / f"{name.rsplit('-', 1)[0]}.json"
+        try:
+            owner = json.loads(state.read_text()).get("owner") or {}
+        except (OSError, ValueError):
+            return False
+        pid = owner.get("pid")
     return bool(pid) and Path(f"/proc/{pid}").exists() and not _descends_from(pid, os.getpid())
 
 
 def labs_left(before: set[str]) -> set[str]:
     """Lab namespaces made since `before` that are still there and not another live process's (the
     labs of other runs and tests on the host, which may come and go meanwhile, are not ours)."""
-    return {ns for ns in lab_namespaces() - before if not _someone_elses(ns)}
+    made = {ns for ns in lab_namespaces() - before if not _someone_elses(ns)}
+    # listed again: a lab whose owner removed it while we looked (its namespaces go before its state
+    # file) was not left behind
+    return made & lab_namespaces()
 
 
 @pytest.fixture

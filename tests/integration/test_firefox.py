@@ -60,7 +60,6 @@ def _profile_of(trial: Path) -> str:
     return str(Path(argv[argv.index("--profile") + 1]).parent)
 
 
-@pytest.mark.parallel_safe
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])
 @pytest.mark.integration
 @root_only
@@ -123,7 +122,6 @@ def test_gallery_page_over_each_protocol(served, proto):
     assert _load_processes(profile + "/tmp") == set() and not Path(profile).exists()
 
 
-@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @needs_firefox
@@ -148,7 +146,6 @@ def test_trial_row_with_qlog_and_keylog(served):
     assert "CLIENT_TRAFFIC_SECRET_0" in (wd / "trial" / "keys.log").read_text()
 
 
-@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @needs_firefox
@@ -167,7 +164,6 @@ def test_h3_with_quic_blocked_is_never_reported_as_h3(served):
         subprocess.run(lab.cmd("server", ["nft", "delete", "table", "inet", "qbtest_ff_noquic"]), check=True)
 
 
-@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @needs_firefox
