@@ -346,7 +346,6 @@ def test_browser_dies_with_a_killed_run(tmp_path, no_leftovers):
 
 
 # 13. Ctrl-C during the end-of-run report says that the report was not written, and how to write it
-@pytest.mark.parallel_safe
 def test_ctrl_c_during_the_report_says_so(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text('protocols = ["h1", "h2"]\nrepetitions = 3\n[[workloads]]\nsize = "10KB"\ncount = 2\n')
