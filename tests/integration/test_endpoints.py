@@ -83,12 +83,12 @@ def test_lab_up_serve_refuses_a_link_out_of_the_content(tmp_path, no_leftovers):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "hello.txt").write_text("hello\n")
     (tmp_path / "site" / "s").symlink_to("/etc/shadow")
-    r = run_qb("lab", "up", "--name", "t-link", "--serve", "nginx", "--content", str(tmp_path / "site"))
+    r = run_qb("lab", "up", "--name", "t-symlink", "--serve", "nginx", "--content", str(tmp_path / "site"))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--content:" in r.stderr and "s is a link to /etc/shadow, outside the content directory" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    assert not Path("/run/quicbench/labs/t-link.json").exists()
-    assert not [n for n in lab_namespaces() if n.startswith("qb-t-link-")]
+    assert not Path("/run/quicbench/labs/t-symlink.json").exists()
+    assert not [n for n in lab_namespaces() if n.startswith("qb-t-symlink-")]
 
 
 @pytest.mark.parallel_safe
