@@ -9,6 +9,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 QB = [sys.executable, "-m", "quicbench.cli.main"]
 
+# `make test` runs the integration tests marked `parallel_safe` two at a time (pytest-xdist, each file
+# on one worker), then every other one alone. A test is parallel_safe when another test beside it can
+# neither fail it nor be failed by it:
+#  - it asserts no measured duration, rate, loss or CPU share that the other test's load could move past
+#    its bound (a lower bound the path itself sets, such as a time to first byte of at least one round
+#    trip, only grows with load: it may stay);
+#  - every lab it makes has a live owner while the test runs: no `quicbench lab up` (its owner exits at
+#    once), no SIGKILLed run, no QUICBENCH_STATE of its own (other tests' `no_leftovers` would count such
+#    a lab as theirs, and their quicbench commands may reap it), and it runs no `lab down --all`;
+#  - it judges only its own labs, processes and files (`labs_left`, not the host's whole namespace list).
+# Unmarked integration tests run alone: a new test that is unsure stays unmarked.
+
 # The level at which a check of a measured statistic against its sampling law (a count against its
 # binomial law: losses, duplicates, corruptions; a skewness against its standard error) may fail a
 # correct implementation by chance. A run of the suite makes about twenty such checks, so at 0.001
@@ -54,25 +66,37 @@ def _descends_from(pid: int, ancestor: int) -> bool:
 
 
 def _someone_elses(ns: str) -> bool:
-    """A namespace of a lab whose live owner is not this test process (another run on the host)."""
+    """A namespace whose live owner is not this test process: a lab of another run on the host, or
+    another process's kernel-feature probe (qb-probe-PID, kernels/features.py)."""
     import json
-    lab = ns[len("qb-"):].rsplit("-", 1)[0]
-    state = Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench")) / "labs" / f"{lab}.json"
-    try:
-        owner = json.loads(state.read_text()).get("owner") or {}
-    except (OSError, ValueError):
-        return False
-    pid = owner.get("pid")
+    name = ns[len("qb-"):]
+    if name.startswith("probe-") and name[len("probe-"):].isdigit():
+        pid = int(name[len("probe-"):])
+    else:
+        state = Path(os.environ.get("QUICBENCH_STATE", "/run/quicbench")) / "labs" / f"{name.rsplit('-', 1)[0]}.json"
+        try:
+            owner = json.loads(state.read_text()).get("owner") or {}
+        except (OSError, ValueError):
+            return False
+        pid = owner.get("pid")
     return bool(pid) and Path(f"/proc/{pid}").exists() and not _descends_from(pid, os.getpid())
+
+
+def labs_left(before: set[str]) -> set[str]:
+    """Lab namespaces made since `before` that are still there and not another live process's (the
+    labs of other runs and tests on the host, which may come and go meanwhile, are not ours)."""
+    made = {ns for ns in lab_namespaces() - before if not _someone_elses(ns)}
+    # listed again: a lab whose owner removed it while we looked (its namespaces go before its state
+    # file) was not left behind
+    return made & lab_namespaces()
 
 
 @pytest.fixture
 def no_leftovers():
-    """Fail if the test leaves a lab namespace or state file behind (labs of other processes on the
-    host, which may come and go meanwhile, are not the test's)."""
+    """Fail if the test leaves a lab namespace or state file behind."""
     before = lab_namespaces()
     yield
-    left = {ns for ns in lab_namespaces() - before if not _someone_elses(ns)}
+    left = labs_left(before)
     assert left == set(), f"namespaces left behind: {sorted(left)}"
 
 
@@ -83,8 +107,8 @@ def cache(tmp_path_factory):
 
 
 def run_qb(*args: str, env=None, timeout=300, **kw) -> subprocess.CompletedProcess:
-    e = dict(os.environ, **(env or {}))
-    e.setdefault("COLUMNS", "200")
+    # wide enough that no message wraps, whatever the caller's terminal (pytest-xdist's workers say 80)
+    e = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run([*QB, *args], capture_output=True, text=True, timeout=timeout, env=e, **kw)
 
 

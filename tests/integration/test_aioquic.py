@@ -8,7 +8,7 @@ import pytest
 
 from conftest import root_only, run_qb
 
-pytestmark = [pytest.mark.integration, root_only]
+pytestmark = [pytest.mark.integration, pytest.mark.parallel_safe, root_only]
 
 PLAN = """
 name = "aioquic-pairs"

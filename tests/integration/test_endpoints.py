@@ -77,19 +77,21 @@ def test_lab_up_serve_own_content(tmp_path, no_leftovers):
         run_qb("lab", "down", name)
 
 
+@pytest.mark.parallel_safe
 def test_lab_up_serve_refuses_a_link_out_of_the_content(tmp_path, no_leftovers):
     """issue 26 case 3: `ln -s /etc/shadow DIR/s` is refused before a lab exists."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "hello.txt").write_text("hello\n")
     (tmp_path / "site" / "s").symlink_to("/etc/shadow")
-    r = run_qb("lab", "up", "--name", "t-link", "--serve", "nginx", "--content", str(tmp_path / "site"))
+    r = run_qb("lab", "up", "--name", "t-symlink", "--serve", "nginx", "--content", str(tmp_path / "site"))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "--content:" in r.stderr and "s is a link to /etc/shadow, outside the content directory" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    assert not Path("/run/quicbench/labs/t-link.json").exists()
-    assert not [n for n in lab_namespaces() if n.startswith("qb-t-link-")]
+    assert not Path("/run/quicbench/labs/t-symlink.json").exists()
+    assert not [n for n in lab_namespaces() if n.startswith("qb-t-symlink-")]
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("args,needle", [
     (["--serve", "apache"], "missing binary 'apache2'"),      # not installed (PATH without /usr/sbin)
     (["--serve", "lighttpd"], "--serve 'lighttpd': unknown server, accepted: aioquic, apache, apache-prefork, caddy, "
@@ -135,6 +137,7 @@ def plan_file(tmp_path: Path, client: str, **extra: str) -> Path:
     return p
 
 
+@pytest.mark.parallel_safe
 def test_command_client_h1_h2_h3_through_a_lab(tmp_path, no_leftovers):
     r = run_qb("run", str(plan_file(tmp_path, "curl")), "--out", str(tmp_path / "runs"), "--no-report")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -149,6 +152,7 @@ def test_command_client_h1_h2_h3_through_a_lab(tmp_path, no_leftovers):
     assert "ngtcp2" in meta["versions"]["client_curl"]["libcurl"]
 
 
+@pytest.mark.parallel_safe
 def test_command_client_exit_code_and_bytes(tmp_path, no_leftovers):
     r = run_qb("run", str(plan_file(tmp_path, "plaincurl")), "--out", str(tmp_path / "runs"), "--no-report")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -156,6 +160,7 @@ def test_command_client_exit_code_and_bytes(tmp_path, no_leftovers):
     assert x["status"] == "ok" and x["bytes"] == 500_000 and x["protocols"] == "unverified:5"
 
 
+@pytest.mark.parallel_safe
 def test_two_clients_are_not_pooled(tmp_path, no_leftovers):
     p = plan_file(tmp_path, "curl")
     p.write_text(p.read_text().replace('client = "curl"', 'client = ["qb-load", "curl"]')
@@ -170,6 +175,7 @@ def test_two_clients_are_not_pooled(tmp_path, no_leftovers):
     assert all(c["n"] == 3 for c in cells)
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("edit,needle", [
     (lambda t: t.replace("{connect}", "{conect}"), "unknown placeholder(s) {conect}; accepted: {url}"),
     (lambda t: t.replace(f"command = \"{sys.executable}", "command = \"/nonexistent/curl-h3", 1),
@@ -212,6 +218,7 @@ def server_plan(tmp_path: Path, server: str) -> Path:
     return p
 
 
+@pytest.mark.parallel_safe
 def test_command_server_serves_h3(tmp_path, no_leftovers):
     r = run_qb("run", str(server_plan(tmp_path, "pyquic")), "--out", str(tmp_path / "runs"), "--no-report")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -222,6 +229,7 @@ def test_command_server_serves_h3(tmp_path, no_leftovers):
         assert x["bytes"] == 400_000 and x["server_cpu_s"] > 0
 
 
+@pytest.mark.parallel_safe
 def test_command_server_never_ready_exit_2_nothing_left(tmp_path, no_leftovers):
     r = run_qb("run", str(server_plan(tmp_path, "never")), "--out", str(tmp_path / "runs"), "--no-report")
     assert r.returncode == 2, r.stdout + r.stderr

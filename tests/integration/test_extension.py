@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, root_only
 
-pytestmark = [pytest.mark.integration, root_only]
+pytestmark = [pytest.mark.integration, pytest.mark.parallel_safe, root_only]
 
 EXT = REPO / "tests" / "fixtures" / "extension"
 PLAN = """

@@ -26,6 +26,7 @@ def served(tmp_path_factory):
                                       port=443, tls=tls, content=content), wd
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])
 def test_objects_over_each_protocol(served, proto):
     lab, server, target, wd = served
@@ -43,6 +44,7 @@ def test_objects_over_each_protocol(served, proto):
     assert res.summary["bytes"] == 600_000
 
 
+@pytest.mark.parallel_safe
 def test_trial_row_is_verified(served):
     from quicbench.model.conditions import Condition
     from quicbench.model.plan import TrialSpec
@@ -91,6 +93,7 @@ def test_machine_cpu_share_is_measured_and_the_link_exempts(served):
     assert busy["goodput_mbps"] >= 0.8 * 20 and not busy["cpu_bound"], busy
 
 
+@pytest.mark.parallel_safe
 def test_root_index_for_hostname_and_ip(served):
     import subprocess
     lab, server, target, wd = served

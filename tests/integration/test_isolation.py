@@ -17,7 +17,7 @@ from quicbench.lab import LabSpec, make_lab
 from quicbench.servers import SERVERS
 from quicbench.tls import make_tls
 
-pytestmark = [pytest.mark.integration, root_only]
+pytestmark = [pytest.mark.integration, pytest.mark.parallel_safe, root_only]
 
 # server -> (port, protocol fetched)
 SERVED = {"caddy": (443, "h1"), "nginx": (1443, "h1"), "apache": (2443, "h2"), "ngtcp2": (3443, "h3"),

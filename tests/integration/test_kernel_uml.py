@@ -92,6 +92,7 @@ def test_runs_a_command_with_env_cwd_private_state_and_exit_code(tmp_path):
     assert not wait_no_leftovers(os.getpid(), 5)
 
 
+@pytest.mark.parallel_safe
 def test_missing_command_gives_its_exit_code():
     rc = UmlKernel().run(["/nonexistent/binary"], {"PATH": "/usr/bin:/bin"}, "/", stdout=io.BytesIO(),
                          stderr=io.BytesIO())
@@ -131,6 +132,7 @@ def test_ctrl_c_interrupts_the_command_and_leaves_nothing():
     assert not wait_no_leftovers(pid), leftovers(pid)
 
 
+@pytest.mark.parallel_safe
 def test_sigkill_of_the_caller_leaves_nothing(tmp_path):
     # the caller's own scratch directory (crosscheck's netem.json) goes with UML's
     scratch = tmp_path / "scratch"
@@ -162,6 +164,7 @@ def test_cli_kernel_flag(tmp_path):
     assert "boots and runs a command in" in " ".join(doctor.stdout.split()), doctor.stdout   # booted, not only found
 
 
+@pytest.mark.parallel_safe
 def test_one_writer_across_uml_and_a_resume_keeps_its_kernel(tmp_path):
     """A run inside UML writes its run directory on the host; and issue 26, cases 1 and 2: while
     it writes, the host refuses to resume or merge it (UML's flock is its own: run.lock names the
@@ -255,6 +258,7 @@ int main(void) {
 """
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.skipif("avx512f" not in Path("/proc/cpuinfo").read_text().split(),
                     reason="no AVX-512 on this host")
 def test_each_guest_thread_keeps_its_avx512_registers(tmp_path):

@@ -19,6 +19,7 @@ def check(cfg: dict, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.run([find_binary("linkem", FIX), "--check", "--config", str(f)], capture_output=True, text=True)
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("data", [
     {"delay_ms": 12.5, "jitter_ms": 1.25, "jitter_dist": "pareto", "reorder": True, "loss_pct": 0.5},
     {"rate_mbit": 40, "rate_overhead_bytes": 14, "queue": {"ms": 50}, "spikes": {"period_ms": 1000}},
@@ -33,6 +34,7 @@ def test_linkem_accepts_what_the_condition_model_sends(data, tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.parallel_safe
 def test_trace_condition_reaches_linkem(tmp_path):
     trace = tmp_path / "12mbit.trace"
     trace.write_text("".join(f"{i}\n" for i in range(1, 13)))
@@ -40,12 +42,14 @@ def test_trace_condition_reaches_linkem(tmp_path):
     assert check(hop_config(cond.hops[0]), tmp_path).returncode == 0
 
 
+@pytest.mark.parallel_safe
 def test_linkem_names_the_field_it_refuses(tmp_path):
     res = check({"up": {"rate_mbit": 5, "rate_overhead_bytes": 2000}}, tmp_path)
     assert res.returncode != 0
     assert "up.rate_overhead_bytes" in res.stderr
 
 
+@pytest.mark.parallel_safe
 def test_linkem_accepts_the_tables_bounds_and_refuses_beyond(tmp_path):
     """The running linkem takes its bounds from the schema it embeds: each number row's lowest
     and highest value, as the model sends them, pass; just beyond fails naming the field."""
@@ -78,6 +82,7 @@ def test_linkem_accepts_the_tables_bounds_and_refuses_beyond(tmp_path):
         assert cp.returncode == 2 and f"up.{row.name}: must be" in cp.stderr, (row.name, cp.stderr)
 
 
+@pytest.mark.parallel_safe
 def test_hop_config_round_trips_through_linkem(tmp_path):
     c = Condition.model_validate({"name": "x", "delay_ms": 20, "jitter_ms": 5, "jitter_dist": "pareto",
                                   "reorder": True, "rate_mbit": 10, "queue": {"packets": 100},

@@ -19,7 +19,7 @@ from quicbench.run.trial import run_trial
 from quicbench.servers.caddy import CaddyServer
 from quicbench.servers.netty import NettyServer
 
-pytestmark = [pytest.mark.integration, root_only]     # built by make setup-all (make test): make netty
+pytestmark = [pytest.mark.integration, pytest.mark.parallel_safe, root_only]     # built by make setup-all (make test): make netty
 
 COND = Condition(name="d5", delay_ms=5)
 

@@ -62,6 +62,7 @@ def replayed(tmp_path_factory):
                                content=content), wd, har, recorded)
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @needs_browser
@@ -74,6 +75,7 @@ def test_chromium_records_the_page_with_every_body(replayed):
     assert all(e.body == bodies[e.url] for e in rec.entries)
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("proto", ["h1", "h2", "h3"])
 @pytest.mark.integration
 @root_only
@@ -100,6 +102,7 @@ def test_recorded_page_replays_over_each_protocol(replayed, proto):
     assert x["screencast_frames"] >= 1 and 0 < x["speed_index_ms"] <= x["visually_complete_ms"]
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @needs_browser

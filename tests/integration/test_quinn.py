@@ -43,6 +43,7 @@ def _pgrep(pattern: str) -> list[str]:
     return subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True).stdout.splitlines()
 
 
+@pytest.mark.parallel_safe
 def test_registered_for_h3_only_with_its_congestion_controllers():
     assert SERVERS["quinn"] is QuinnServer
     assert QuinnServer.protocols == {"h3"} and QuinnServer.quic_ccs == ("cubic", "reno", "bbr")
@@ -90,6 +91,7 @@ def test_h3_over_a_lossy_path_with_the_cc_asked_for(lab_env, cc):
     assert row["quic_client_out_of_order"] == 0
 
 
+@pytest.mark.parallel_safe
 def test_an_unknown_cc_stops_the_start_naming_the_accepted_ones(lab_env):
     lab, content, tls, wd = lab_env
     srv = QuinnServer(lab, wd / "srv" / "bad", content, tls, port=1443, quic_cc="vegas")
@@ -123,6 +125,7 @@ def test_reordering_shows_as_spurious_losses_of_quinn(lab_env):
     assert row["quic_lost_reordering"] + row["quic_lost_time"] == row["quic_lost"]
 
 
+@pytest.mark.parallel_safe
 def test_every_new_connection_is_answered_resumed_and_in_0rtt(lab_env):
     """12 connections, one per object, each resuming the priming connection's session with its
     request in 0-RTT and answered at once (0.5-RTT), as Caddy does. (quinn's 0.5-RTT before the

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QB, lab_namespaces, root_only, run_qb
+from conftest import QB, lab_namespaces, labs_left, root_only, run_qb
 
 pytestmark = [pytest.mark.integration, root_only]
 
@@ -74,6 +74,7 @@ def run_lab_state(run_dir: Path) -> dict:
 
 
 # 1. one writer per run directory; TLS material made once
+@pytest.mark.parallel_safe
 def test_second_writer_is_refused_and_tls_is_made_once(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN)
@@ -98,6 +99,7 @@ def test_second_writer_is_refused_and_tls_is_made_once(tmp_path, no_leftovers):
 
 
 # 2. a full disk: no torn row, a one-line error, exit 1, meta 'interrupted', resumable
+@pytest.mark.parallel_safe
 def test_full_disk_stops_cleanly_and_resumes(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN.replace('link = "linkem"', 'link = "plain"').replace(
@@ -130,6 +132,7 @@ def test_full_disk_stops_cleanly_and_resumes(tmp_path, no_leftovers):
 
 
 # 3. a retried trial starts from an empty directory; the earlier attempt is kept aside, named
+@pytest.mark.parallel_safe
 def test_retried_trial_directory_is_fresh(tmp_path):
     from quicbench.model.runmeta import RunMeta
     from quicbench.store import RunStore
@@ -145,6 +148,7 @@ def test_retried_trial_directory_is_fresh(tmp_path):
 
 
 # 4. a dead link emulator is restarted and the trial runs again; never recorded as the network's
+@pytest.mark.parallel_safe
 def test_killed_linkem_is_detected_restarted_and_nothing_wrong_recorded(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN)
@@ -205,6 +209,7 @@ def test_status_reports_a_killed_runs_lab_as_dead(tmp_path, no_leftovers):
 
 
 # 9. two Ctrl-C presses in quick succession still take the lab down
+@pytest.mark.parallel_safe
 def test_double_ctrl_c_leaves_no_lab(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN)
@@ -217,10 +222,11 @@ def test_double_ctrl_c_leaves_no_lab(tmp_path, no_leftovers):
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=120)
     assert p.returncode == 130
-    assert lab_namespaces() - others == set()
+    assert labs_left(others) == set()
 
 
 # 11, 14. tracebacks become one-line errors; flags that make no sense are refused
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("args,needle,code", [
     (["run", "--out", "/proc/x", "--reps", "1"], "--out /proc/x: cannot create a run directory", 2),
     (["run", "--retry-failed"], "--retry-failed needs --resume", 2),
@@ -236,6 +242,7 @@ def test_clear_errors(tmp_path, args, needle, code, no_leftovers):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.parallel_safe
 def test_binary_plan_file_is_a_clear_error(tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_bytes(bytes(range(256)))
@@ -245,6 +252,7 @@ def test_binary_plan_file_is_a_clear_error(tmp_path):
 
 
 # 12. a plan that cannot run fails in plan show / --dry-run, before anything starts
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("field,needle", [
     ('link = "wormhole"', "link: unknown link emulator 'wormhole'"),
     ('tcp_cc = "warp"', "tcp_cc: 'warp' is not available"),
@@ -260,6 +268,7 @@ def test_bad_driver_fields_fail_before_anything_starts(tmp_path, field, needle):
 
 
 # 14. --reps with --resume is recorded; the resume hint names the plan file
+@pytest.mark.parallel_safe
 def test_reps_change_on_resume_is_recorded_and_hint_names_the_plan(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN.replace("repetitions = 6", "repetitions = 1"))
@@ -354,6 +363,7 @@ def test_ctrl_c_during_the_report_says_so(tmp_path, no_leftovers):
 
 
 # 4b. a lab removed from outside (another user's `ip netns del`) stops the run; nothing is recorded for it
+@pytest.mark.parallel_safe
 def test_a_lab_removed_from_outside_stops_the_run_without_wrong_rows(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(SLOW_PLAN)
@@ -373,6 +383,7 @@ def test_a_lab_removed_from_outside_stops_the_run_without_wrong_rows(tmp_path, n
 
 
 # issue 26 case 4: a run that finished with failed trials exits 1 (README's exit codes), also with --json
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("extra", [[], ["--json"]])
 def test_failed_trials_exit_1(tmp_path, extra, no_leftovers):
     plan = tmp_path / "p.toml"
@@ -388,6 +399,7 @@ def test_failed_trials_exit_1(tmp_path, extra, no_leftovers):
         assert json.loads(r.stdout)       # stdout is still the summary alone
 
 
+@pytest.mark.parallel_safe
 def test_a_run_that_cannot_start_its_server_is_refused_leaving_nothing(tmp_path, no_leftovers):
     """Issue 26, case 5 and issue 45, part 7: a server whose readiness never passes stops the run
     with exit 2, one line saying why, and no run directory (no trial was recorded)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QB, lab_namespaces, root_only, run_qb
+from conftest import QB, lab_namespaces, labs_left, root_only, run_qb
 from quicbench.kernels.features import probe
 
 pytestmark = [pytest.mark.integration, root_only]
@@ -109,6 +109,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path, no_l
     assert r.returncode == 0 and "nothing to do" in r.stdout
 
 
+@pytest.mark.parallel_safe
 def test_ctrl_c_cleans_up_and_resumes(tmp_path, no_leftovers):
     plan = tmp_path / "p.toml"
     plan.write_text(PLAN)
@@ -116,18 +117,19 @@ def test_ctrl_c_cleans_up_and_resumes(tmp_path, no_leftovers):
     others = lab_namespaces()              # labs of other runs on this host are not ours to judge
     p = start_run(plan, out)
     run_dir = wait_rows(out, 3)
-    assert lab_namespaces() - others, "the run's lab was not up"
+    assert labs_left(others), "the run's lab was not up"
     p.send_signal(signal.SIGINT)
     output = communicate_or_stacks(p, timeout=120)   # a guard against hanging, not a speed target
     assert p.returncode == 130, output
     assert "resume with" in output
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
-    assert lab_namespaces() - others == set()
+    assert labs_left(others) == set()
     r = run_qb("run", str(plan), "--resume", str(run_dir), "--no-report")
     assert r.returncode == 0, r.stdout + r.stderr
     assert len({row["key"] for row in rows(run_dir)}) == 48 == len(rows(run_dir))
 
 
+@pytest.mark.parallel_safe
 def test_resume_with_other_plan_is_refused(tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_text(PLAN)
@@ -142,6 +144,7 @@ def test_resume_with_other_plan_is_refused(tmp_path):
     assert r.returncode == 2 and "different plan" in r.stderr
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("body,needle", [
     ('protocols = ["h4"]\n[[workloads]]\nsize = "1MB"', "Input should be 'h1', 'h2' or 'h3'"),
     ('[[workloads]]\nsize = "1 megabyte"', "bad size '1 megabyte'"),
@@ -157,11 +160,13 @@ def test_bad_plan_exit_2_nothing_left(tmp_path, body, needle, no_leftovers):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parallel_safe
 def test_unknown_protocol_in_only(tmp_path):
     r = run_qb("run", "--only", "protocol=quic", "--out", str(tmp_path))
     assert r.returncode == 2 and "protocol=quic" in r.stderr and "h1, h2, h3" in r.stderr
 
 
+@pytest.mark.parallel_safe
 def test_missing_binary(tmp_path, no_leftovers):
     env = {"QUICBENCH_BIN": str(tmp_path / "nobin"), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     r = run_qb("run", "--out", str(tmp_path / "runs"), env=env)
@@ -169,6 +174,7 @@ def test_missing_binary(tmp_path, no_leftovers):
     assert "missing binary 'qb-load'" in r.stderr and "make setup" in r.stderr
 
 
+@pytest.mark.parallel_safe
 def test_not_root(tmp_path):
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
                         "import sys; sys.argv=['quicbench','lab','up']; from quicbench.cli.main import main; main()"],

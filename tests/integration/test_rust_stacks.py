@@ -108,6 +108,7 @@ def test_quiche_server_to_qb_load_with_its_qlog_and_cc(lab_env, cc):
     assert row["quic_lost_reordering"] is None and row["quic_lost_spurious"] is None
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("client_cls", [QuicheClient, QuinnClient])
 def test_each_rust_client_against_caddy(lab_env, client_cls):
     row, reqs, trial, _ = _trial(lab_env, CaddyServer, client_cls(), Workload(size="10KB", count=4, parallel=2,
@@ -123,6 +124,7 @@ def test_each_rust_client_against_caddy(lab_env, client_cls):
     assert row["client_cpu_s"] is not None
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("server_cls,client_cls", [(QuinnServer, QuinnClient), (QuicheServer, QuicheClient),
                                                    (QuicheServer, QuinnClient), (QuinnServer, QuicheClient)])
 def test_the_rust_pairs_share_one_connection(lab_env, server_cls, client_cls):
@@ -136,6 +138,7 @@ def test_the_rust_pairs_share_one_connection(lab_env, server_cls, client_cls):
     assert (trial / "qlog" / server_qlogs[0].name.replace("_server.", "_client.")).is_file()
 
 
+@pytest.mark.parallel_safe
 def test_an_unknown_cc_stops_the_quiche_server_naming_the_accepted_ones(lab_env):
     lab, content, tls, wd = lab_env
     srv = QuicheServer(lab, wd / "srv" / "bad", content, tls, port=3443, quic_cc="vegas")

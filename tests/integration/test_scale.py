@@ -11,7 +11,7 @@ import pytest
 from conftest import root_only, run_qb
 from slurm_cluster import SlurmCluster, missing_binaries
 
-pytestmark = [pytest.mark.integration, root_only]
+pytestmark = [pytest.mark.integration, pytest.mark.parallel_safe, root_only]
 
 PLAN = """
 name = "scale-test"

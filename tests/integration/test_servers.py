@@ -40,12 +40,14 @@ def _plan(servers: dict, protocols=("h1", "h2", "h3")):
     return plan
 
 
+@pytest.mark.parallel_safe
 def test_registry_protocols():
     assert SERVERS["nginx"].protocols == {"h1", "h2"}
     assert SERVERS["apache"].protocols == {"h1", "h2"}
     assert SERVERS["apache-prefork"].protocols == {"h1"}
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("server", ["nginx", "apache", "apache-prefork"])
 def test_h3_rejected_naming_caddy(server):
     with pytest.raises(QuicbenchError) as e:
@@ -55,12 +57,14 @@ def test_h3_rejected_naming_caddy(server):
     assert f"{server} cannot serve h3" in msg and "caddy" in can and server not in can
 
 
+@pytest.mark.parallel_safe
 def test_prefork_h2_rejected_naming_servers_that_can():
     with pytest.raises(QuicbenchError) as e:
         _plan({"h2": "apache-prefork"}, protocols=("h2",))
     assert "servers that can: apache, caddy, caddy-2.6, nginx" in str(e.value)
 
 
+@pytest.mark.parallel_safe
 def test_plan_holds_protocol_varies_server():
     p = _plan({"h1": "apache-prefork", "h2": "nginx"})
     assert [p.server_options(x) for x in ("h1", "h2", "h3")] == [["apache-prefork"], ["nginx"], ["caddy"]]
@@ -72,6 +76,7 @@ class _FakeLab:
         return "198.18.1.2"
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("server", ["nginx", "apache", "apache-prefork"])
 def test_config_is_self_contained_and_valid(tmp_path, server):
     """The per-run config names only the run directory, the content and the TLS files
@@ -127,6 +132,7 @@ def _target(lab_env, port):
                   content=content)
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @pytest.mark.parametrize("server,proto", [(s, p) for s, ps in CASES.items() for p in ps])
@@ -161,6 +167,7 @@ def test_long_workload_keeps_its_connections(lab_env, running, server, proto):
     assert res.summary["duration_s"] < 3
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @pytest.mark.parametrize("server", list(CASES))
@@ -198,6 +205,7 @@ def _wait_workers(pgid: int) -> set[int]:
     return pids
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @pytest.mark.parametrize("server", list(CASES))
@@ -227,6 +235,7 @@ def test_stop_leaves_no_process(lab_env, server):
     assert pgrep_f(str(sdir)) == []
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.parametrize("server", ["caddy", "nginx", "apache", "quinn"])
 def test_every_server_binds_only_the_lab_address(lab_env, tmp_path, server):
     """A server listens on the lab's server address, not on every address of its node."""
@@ -253,6 +262,7 @@ def _get(lab, tls, port: int, path: str) -> tuple[str, str]:
     return code, body
 
 
+@pytest.mark.parallel_safe
 @pytest.mark.integration
 @root_only
 @pytest.mark.parametrize("server", ["caddy", *CASES])

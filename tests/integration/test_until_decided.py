@@ -31,6 +31,7 @@ rate_mbit = 5
 """
 
 
+@pytest.mark.parallel_safe
 def test_undecided_cells_get_more_repetitions_up_to_max(tmp_path, no_leftovers):
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN)

@@ -60,6 +60,7 @@ def test_h1_overhead_within_physical_bounds(served):
     assert max(lens) <= 128   # headers only
 
 
+@pytest.mark.parallel_safe
 def test_h3_capture_qlog_and_keylog(served):
     row, d = trial(served, "h3", TrialOptions(capture=True, qlog=True, keylog=True), "h3-cap")
     assert row["quic_packets_down"] > 2800   # 4 MB in at most ~1450-byte QUIC packets
@@ -76,6 +77,7 @@ def test_h3_capture_qlog_and_keylog(served):
     assert "CLIENT_HANDSHAKE_TRAFFIC_SECRET" in keys and "SERVER_TRAFFIC_SECRET_0" in keys
 
 
+@pytest.mark.parallel_safe
 def test_capture_off_leaves_no_pcap(served):
     row, d = trial(served, "h2", TrialOptions(), "h2-nocap")
     assert "wire_bytes_down" not in row
