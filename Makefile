@@ -174,10 +174,13 @@ test: setup-all test-go test-rust test-py
 test-py:
 	# pure logic on every core (pytest-xdist); then the integration tests marked parallel_safe two at
 	# a time (each file on one worker; tests/conftest.py says which qualify), then the others one at
-	# a time: they measure timing, rates and CPU, or act on every lab of the machine
-	$(PY) -m pytest -q -ra --durations=10 -n auto tests/unit
-	$(PY) -m pytest -q -ra --durations=10 -n 2 --dist loadfile -m parallel_safe tests/integration
-	$(PY) -m pytest -q -ra --durations=15 -m "not parallel_safe" tests/integration
+	# a time: they measure timing, rates and CPU, or act on every lab of the machine. Every phase
+	# runs whatever an earlier one found; the target fails if any did.
+	@rc=0; \
+	$(PY) -m pytest -q -ra --durations=10 -n auto tests/unit || rc=1; \
+	$(PY) -m pytest -q -ra --durations=10 -n 2 --dist loadfile -m parallel_safe tests/integration || rc=1; \
+	$(PY) -m pytest -q -ra --durations=15 -m "not parallel_safe" tests/integration || rc=1; \
+	exit $$rc
 
 test-go:
 	cd loadclient && go test -count=1 ./...
