@@ -7,6 +7,7 @@ import re
 import pytest
 
 from quicbench.link.schedule import (SCHEDULE_RESULT, ScheduleLimit, download_rate_mbit, highest_on_schedule,
+                                     reached_on_schedule,
                                      load_limit, plan_schedule_warning, schedule_warning)
 from quicbench.model.conditions import Condition
 from quicbench.paths import REPO_ROOT
@@ -62,6 +63,23 @@ def test_no_warning_within_the_figure_or_when_nothing_was_measured():
     assert schedule_warning([cond("fast")], None) is None
     every = ScheduleLimit(highest_mbit=800, unlimited_ok=True, lowest_mbit=100)
     assert schedule_warning([cond("fast"), cond("gig", rate_mbit=5000)], every) is None
+
+
+def test_a_rate_is_judged_by_what_the_transfers_carried_on_schedule():
+    """A 20 MB transfer need not fill its rate: what linkem carried on schedule is the bound."""
+    rates = {"r400": {"rate_mbit": 400, "per_protocol": {"h1": {"goodput_mbps_median": 270},
+                                                        "h3": {"goodput_mbps_median": 290}}},
+             "r800": {"rate_mbit": 800, "per_protocol": {"h1": {"goodput_mbps_median": 400},
+                                                        "h3": {"goodput_mbps_median": 360}}},
+             "unlimited": {"rate_mbit": None, "per_protocol": {"h1": {"goodput_mbps_median": 540}}}}
+    assert reached_on_schedule(rates, 800) == 400
+    assert reached_on_schedule(rates, 400) == 290          # the rates above the figure do not count
+    assert reached_on_schedule(rates, None) is None
+    carried = ScheduleLimit(highest_mbit=800, unlimited_ok=False, lowest_mbit=100, reached_mbit=400)
+    assert carried.kept == "kept its schedule at rates up to 800 Mbit/s, where its transfers carried at most 400 Mbit/s"
+    assert not carried.exceeded_by(400) and carried.exceeded_by(600) and carried.exceeded_by(None)
+    line = schedule_warning([cond("half", rate_mbit=500), cond("within", rate_mbit=300)], carried)
+    assert "condition half (500 Mbit/s)" in line and "within" not in line
 
 
 def test_late_at_the_lowest_rate_warns_from_that_rate_up():

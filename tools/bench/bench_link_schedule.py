@@ -25,7 +25,7 @@ from rich.table import Table
 from quicbench.clients import LoadClient, Target
 from quicbench.content.objects import generate
 from quicbench.lab import LabSpec, make_lab
-from quicbench.link.schedule import RULE, ScheduleLimit, highest_on_schedule
+from quicbench.link.schedule import RULE, ScheduleLimit, highest_on_schedule, reached_on_schedule
 from quicbench.model.conditions import Condition
 from quicbench.model.plan import Workload
 from quicbench.model.specs import TrialSpec
@@ -106,6 +106,7 @@ def schedule(rates: tuple[float | None, ...] = RATES, reps: int = REPS, protocol
                 server.stop()
     highest, unlimited_ok = highest_on_schedule(late_by_rate)
     return {"rule": RULE, "highest_on_schedule_mbit": highest, "unlimited_on_schedule": unlimited_ok,
+            "reached_on_schedule_mbit": reached_on_schedule(by_rate, highest),
             "lowest_mbit": min(r for r in rates if r is not None), "rates": by_rate, "delay_ms": DELAY_MS,
             "size": size, "reps": reps, "protocols": list(protocols), "cpus": os.cpu_count(),
             "seconds": time.time() - t0}

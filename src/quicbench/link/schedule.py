@@ -32,18 +32,22 @@ RULE = ("the highest rate at which no transfer was link-late, climbing from the 
 @dataclass(frozen=True)
 class ScheduleLimit:
     """What make bench found: highest_mbit, the highest rate tried that kept its schedule (None:
-    not even the lowest, lowest_mbit); unlimited_ok, whether transfers without a rate limit did too;
-    cpus, the machine's CPU count when measured."""
+    not even the lowest, lowest_mbit); reached_mbit, the most the transfers at the rates on
+    schedule carried (a protocol's median goodput: a 20 MB transfer need not fill its rate);
+    unlimited_ok, whether transfers without a rate limit kept it too; cpus, the machine's CPU count
+    when measured."""
     highest_mbit: float | None
     unlimited_ok: bool
     lowest_mbit: float
     cpus: int | None = None
+    reached_mbit: float | None = None
 
     @classmethod
     def from_result(cls, res: dict) -> "ScheduleLimit":
         """From the bench result's ``schedule`` section."""
         return cls(highest_mbit=res.get("highest_on_schedule_mbit"), unlimited_ok=bool(res.get("unlimited_on_schedule")),
-                   lowest_mbit=res["lowest_mbit"], cpus=res.get("cpus"))
+                   lowest_mbit=res["lowest_mbit"], cpus=res.get("cpus"),
+                   reached_mbit=res.get("reached_on_schedule_mbit"))
 
     @property
     def kept(self) -> str:
@@ -52,17 +56,22 @@ class ScheduleLimit:
             return "kept its schedule at every rate tried and without a rate limit"
         if self.highest_mbit is None:
             return f"was late already at {_mbit(self.lowest_mbit)}, the lowest rate tried"
+        if self.reached_mbit is not None:
+            return (f"kept its schedule at rates up to {_mbit(self.highest_mbit)}, where its transfers "
+                    f"carried at most {_mbit(round(self.reached_mbit))}")
         return f"kept its schedule up to {_mbit(self.highest_mbit)}"
 
     def exceeded_by(self, rate_mbit: float | None) -> bool:
-        """Would a download at this rate (None: no rate limit) go beyond what was measured on schedule?"""
+        """Would a download at this rate (None: no rate limit) go beyond what was measured on
+        schedule? Beyond is above what the transfers carried on schedule, where that is known: a
+        download filling a rate above it was not measured."""
         if self.unlimited_ok:
             return False
         if rate_mbit is None:
             return True
         if self.highest_mbit is None:
             return rate_mbit >= self.lowest_mbit
-        return rate_mbit > self.highest_mbit
+        return rate_mbit > (self.reached_mbit if self.reached_mbit is not None else self.highest_mbit)
 
 
 def highest_on_schedule(late_by_rate: Mapping[float | None, Sequence[bool]]) -> tuple[float | None, bool]:
@@ -77,6 +86,17 @@ def highest_on_schedule(late_by_rate: Mapping[float | None, Sequence[bool]]) -> 
         highest = rate
     unlimited = late_by_rate.get(None)
     return highest, bool(unlimited) and not any(unlimited)
+
+
+def reached_on_schedule(rates: Mapping[str, dict], highest: float | None) -> float | None:
+    """The most the transfers carried at the rates on schedule (bench result's ``rates``, those at
+    or below ``highest``): the largest median goodput of one protocol at one such rate."""
+    if highest is None:
+        return None
+    carried = [p["goodput_mbps_median"] for r in rates.values()
+               if r.get("rate_mbit") is not None and r["rate_mbit"] <= highest
+               for p in r.get("per_protocol", {}).values() if p.get("goodput_mbps_median") is not None]
+    return max(carried, default=None)
 
 
 def download_rate_mbit(condition: Condition) -> float | None:
