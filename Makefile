@@ -51,9 +51,7 @@ $(VENV)/.installed-aioquic: $(VENV)/.installed pyproject.toml
 	@touch $@
 
 # the three binaries of the default plan, built side by side (Go and Rust each use every core,
-# but the downloads and the linkers' waits overlap); `setup` builds them beside the venv's install.
-# Caddy's is the longest (about 950 packages from source), so qb-load's and linkem's give way to it
-# (nice): they fill the CPU Caddy's build leaves idle instead of lengthening it.
+# but the downloads and the linkers' waits overlap); `setup` builds them beside the venv's install
 build:
 	@$(MAKE) --no-print-directory -j3 $(BIN)/qb-load $(BIN)/linkem $(BIN)/caddy
 
@@ -110,7 +108,7 @@ firefox/node_modules/.installed: firefox/package.json firefox/package-lock.json
 
 $(BIN)/qb-load: $(wildcard loadclient/*.go) loadclient/go.mod loadclient/go.sum
 	@mkdir -p $(BIN)
-	cd loadclient && nice -n 10 go build -trimpath -o ../$(BIN)/qb-load .
+	cd loadclient && go build -trimpath -o ../$(BIN)/qb-load .
 
 # server 'replay': recorded page archives over h1, h2 and h3 (loadclient's module, quic-go's http3)
 $(BIN)/qb-replay: $(wildcard loadclient/cmd/qb-replay/*.go loadclient/internal/replay/*.go) loadclient/go.mod loadclient/go.sum
@@ -129,7 +127,7 @@ $(BIN)/caddy: Makefile
 # replaced by a rename: a linkem still running keeps its file (cp would fail: text file busy)
 $(BIN)/linkem: $(shell find linkem/src -name '*.rs' 2>/dev/null) linkem/Cargo.toml linkem/schema.json
 	@mkdir -p $(BIN)
-	cd linkem && nice -n 10 cargo build --release --quiet
+	cd linkem && cargo build --release --quiet
 	cp linkem/target/release/linkem $(BIN)/linkem.tmp && mv -f $(BIN)/linkem.tmp $(BIN)/linkem
 
 # preloaded into User-Mode Linux: hands the host a guest task's whole FPU state (AVX-512, AMX hosts)
