@@ -343,7 +343,7 @@ mod tests {
         let mut ids = std::collections::HashMap::new();
         let mut rel = Vec::new();
         let mut out = [Copy::default(); 2];
-        let mut settle = |rel: &mut Vec<Release>, sent: &mut Vec<Option<u64>>, ids: &std::collections::HashMap<u64, usize>| {
+        let settle = |rel: &mut Vec<Release>, sent: &mut Vec<Option<u64>>, ids: &std::collections::HashMap<u64, usize>| {
             for r in rel.drain(..) {
                 sent[ids[&r.id]] = r.send_at;
             }

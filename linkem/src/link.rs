@@ -674,7 +674,7 @@ mod tests {
     fn held_times(b: &mut Bottleneck, pkts: &[(u32, u64)]) -> Vec<Option<(u64, u64)>> {
         let mut res = vec![None; pkts.len()];
         let mut at = std::collections::HashMap::new();
-        let mut take = |d: Dequeued, res: &mut Vec<Option<(u64, u64)>>, at: &std::collections::HashMap<u64, usize>| {
+        let take = |d: Dequeued, res: &mut Vec<Option<(u64, u64)>>, at: &std::collections::HashMap<u64, usize>| {
             if let Dequeued::Sent { id, start, finish, .. } = d {
                 res[at[&id]] = Some((start, finish));
             }
