@@ -77,7 +77,7 @@ def run_cmd(
         from quicbench.run.runner import check_resumable
         check_resumable(resume, p, only_map)     # its own plan and selection only
     source = str(plan) if plan else "default plan"
-    check_plan(p, source)
+    checked = check_plan(p, source, only=only_map)
     from quicbench.content.objects import check_disk_space
     content = p.content()
     check_disk_space(dict(content.objects), seed=content.seed, realistic_page=content.realistic_page,
@@ -108,7 +108,8 @@ def run_cmd(
     # the plan is accepted: a condition beyond linkem's measured schedule is said, not refused
     if kernel == "host":      # inside another kernel the run there warns, with the link it has
         from quicbench.link.schedule import plan_schedule_warning
-        conditions = [c for c in p.conditions if c.name in only_map.get("condition", [c.name])]
+        selected = {t.condition.name for t in checked.trials}
+        conditions = [c for c in p.conditions if c.name in selected]
         warning = plan_schedule_warning(p.link, conditions, p.offload, resolve_auto=backend == "netns")
         if warning:
             err.print(warning, style="yellow", markup=False, highlight=False)

@@ -142,8 +142,8 @@ class Selection:
         """The plan resolved for running this selection: its trials, the lab, the content, the
         run-wide settings of a trial, and what meta.json records of the plan and the selection."""
         import json
-        from quicbench.model.plan import condition_headlines, expand, plan_fingerprint
-        trials = tuple(select(expand(plan, reps=self.reps, only=dict(self.only) if self.only else None), self.shard))
+        from quicbench.model.plan import condition_headlines, plan_fingerprint
+        trials = tuple(self.trials(plan))
         return RunSpec(
             trials=trials,
             lab=LabSpec(name="run", hops=plan.hops, tcp_cc=plan.tcp_ccs[0], tcp_initcwnd=plan.tcp_initcwnd,

@@ -31,9 +31,12 @@ def available_cc() -> list[str]:
 
 
 def check_plan(plan: Plan, source: str = "plan", installed: bool = False,
-               only: dict[str, list[str]] | None = None) -> None:
-    """check_run on the plan resolved for --only's selection (with only: those its trials use)."""
-    check_run(Selection(reps=1, only=only).resolve(plan), source, installed)
+               only: dict[str, list[str]] | None = None) -> RunSpec:
+    """check_run on the plan resolved for --only's selection, one repetition (with installed:
+    the drivers its trials use); returns that resolution."""
+    run = Selection(reps=1, only=only).resolve(plan)
+    check_run(run, source, installed)
+    return run
 
 
 @dataclass(frozen=True)
